@@ -1,0 +1,38 @@
+//===- Passes.td - moe conversion passes --------------------*- tablegen -*-===//
+#ifndef MOE_CONVERSION_PASSES_TD
+#define MOE_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
+  let summary = "Lower moe.route/dispatch/grouped_matmul/activation/combine to linalg";
+  let description = [{
+    Lowers the decomposed ops of one expert-parallel rank to `linalg.generic`
+    on tensors (plus `tensor` and `arith`), so that the same IR bufferizes to
+    CPU loops or maps to GPU kernels. Every step is data-parallel:
+
+    * `moe.route`: router GEMM, scores, and a top-k written as ranks: expert
+      `e` is the j-th choice when exactly j experts beat it (ties go to the
+      lower id). Group-limited routing ranks groups the same way by the sum
+      of their two best selection scores and masks the experts of the rest.
+    * `moe.dispatch`: a stable counting sort by expert (counts, exclusive
+      offsets, the position of each (token, choice) among its expert's rows),
+      then a gather of the rows.
+    * `moe.grouped_matmul`: a GEMM whose weight is gathered by `row_expert`.
+    * `moe.combine`: a gather through `slot` and a weighted sum over top-k.
+
+    Routing and dispatch cost O(T E^2) and O((T k)^2): fine for the sizes the
+    CPU path tests; the GPU path will replace them with scans.
+
+    Before: `%y = moe.combine %o, %slot, %w : ...`
+    After: `%y = linalg.generic {...} ins(%slot, %w : ...) outs(%init : ...)`
+    with the row of `%o` read by `tensor.extract`. Run it with
+    `--implicit-check-not=moe.` in tests: nothing of `moe` is left.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
+#endif // MOE_CONVERSION_PASSES_TD

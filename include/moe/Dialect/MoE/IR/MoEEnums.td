@@ -1,0 +1,24 @@
+//===- MoEEnums.td - moe enumerations -----------------------*- tablegen -*-===//
+#ifndef MOE_DIALECT_MOE_IR_MOEENUMS_TD
+#define MOE_DIALECT_MOE_IR_MOEENUMS_TD
+
+include "mlir/IR/EnumAttr.td"
+
+def MoE_ScoreFunction : I32EnumAttr<"ScoreFunction",
+    "function turning router logits into expert scores", [
+      I32EnumAttrCase<"softmax", 0>,
+      I32EnumAttrCase<"sigmoid", 1>
+    ]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
+def MoE_Activation : I32EnumAttr<"Activation",
+    "gated activation between the two expert GEMMs", [
+      I32EnumAttrCase<"swiglu", 0>
+    ]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
+#endif // MOE_DIALECT_MOE_IR_MOEENUMS_TD

@@ -1,0 +1,195 @@
+//===- MoEOps.td - moe operations ---------------------------*- tablegen -*-===//
+#ifndef MOE_DIALECT_MOE_IR_MOEOPS_TD
+#define MOE_DIALECT_MOE_IR_MOEOPS_TD
+
+include "moe/Dialect/MoE/IR/MoEAttrs.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def MoE_FloatTensor : RankedTensorOf<[F32, BF16]>;
+def MoE_I32Tensor : RankedTensorOf<[I32]>;
+def MoE_F32Tensor : RankedTensorOf<[F32]>;
+
+//===----------------------------------------------------------------------===//
+// moe.layer
+//===----------------------------------------------------------------------===//
+
+def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
+  let summary = "A whole MoE block: router, routed experts, optional shared expert";
+  let description = [{
+    Computes `y[T,H]` from `x[T,H]`. The router weight is `[E,H]`. Expert
+    weights are in HuggingFace's (out, in) layout: `w13[E, 2I, H]` holds each
+    expert's gate projection (rows `0..I`) and up projection (rows `I..2I`),
+    `w2[E, H, I]` its down projection. For a token `t` routed to experts `e_j`
+    with weights `w_j`:
+
+    `y[t] = sum_j w_j * w2[e_j] . act(w13[e_j] . x[t])  (+ shared(x[t]))`
+
+    where `act(g, u) = silu(g) * u` for SwiGLU. The optional shared expert
+    (`shared_w13[2Is, H]`, `shared_w2[H, Is]`) is applied to every token and
+    added. Arithmetic is done in f32 and the result rounded to `x`'s element
+    type. Rules: `layer_c1`..`layer_c5` and the expert-count rules of
+    `#moe.routing` (`route_c3`..`route_c7`), see docs/MoEVerifierRules.md.
+
+    ```mlir
+    %y = moe.layer %x router(%wr) experts(%w13, %w2)
+           routing <softmax, top_k = 2, normalize> activation swiglu
+           layout <ep = 1, tp = 1>
+         : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+            tensor<8x64x32xf32>) -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins
+    MoE_FloatTensor:$x,
+    MoE_FloatTensor:$router_weight,
+    Optional<MoE_F32Tensor>:$correction_bias,
+    MoE_FloatTensor:$w13,
+    MoE_FloatTensor:$w2,
+    Optional<MoE_FloatTensor>:$shared_w13,
+    Optional<MoE_FloatTensor>:$shared_w2,
+    MoE_RoutingAttr:$routing,
+    MoE_ActivationAttr:$activation,
+    MoE_LayoutAttr:$layout
+  );
+  let results = (outs MoE_FloatTensor:$y);
+  let assemblyFormat = [{
+    $x `router` `(` $router_weight (`bias` $correction_bias^)? `)`
+    `experts` `(` $w13 `,` $w2 `)`
+    (`shared` `(` $shared_w13^ `,` $shared_w2 `)`)?
+    `routing` $routing `activation` $activation `layout` $layout
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// moe.route
+//===----------------------------------------------------------------------===//
+
+def MoE_RouteOp : MoE_Op<"route", [Pure]> {
+  let summary = "Router: logits from x, then top-k expert ids and weights";
+  let description = [{
+    Computes `logits[T,E] = x . router_weight^T` in f32, scores and selection
+    as `#moe.routing` describes, and returns for each token the `top_k`
+    expert ids (best first; ties go to the lower expert id) and their weights.
+
+    ```mlir
+    %ids, %weights = moe.route %x, %wr bias %b
+        routing <sigmoid, top_k = 8, n_group = 8, topk_group = 4, normalize,
+                 scale = 2.5, correction_bias>
+      : (tensor<?x64xf32>, tensor<32x64xf32>, tensor<32xf32>)
+        -> (tensor<?x8xi32>, tensor<?x8xf32>)
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$x, MoE_FloatTensor:$router_weight,
+                       Optional<MoE_F32Tensor>:$correction_bias,
+                       MoE_RoutingAttr:$routing);
+  let results = (outs MoE_I32Tensor:$expert_ids, MoE_F32Tensor:$expert_weights);
+  let assemblyFormat = [{
+    $x `,` $router_weight (`bias` $correction_bias^)? `routing` $routing
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// moe.dispatch
+//===----------------------------------------------------------------------===//
+
+def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
+  let summary = "Sends each (token, choice) to its expert, expert-contiguous";
+  let description = [{
+    Produces one row per (token, choice): `dispatched[N,H]` with `N = T*k`,
+    rows sorted by expert and, within an expert, by (token, choice).
+    `row_expert[N]` is the expert of each row; `slot[T,k]` is the row that
+    holds the j-th choice of token t, which `moe.combine` uses to bring the
+    results back. With one expert-parallel rank this is a local permutation.
+
+    ```mlir
+    %rows, %row_expert, %slot = moe.dispatch %x, %ids num_experts = 8
+      : (tensor<?x64xf32>, tensor<?x2xi32>)
+        -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$x, MoE_I32Tensor:$expert_ids,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+  let results = (outs MoE_FloatTensor:$dispatched, MoE_I32Tensor:$row_expert,
+                      MoE_I32Tensor:$slot);
+  let assemblyFormat = [{
+    $x `,` $expert_ids `num_experts` `=` $num_experts
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// moe.grouped_matmul
+//===----------------------------------------------------------------------===//
+
+def MoE_GroupedMatmulOp : MoE_Op<"grouped_matmul", [Pure]> {
+  let summary = "One GEMM per expert over the rows assigned to it";
+  let description = [{
+    `result[r, m] = sum_k input[r, k] * weight[row_expert[r], m, k]`, with
+    `input[N,K]`, `weight[E,M,K]` (HuggingFace's out x in layout) and
+    `row_expert[N]`. Accumulates in f32 and rounds to the element type.
+
+    ```mlir
+    %h = moe.grouped_matmul %rows, %w13, %row_expert
+      : (tensor<?x64xf32>, tensor<8x64x64xf32>, tensor<?xi32>) -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight,
+                       MoE_I32Tensor:$row_expert);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $row_expert attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// moe.activation
+//===----------------------------------------------------------------------===//
+
+def MoE_ActivationOp : MoE_Op<"activation", [Pure]> {
+  let summary = "Gated activation of the first expert GEMM's output";
+  let description = [{
+    For SwiGLU, `input[N, 2I]` holds the gate in columns `0..I` and the up
+    projection in `I..2I`; `result[N, I] = silu(gate) * up`.
+
+    ```mlir
+    %a = moe.activation %h kind swiglu : (tensor<?x64xf32>) -> tensor<?x32xf32>
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_ActivationAttr:$kind);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `kind` $kind attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// moe.combine
+//===----------------------------------------------------------------------===//
+
+def MoE_CombineOp : MoE_Op<"combine", [Pure]> {
+  let summary = "Weighted sum of each token's expert outputs";
+  let description = [{
+    `result[t, h] = sum_j weights[t, j] * expert_out[slot[t, j], h]`: the
+    inverse of `moe.dispatch`, using its `slot` map.
+
+    ```mlir
+    %y = moe.combine %out, %slot, %weights
+      : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$expert_out, MoE_I32Tensor:$slot,
+                       MoE_F32Tensor:$weights);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $expert_out `,` $slot `,` $weights attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MOE_DIALECT_MOE_IR_MOEOPS_TD

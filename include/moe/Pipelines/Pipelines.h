@@ -1,0 +1,48 @@
+//===- Pipelines.h - named moe compilation pipelines ------------*- C++ -*-===//
+#ifndef MOE_PIPELINES_PIPELINES_H
+#define MOE_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir::moe {
+
+/// Options of `moe-cpu-pipeline`.
+struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
+  Option<bool> lowerToLLVM{*this, "lower-to-llvm",
+                           llvm::cl::desc("Go down to the LLVM dialect (off: "
+                                          "stop after bufferized loops)"),
+                           llvm::cl::init(true)};
+};
+
+/// Options of `moe-cuda-pipeline`.
+struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
+  Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU architecture"),
+                           llvm::cl::init("sm_90")};
+  Option<std::string> features{*this, "features",
+                               llvm::cl::desc("PTX features"),
+                               llvm::cl::init("+ptx80")};
+  Option<std::string> format{*this, "format",
+                             llvm::cl::desc("Kernel format: isa (PTX), bin "
+                                            "(cubin, needs ptxas), fatbin"),
+                             llvm::cl::init("isa")};
+  Option<int> optLevel{*this, "opt-level",
+                       llvm::cl::desc("Optimization level for the kernels"),
+                       llvm::cl::init(3)};
+};
+
+/// moe ops -> linalg on tensors -> bufferized loops -> LLVM dialect.
+LogicalResult buildCpuPipeline(OpPassManager &pm,
+                               const CpuPipelineOptions &options);
+
+/// moe ops -> linalg -> parallel loops mapped to GPU kernels -> NVVM -> PTX,
+/// with host code in the LLVM dialect.
+LogicalResult buildCudaPipeline(OpPassManager &pm,
+                                const CudaPipelineOptions &options);
+
+/// Registers `moe-cpu-pipeline` and `moe-cuda-pipeline`.
+void registerMoEPipelines();
+
+} // namespace mlir::moe
+
+#endif // MOE_PIPELINES_PIPELINES_H

@@ -1,0 +1,48 @@
+//===- LinalgBuilders.h - small builders for linalg.generic on tensors ----===//
+#ifndef MOE_CONVERSION_MOETOLINALG_LINALGBUILDERS_H
+#define MOE_CONVERSION_MOETOLINALG_LINALGBUILDERS_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace mlir::moe::lowering {
+
+/// Body of a generic: the builder, the loop indices and the block arguments.
+using BodyFn = function_ref<Value(OpBuilder &, Location, ValueRange indices,
+                                  ValueRange args)>;
+
+/// Builds a linalg.generic with one output. `maps` are written as lists of
+/// loop dimensions per operand (inputs, then the output), each a projected
+/// permutation. Loops listed in `reductions` are reductions. The body returns
+/// the value to yield.
+Value buildGeneric(ImplicitLocOpBuilder &b, ValueRange inputs, Value init,
+                   ArrayRef<SmallVector<unsigned>> dims, unsigned numLoops,
+                   ArrayRef<unsigned> reductions, BodyFn body);
+
+/// A tensor of `sizes` filled with `value` (an attribute of `elementType`).
+Value buildFilled(ImplicitLocOpBuilder &b, ArrayRef<OpFoldResult> sizes,
+                  TypedAttr value);
+
+/// An uninitialized tensor of `sizes`.
+Value buildEmpty(ImplicitLocOpBuilder &b, ArrayRef<OpFoldResult> sizes,
+                 Type elementType);
+
+/// Rounds an f32 tensor to `elementType` (no-op for f32).
+Value castElements(ImplicitLocOpBuilder &b, Value tensor, Type elementType);
+
+/// Widens a scalar to f32 (no-op for f32).
+Value toF32(OpBuilder &b, Location loc, Value scalar);
+
+/// `size * factor` as an OpFoldResult.
+OpFoldResult mulSize(ImplicitLocOpBuilder &b, OpFoldResult size,
+                     int64_t factor);
+
+/// Reshapes `t` by `reassociation` to `shape` (dynamic extents from `sizes`).
+Value expand(ImplicitLocOpBuilder &b, Value t, ArrayRef<OpFoldResult> sizes,
+             ArrayRef<ReassociationIndices> reassociation);
+Value collapse(ImplicitLocOpBuilder &b, Value t,
+               ArrayRef<ReassociationIndices> reassociation);
+
+} // namespace mlir::moe::lowering
+
+#endif // MOE_CONVERSION_MOETOLINALG_LINALGBUILDERS_H

@@ -1,0 +1,448 @@
+//===- MoEToLinalg.cpp - lower moe compute ops to linalg on tensors -------===//
+#include "LinalgBuilders.h"
+#include "moe/Conversion/Passes.h"
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <limits>
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_CONVERTMOETOLINALG
+#include "moe/Conversion/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::lowering;
+
+namespace {
+using Dims = SmallVector<unsigned>;
+
+Value constF32(OpBuilder &b, Location loc, double v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+Value constI32(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+}
+Value indexToI32(OpBuilder &b, Location loc, Value index) {
+  return arith::IndexCastOp::create(b, loc, b.getI32Type(), index);
+}
+Value i32ToIndex(OpBuilder &b, Location loc, Value v) {
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+}
+/// `cond ? value : zero` added to `acc`.
+Value addIf(OpBuilder &b, Location loc, Value cond, Value value, Value acc) {
+  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(value.getType()));
+  Value picked = arith::SelectOp::create(b, loc, cond, value, zero);
+  if (isa<FloatType>(value.getType()))
+    return arith::AddFOp::create(b, loc, acc, picked);
+  return arith::AddIOp::create(b, loc, acc, picked);
+}
+Value sigmoid(OpBuilder &b, Location loc, Value v) {
+  Value one = constF32(b, loc, 1.0);
+  Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, v));
+  return arith::DivFOp::create(b, loc, one, arith::AddFOp::create(b, loc, one, e));
+}
+
+//===----------------------------------------------------------------------===//
+// moe.route
+//===----------------------------------------------------------------------===//
+
+/// rank[t,g,s] = how many entries of v[t,g,:] beat v[t,g,s]; a tie goes to
+/// the lower index. The ranks of a row are a permutation of 0..S-1.
+Value buildSegmentRank(ImplicitLocOpBuilder &b, Value v) {
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, b.getLoc(), v);
+  Value init = buildFilled(b, sizes, b.getI32IntegerAttr(0));
+  return buildGeneric(
+      b, {v, v}, init, {Dims{0, 1, 2}, Dims{0, 1, 3}, Dims{0, 1, 2}}, 4, {3},
+      [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange args) -> Value {
+        Value self = args[0], other = args[1];
+        Value greater = arith::CmpFOp::create(nb, loc, arith::CmpFPredicate::OGT,
+                                              other, self);
+        Value equal = arith::CmpFOp::create(nb, loc, arith::CmpFPredicate::OEQ,
+                                            other, self);
+        Value before = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
+                                             idx[3], idx[2]);
+        Value beats = arith::OrIOp::create(
+            nb, loc, greater, arith::AndIOp::create(nb, loc, equal, before));
+        return addIf(nb, loc, beats, constI32(nb, loc, 1), args[2]);
+      });
+}
+
+/// Ranks of a [T, N] tensor along N.
+Value buildRowRank(ImplicitLocOpBuilder &b, Value v, OpFoldResult tokens,
+                   int64_t n) {
+  Value v3 = expand(b, v, {tokens, b.getIndexAttr(1), b.getIndexAttr(n)},
+                    {{0}, {1, 2}});
+  return collapse(b, buildSegmentRank(b, v3), {{0}, {1, 2}});
+}
+
+struct RouteLowering : OpRewritePattern<RouteOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(RouteOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    RoutingAttr routing = op.getRouting();
+    int64_t experts = op.getRouterWeight().getType().getDimSize(0);
+    int64_t topK = routing.getTopK();
+    OpFoldResult tokens = tensor::getMixedSize(b, b.getLoc(), op.getX(), 0);
+    SmallVector<OpFoldResult> te = {tokens, b.getIndexAttr(experts)};
+    SmallVector<OpFoldResult> tk = {tokens, b.getIndexAttr(topK)};
+    Type f32 = b.getF32Type();
+
+    // logits[t,e] = sum_h x[t,h] * w[e,h]
+    Value logits = buildGeneric(
+        b, {op.getX(), op.getRouterWeight()}, buildFilled(b, te, b.getF32FloatAttr(0)),
+        {Dims{0, 2}, Dims{1, 2}, Dims{0, 1}}, 3, {2},
+        [](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          Value p = arith::MulFOp::create(nb, loc, toF32(nb, loc, a[0]),
+                                          toF32(nb, loc, a[1]));
+          return arith::AddFOp::create(nb, loc, a[2], p);
+        });
+    Value scores = routing.getScore() == ScoreFunction::softmax
+                       ? buildSoftmax(b, logits, tokens, te)
+                       : buildElementwise(b, logits, te,
+                                          [](OpBuilder &nb, Location loc, Value v) {
+                                            return sigmoid(nb, loc, v);
+                                          });
+    Value selection = scores;
+    if (Value bias = op.getCorrectionBias())
+      selection = buildGeneric(
+          b, {scores, bias}, buildEmpty(b, te, f32),
+          {Dims{0, 1}, Dims{1}, Dims{0, 1}}, 2, {},
+          [](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+            return arith::AddFOp::create(nb, loc, a[0], a[1]);
+          });
+    if (routing.getNGroup() > 1)
+      selection = maskUnselectedGroups(b, selection, tokens, experts, routing);
+    Value rank = buildRowRank(b, selection, tokens, experts);
+
+    // The j-th choice is the expert whose rank is j.
+    auto pickByRank = [&](Value source, TypedAttr zero) {
+      return buildGeneric(
+          b, source ? ValueRange{rank, source} : ValueRange{rank},
+          buildFilled(b, tk, zero),
+          source ? ArrayRef<Dims>{Dims{0, 2}, Dims{0, 2}, Dims{0, 1}}
+                 : ArrayRef<Dims>{Dims{0, 2}, Dims{0, 1}},
+          3, {2},
+          [&](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+            Value isChoice = arith::CmpIOp::create(
+                nb, loc, arith::CmpIPredicate::eq, a[0], indexToI32(nb, loc, idx[1]));
+            Value value = source ? a[1] : indexToI32(nb, loc, idx[2]);
+            return addIf(nb, loc, isChoice, value, a.back());
+          });
+    };
+    Value ids = pickByRank(Value(), b.getI32IntegerAttr(0));
+    Value weights = pickByRank(scores, b.getF32FloatAttr(0));
+    weights = normalizeAndScale(b, weights, tokens, tk, routing);
+    rewriter.replaceOp(op, {ids, weights});
+    return success();
+  }
+
+  static Value buildElementwise(ImplicitLocOpBuilder &b, Value v,
+                                ArrayRef<OpFoldResult> sizes,
+                                function_ref<Value(OpBuilder &, Location, Value)> fn) {
+    unsigned rank = sizes.size();
+    Dims all = llvm::to_vector(llvm::seq<unsigned>(0, rank));
+    return buildGeneric(b, v, buildEmpty(b, sizes, b.getF32Type()), {all, all},
+                        rank, {},
+                        [&](OpBuilder &nb, Location loc, ValueRange, ValueRange a) {
+                          return fn(nb, loc, a[0]);
+                        });
+  }
+
+  /// Row-wise softmax with the row maximum subtracted first.
+  static Value buildSoftmax(ImplicitLocOpBuilder &b, Value logits,
+                            OpFoldResult tokens, ArrayRef<OpFoldResult> te) {
+    Value rowMax = buildGeneric(
+        b, logits,
+        buildFilled(b, {tokens}, b.getF32FloatAttr(-std::numeric_limits<float>::infinity())),
+        {Dims{0, 1}, Dims{0}}, 2, {1},
+        [](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          return arith::MaximumFOp::create(nb, loc, a[0], a[1]);
+        });
+    Value exps = buildGeneric(
+        b, {logits, rowMax}, buildEmpty(b, te, b.getF32Type()),
+        {Dims{0, 1}, Dims{0}, Dims{0, 1}}, 2, {},
+        [](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          return math::ExpOp::create(nb, loc,
+                                     arith::SubFOp::create(nb, loc, a[0], a[1]));
+        });
+    Value rowSum = buildGeneric(
+        b, exps, buildFilled(b, {tokens}, b.getF32FloatAttr(0)),
+        {Dims{0, 1}, Dims{0}}, 2, {1},
+        [](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          return arith::AddFOp::create(nb, loc, a[0], a[1]);
+        });
+    return buildGeneric(
+        b, {exps, rowSum}, buildEmpty(b, te, b.getF32Type()),
+        {Dims{0, 1}, Dims{0}, Dims{0, 1}}, 2, {},
+        [](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          return arith::DivFOp::create(nb, loc, a[0], a[1]);
+        });
+  }
+
+  /// Keeps the selection scores of the topk_group best groups (ranked by the
+  /// sum of their two best scores) and sets the others to -inf.
+  static Value maskUnselectedGroups(ImplicitLocOpBuilder &b, Value selection,
+                                    OpFoldResult tokens, int64_t experts,
+                                    RoutingAttr routing) {
+    int64_t groups = routing.getNGroup(), perGroup = experts / groups;
+    SmallVector<OpFoldResult> tgs = {tokens, b.getIndexAttr(groups),
+                                     b.getIndexAttr(perGroup)};
+    Value sel3 = expand(b, selection, tgs, {{0}, {1, 2}});
+    Value inGroupRank = buildSegmentRank(b, sel3);
+    Value groupScore = buildGeneric(
+        b, {sel3, inGroupRank},
+        buildFilled(b, {tokens, b.getIndexAttr(groups)}, b.getF32FloatAttr(0)),
+        {Dims{0, 1, 2}, Dims{0, 1, 2}, Dims{0, 1}}, 3, {2},
+        [](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          Value topTwo = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt,
+                                               a[1], constI32(nb, loc, 2));
+          return addIf(nb, loc, topTwo, a[0], a[2]);
+        });
+    Value groupRank = buildRowRank(b, groupScore, tokens, groups);
+    int64_t keep = routing.getTopkGroup();
+    Value masked = buildGeneric(
+        b, {sel3, groupRank}, buildEmpty(b, tgs, b.getF32Type()),
+        {Dims{0, 1, 2}, Dims{0, 1}, Dims{0, 1, 2}}, 3, {},
+        [keep](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          Value kept = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt,
+                                             a[1], constI32(nb, loc, keep));
+          Value ninf = constF32(nb, loc, -std::numeric_limits<float>::infinity());
+          return arith::SelectOp::create(nb, loc, kept, a[0], ninf);
+        });
+    return collapse(b, masked, {{0}, {1, 2}});
+  }
+
+  static Value normalizeAndScale(ImplicitLocOpBuilder &b, Value weights,
+                                 OpFoldResult tokens, ArrayRef<OpFoldResult> tk,
+                                 RoutingAttr routing) {
+    double scale = routing.getScale().convertToDouble();
+    if (!routing.getNormalize() && scale == 1.0)
+      return weights;
+    Value denominator = buildFilled(b, {tokens}, b.getF32FloatAttr(1.0));
+    if (routing.getNormalize())
+      denominator = buildGeneric(
+          b, weights, buildFilled(b, {tokens}, b.getF32FloatAttr(0)),
+          {Dims{0, 1}, Dims{0}}, 2, {1},
+          [](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+            return arith::AddFOp::create(nb, loc, a[0], a[1]);
+          });
+    return buildGeneric(
+        b, {weights, denominator}, buildEmpty(b, tk, b.getF32Type()),
+        {Dims{0, 1}, Dims{0}, Dims{0, 1}}, 2, {},
+        [scale](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          Value w = arith::DivFOp::create(nb, loc, a[0], a[1]);
+          return arith::MulFOp::create(nb, loc, w, constF32(nb, loc, scale));
+        });
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// moe.dispatch (one rank): a stable counting sort of (token, choice) by expert
+//===----------------------------------------------------------------------===//
+
+struct DispatchLowering : OpRewritePattern<DispatchOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(DispatchOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    int64_t experts = op.getNumExperts();
+    int64_t topK = op.getExpertIds().getType().getDimSize(1);
+    OpFoldResult tokens = tensor::getMixedSize(b, b.getLoc(), op.getX(), 0);
+    OpFoldResult rows = mulSize(b, tokens, topK);
+    OpFoldResult hidden = tensor::getMixedSize(b, b.getLoc(), op.getX(), 1);
+    TypedAttr zero = b.getI32IntegerAttr(0);
+    Value flatIds = collapse(b, op.getExpertIds(), {{0, 1}});
+
+    // counts[e] = #{n : ids[n] == e}
+    Value counts = buildGeneric(
+        b, flatIds, buildFilled(b, {b.getIndexAttr(experts)}, zero),
+        {Dims{1}, Dims{0}}, 2, {1},
+        [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+          Value mine = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq,
+                                             a[0], indexToI32(nb, loc, idx[0]));
+          return addIf(nb, loc, mine, constI32(nb, loc, 1), a[1]);
+        });
+    // offsets[e] = sum_{e' < e} counts[e']
+    Value offsets = buildGeneric(
+        b, counts, buildFilled(b, {b.getIndexAttr(experts)}, zero),
+        {Dims{1}, Dims{0}}, 2, {1},
+        [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+          Value before = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
+                                               idx[1], idx[0]);
+          return addIf(nb, loc, before, a[0], a[1]);
+        });
+    // slot[n] = offsets[ids[n]] + #{m < n : ids[m] == ids[n]}
+    Value base = buildGeneric(
+        b, flatIds, buildEmpty(b, {rows}, b.getI32Type()), {Dims{0}, Dims{0}}, 1,
+        {}, [offsets](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          return tensor::ExtractOp::create(nb, loc, offsets,
+                                           ValueRange{i32ToIndex(nb, loc, a[0])});
+        });
+    Value flatSlot = buildGeneric(
+        b, {flatIds, flatIds}, base, {Dims{0}, Dims{1}, Dims{0}}, 2, {1},
+        [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+          Value same = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq,
+                                             a[0], a[1]);
+          Value before = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
+                                               idx[1], idx[0]);
+          return addIf(nb, loc, arith::AndIOp::create(nb, loc, same, before),
+                       constI32(nb, loc, 1), a[2]);
+        });
+    // source[r] = the n with slot[n] == r (slots are a permutation of rows)
+    Value source = buildGeneric(
+        b, flatSlot, buildFilled(b, {rows}, zero), {Dims{1}, Dims{0}}, 2, {1},
+        [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+          Value hit = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq,
+                                            a[0], indexToI32(nb, loc, idx[0]));
+          return addIf(nb, loc, hit, indexToI32(nb, loc, idx[1]), a[1]);
+        });
+    Value rowExpert = buildGeneric(
+        b, source, buildEmpty(b, {rows}, b.getI32Type()), {Dims{0}, Dims{0}}, 1,
+        {}, [flatIds](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          return tensor::ExtractOp::create(nb, loc, flatIds,
+                                           ValueRange{i32ToIndex(nb, loc, a[0])});
+        });
+    Value x = op.getX();
+    Value dispatched = buildGeneric(
+        b, source,
+        buildEmpty(b, {rows, hidden}, op.getX().getType().getElementType()),
+        {Dims{0}, Dims{0, 1}}, 2, {},
+        [x, topK](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+          Value k = arith::ConstantIndexOp::create(nb, loc, topK);
+          Value token = arith::DivUIOp::create(nb, loc, i32ToIndex(nb, loc, a[0]), k);
+          return tensor::ExtractOp::create(nb, loc, x, ValueRange{token, idx[1]});
+        });
+    Value slot = expand(b, flatSlot, {tokens, b.getIndexAttr(topK)}, {{0, 1}});
+    rewriter.replaceOp(op, {castTo(b, dispatched, op.getDispatched()),
+                            castTo(b, rowExpert, op.getRowExpert()),
+                            castTo(b, slot, op.getSlot())});
+    return success();
+  }
+
+  /// The lowering infers shapes; the op may state some of them statically.
+  static Value castTo(ImplicitLocOpBuilder &b, Value v, Value like) {
+    if (v.getType() == like.getType())
+      return v;
+    return tensor::CastOp::create(b, like.getType(), v);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// moe.grouped_matmul, moe.activation, moe.combine
+//===----------------------------------------------------------------------===//
+
+struct GroupedMatmulLowering : OpRewritePattern<GroupedMatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GroupedMatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    OpFoldResult rows = tensor::getMixedSize(b, b.getLoc(), op.getInput(), 0);
+    OpFoldResult cols = tensor::getMixedSize(b, b.getLoc(), op.getWeight(), 1);
+    Value weight = op.getWeight();
+    // out[r,m] = sum_k in[r,k] * weight[row_expert[r], m, k]
+    Value acc = buildGeneric(
+        b, {op.getInput(), op.getRowExpert()},
+        buildFilled(b, {rows, cols}, b.getF32FloatAttr(0)),
+        {Dims{0, 2}, Dims{0}, Dims{0, 1}}, 3, {2},
+        [weight](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+          Value w = tensor::ExtractOp::create(
+              nb, loc, weight, ValueRange{i32ToIndex(nb, loc, a[1]), idx[1], idx[2]});
+          Value p = arith::MulFOp::create(nb, loc, toF32(nb, loc, a[0]),
+                                          toF32(nb, loc, w));
+          return arith::AddFOp::create(nb, loc, a[2], p);
+        });
+    Value result = castElements(b, acc, op.getType().getElementType());
+    if (result.getType() != op.getType())
+      result = tensor::CastOp::create(b, op.getType(), result);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct ActivationLowering : OpRewritePattern<ActivationOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ActivationOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value input = op.getInput();
+    OpFoldResult rows = tensor::getMixedSize(b, b.getLoc(), input, 0);
+    int64_t half = op.getInput().getType().getDimSize(1) / 2;
+    auto slice = [&](int64_t col) -> Value {
+      return tensor::ExtractSliceOp::create(
+          b, input, {b.getIndexAttr(0), b.getIndexAttr(col)},
+          {rows, b.getIndexAttr(half)}, {b.getIndexAttr(1), b.getIndexAttr(1)});
+    };
+    Type elem = op.getType().getElementType();
+    // SwiGLU: silu(gate) * up, in f32.
+    Value result = buildGeneric(
+        b, {slice(0), slice(half)}, buildEmpty(b, {rows, b.getIndexAttr(half)}, elem),
+        {Dims{0, 1}, Dims{0, 1}, Dims{0, 1}}, 2, {},
+        [elem](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          Value gate = toF32(nb, loc, a[0]);
+          Value silu = arith::MulFOp::create(nb, loc, gate, sigmoid(nb, loc, gate));
+          Value v = arith::MulFOp::create(nb, loc, silu, toF32(nb, loc, a[1]));
+          return elem.isF32() ? v : arith::TruncFOp::create(nb, loc, elem, v);
+        });
+    if (result.getType() != op.getType())
+      result = tensor::CastOp::create(b, op.getType(), result);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct CombineLowering : OpRewritePattern<CombineOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(CombineOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    OpFoldResult tokens = tensor::getMixedSize(b, b.getLoc(), op.getSlot(), 0);
+    OpFoldResult hidden = tensor::getMixedSize(b, b.getLoc(), op.getExpertOut(), 1);
+    Value expertOut = op.getExpertOut();
+    // y[t,h] = sum_j weights[t,j] * expert_out[slot[t,j], h]
+    Value acc = buildGeneric(
+        b, {op.getSlot(), op.getWeights()},
+        buildFilled(b, {tokens, hidden}, b.getF32FloatAttr(0)),
+        {Dims{0, 2}, Dims{0, 2}, Dims{0, 1}}, 3, {2},
+        [expertOut](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+          Value row = tensor::ExtractOp::create(
+              nb, loc, expertOut, ValueRange{i32ToIndex(nb, loc, a[0]), idx[1]});
+          Value p = arith::MulFOp::create(nb, loc, a[1], toF32(nb, loc, row));
+          return arith::AddFOp::create(nb, loc, a[2], p);
+        });
+    Value result = castElements(b, acc, op.getType().getElementType());
+    if (result.getType() != op.getType())
+      result = tensor::CastOp::create(b, op.getType(), result);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct ConvertMoEToLinalgPass
+    : moe::impl::ConvertMoEToLinalgBase<ConvertMoEToLinalgPass> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    ConversionTarget target(*ctx);
+    target.addIllegalOp<LayerOp, RouteOp, DispatchOp, GroupedMatmulOp, ActivationOp,
+                        CombineOp>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    RewritePatternSet patterns(ctx);
+    patterns.add<RouteLowering, DispatchLowering, GroupedMatmulLowering,
+                 ActivationLowering, CombineLowering>(ctx);
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,314 @@
+//===- MoEOps.cpp - moe operation verifiers -------------------------------===//
+//
+// Every rule here is numbered in docs/MoEVerifierRules.md and has a case of
+// the same name in test/Dialect/MoE/invalid.mlir.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+/// Two extents agree unless both are static and differ.
+bool agree(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Checks a tensor's rank, reporting `rule` with the operand's name.
+LogicalResult expectRank(Operation *op, StringRef rule, StringRef name,
+                         Value v, int64_t rank) {
+  if (tensorType(v).getRank() == rank)
+    return success();
+  return op->emitOpError() << rule << ": " << name << " must have rank "
+                           << rank << ", got " << v.getType();
+}
+
+LogicalResult expectSameElementType(Operation *op, StringRef rule,
+                                    StringRef name, Value v, Type expected) {
+  if (tensorType(v).getElementType() == expected)
+    return success();
+  return op->emitOpError() << rule << ": " << name << " must have element type "
+                           << expected << ", got " << v.getType();
+}
+
+std::string dimStr(int64_t d) {
+  return ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
+}
+
+/// The routing rules that depend on the number of experts.
+LogicalResult verifyRoutingForExperts(Operation *op, RoutingAttr routing,
+                                      int64_t experts, Value bias) {
+  if (ShapedType::isDynamic(experts))
+    return op->emitOpError()
+           << "route_c2: the number of experts must be static";
+  if (routing.getTopK() > experts)
+    return op->emitOpError() << "route_c3: top_k (" << routing.getTopK()
+                             << ") exceeds the number of experts (" << experts
+                             << ")";
+  int64_t groups = routing.getNGroup();
+  if (experts % groups != 0)
+    return op->emitOpError() << "route_c4: n_group (" << groups
+                             << ") does not divide the number of experts ("
+                             << experts << ")";
+  int64_t perGroup = experts / groups;
+  if (routing.getTopK() > routing.getTopkGroup() * perGroup)
+    return op->emitOpError()
+           << "route_c5: top_k (" << routing.getTopK()
+           << ") exceeds the experts in the selected groups (topk_group "
+           << routing.getTopkGroup() << " x " << perGroup << ")";
+  if (groups > 1 && perGroup < 2)
+    return op->emitOpError()
+           << "route_c6: group-limited routing ranks groups by their two best "
+              "experts, so each group needs at least 2 experts, got "
+           << perGroup;
+  if (routing.getCorrectionBias() != static_cast<bool>(bias))
+    return op->emitOpError()
+           << "route_c7: a correction bias operand is given if and only if "
+              "the routing has correction_bias";
+  if (bias) {
+    auto biasType = tensorType(bias);
+    if (biasType.getRank() != 1 || !agree(biasType.getDimSize(0), experts))
+      return op->emitOpError() << "route_c7: correction bias must be tensor<"
+                               << experts << "xf32>, got " << bias.getType();
+  }
+  return success();
+}
+
+/// Router weight [E, H] against x [T, H]; returns E.
+FailureOr<int64_t> verifyRouterWeight(Operation *op, Value x, Value weight) {
+  if (failed(expectRank(op, "route_c1", "x", x, 2)) ||
+      failed(expectRank(op, "route_c2", "router weight", weight, 2)) ||
+      failed(expectSameElementType(op, "route_c2", "router weight", weight,
+                                   tensorType(x).getElementType())))
+    return failure();
+  if (!agree(tensorType(weight).getDimSize(1), tensorType(x).getDimSize(1)))
+    return op->emitOpError() << "route_c2: router weight " << weight.getType()
+                             << " does not match hidden size of x "
+                             << x.getType();
+  return tensorType(weight).getDimSize(0);
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// LayerOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerOp::verify() {
+  Operation *op = getOperation();
+  Type elem = getX().getType().getElementType();
+  if (failed(expectRank(op, "layer_c1", "x", getX(), 2)))
+    return failure();
+  if (getY().getType() != getX().getType())
+    return emitOpError() << "layer_c1: result type " << getY().getType()
+                         << " must equal the type of x " << getX().getType();
+  FailureOr<int64_t> experts = verifyRouterWeight(op, getX(), getRouterWeight());
+  if (failed(experts) ||
+      failed(verifyRoutingForExperts(op, getRouting(), *experts,
+                                     getCorrectionBias())))
+    return failure();
+
+  int64_t hidden = getX().getType().getDimSize(1);
+  if (failed(expectRank(op, "layer_c2", "w13", getW13(), 3)) ||
+      failed(expectRank(op, "layer_c2", "w2", getW2(), 3)))
+    return failure();
+  ArrayRef<int64_t> w13 = getW13().getType().getShape();
+  ArrayRef<int64_t> w2 = getW2().getType().getShape();
+  if (!agree(w13[0], *experts) || !agree(w2[0], *experts) ||
+      !agree(w13[2], hidden) || !agree(w2[1], hidden) ||
+      (!ShapedType::isDynamic(w13[1]) && !ShapedType::isDynamic(w2[2]) &&
+       w13[1] != 2 * w2[2]))
+    return emitOpError() << "layer_c2: expert weights must be w13[E=" << dimStr(*experts)
+                         << ", 2I, H=" << dimStr(hidden) << "] and w2[E, H, I], got "
+                         << getW13().getType() << " and " << getW2().getType();
+
+  if (static_cast<bool>(getSharedW13()) != static_cast<bool>(getSharedW2()))
+    return emitOpError() << "layer_c3: shared expert needs both shared_w13 "
+                            "and shared_w2";
+  if (getSharedW13()) {
+    if (failed(expectRank(op, "layer_c3", "shared_w13", getSharedW13(), 2)) ||
+        failed(expectRank(op, "layer_c3", "shared_w2", getSharedW2(), 2)))
+      return failure();
+    ArrayRef<int64_t> s13 = tensorType(getSharedW13()).getShape();
+    ArrayRef<int64_t> s2 = tensorType(getSharedW2()).getShape();
+    if (!agree(s13[1], hidden) || !agree(s2[0], hidden) ||
+        (!ShapedType::isDynamic(s13[0]) && !ShapedType::isDynamic(s2[1]) &&
+         s13[0] != 2 * s2[1]))
+      return emitOpError() << "layer_c3: shared expert weights must be "
+                              "shared_w13[2Is, H] and shared_w2[H, Is], got "
+                           << getSharedW13().getType() << " and "
+                           << getSharedW2().getType();
+  }
+
+  for (auto [name, value] :
+       {std::pair<StringRef, Value>{"w13", getW13()}, {"w2", getW2()},
+        {"shared_w13", getSharedW13()}, {"shared_w2", getSharedW2()}})
+    if (value && failed(expectSameElementType(op, "layer_c4", name, value, elem)))
+      return failure();
+
+  if (*experts % getLayout().getEp() != 0)
+    return emitOpError() << "layer_c5: ep (" << getLayout().getEp()
+                         << ") does not divide the number of experts ("
+                         << *experts << ")";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RouteOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RouteOp::verify() {
+  Operation *op = getOperation();
+  FailureOr<int64_t> experts = verifyRouterWeight(op, getX(), getRouterWeight());
+  if (failed(experts) ||
+      failed(verifyRoutingForExperts(op, getRouting(), *experts,
+                                     getCorrectionBias())))
+    return failure();
+  int64_t tokens = getX().getType().getDimSize(0);
+  int64_t topK = getRouting().getTopK();
+  for (auto [name, value] : {std::pair<StringRef, Value>{"expert_ids", getExpertIds()},
+                             {"expert_weights", getExpertWeights()}}) {
+    auto type = tensorType(value);
+    if (type.getRank() != 2 || !agree(type.getDimSize(0), tokens) ||
+        type.getDimSize(1) != topK)
+      return emitOpError() << "route_c8: " << name << " must be [T=" << dimStr(tokens)
+                           << ", top_k=" << topK << "], got " << type;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// DispatchOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult DispatchOp::verify() {
+  Operation *op = getOperation();
+  if (failed(expectRank(op, "dispatch_c1", "x", getX(), 2)) ||
+      failed(expectRank(op, "dispatch_c1", "expert_ids", getExpertIds(), 2)))
+    return failure();
+  ArrayRef<int64_t> x = getX().getType().getShape();
+  ArrayRef<int64_t> ids = getExpertIds().getType().getShape();
+  if (!agree(x[0], ids[0]))
+    return emitOpError() << "dispatch_c1: expert_ids " << getExpertIds().getType()
+                         << " and x " << getX().getType()
+                         << " disagree on the number of tokens";
+  if (failed(expectRank(op, "dispatch_c2", "dispatched", getDispatched(), 2)) ||
+      failed(expectSameElementType(op, "dispatch_c2", "dispatched",
+                                   getDispatched(), getX().getType().getElementType())))
+    return failure();
+  ArrayRef<int64_t> rows = getDispatched().getType().getShape();
+  int64_t expectedRows = ShapedType::isDynamic(x[0]) || ShapedType::isDynamic(ids[1])
+                             ? ShapedType::kDynamic
+                             : x[0] * ids[1];
+  if (!agree(rows[0], expectedRows) || !agree(rows[1], x[1]))
+    return emitOpError() << "dispatch_c2: dispatched must be [T*k="
+                         << dimStr(expectedRows) << ", H=" << dimStr(x[1])
+                         << "], got " << getDispatched().getType();
+  if (failed(expectRank(op, "dispatch_c3", "row_expert", getRowExpert(), 1)))
+    return failure();
+  if (!agree(getRowExpert().getType().getDimSize(0), rows[0]))
+    return emitOpError() << "dispatch_c3: row_expert " << getRowExpert().getType()
+                         << " must have one entry per dispatched row";
+  if (getSlot().getType().getShape() != ids &&
+      (getSlot().getType().getRank() != 2 ||
+       !agree(getSlot().getType().getDimSize(0), ids[0]) ||
+       getSlot().getType().getDimSize(1) != ids[1]))
+    return emitOpError() << "dispatch_c4: slot " << getSlot().getType()
+                         << " must have the shape of expert_ids "
+                         << getExpertIds().getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GroupedMatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GroupedMatmulOp::verify() {
+  Operation *op = getOperation();
+  Type elem = getInput().getType().getElementType();
+  if (failed(expectRank(op, "gmm_c1", "input", getInput(), 2)) ||
+      failed(expectRank(op, "gmm_c1", "weight", getWeight(), 3)) ||
+      failed(expectSameElementType(op, "gmm_c1", "weight", getWeight(), elem)))
+    return failure();
+  ArrayRef<int64_t> in = getInput().getType().getShape();
+  ArrayRef<int64_t> w = getWeight().getType().getShape();
+  if (!agree(in[1], w[2]))
+    return emitOpError() << "gmm_c1: weight " << getWeight().getType()
+                         << " must be [E, M, K] with K = " << dimStr(in[1])
+                         << " of input " << getInput().getType();
+  if (failed(expectRank(op, "gmm_c2", "row_expert", getRowExpert(), 1)))
+    return failure();
+  if (!agree(getRowExpert().getType().getDimSize(0), in[0]))
+    return emitOpError() << "gmm_c2: row_expert " << getRowExpert().getType()
+                         << " must have one entry per input row";
+  auto result = getResult().getType();
+  if (failed(expectRank(op, "gmm_c3", "result", getResult(), 2)) ||
+      failed(expectSameElementType(op, "gmm_c3", "result", getResult(), elem)))
+    return failure();
+  if (!agree(result.getDimSize(0), in[0]) || !agree(result.getDimSize(1), w[1]))
+    return emitOpError() << "gmm_c3: result must be [N=" << dimStr(in[0])
+                         << ", M=" << dimStr(w[1]) << "], got " << result;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ActivationOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ActivationOp::verify() {
+  Operation *op = getOperation();
+  if (failed(expectRank(op, "act_c1", "input", getInput(), 2)) ||
+      failed(expectRank(op, "act_c1", "result", getResult(), 2)) ||
+      failed(expectSameElementType(op, "act_c1", "result", getResult(),
+                                   getInput().getType().getElementType())))
+    return failure();
+  ArrayRef<int64_t> in = getInput().getType().getShape();
+  ArrayRef<int64_t> out = getResult().getType().getShape();
+  if (ShapedType::isDynamic(in[1]) || in[1] % 2 != 0)
+    return emitOpError() << "act_c2: a gated activation needs a static, even "
+                            "number of input columns (gate and up), got "
+                         << getInput().getType();
+  if (!agree(out[0], in[0]) || out[1] != in[1] / 2)
+    return emitOpError() << "act_c2: result must be [N=" << dimStr(in[0])
+                         << ", " << in[1] / 2 << "], got " << getResult().getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CombineOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CombineOp::verify() {
+  Operation *op = getOperation();
+  if (failed(expectRank(op, "combine_c1", "expert_out", getExpertOut(), 2)) ||
+      failed(expectRank(op, "combine_c1", "slot", getSlot(), 2)) ||
+      failed(expectRank(op, "combine_c1", "weights", getWeights(), 2)))
+    return failure();
+  ArrayRef<int64_t> slot = getSlot().getType().getShape();
+  ArrayRef<int64_t> weights = getWeights().getType().getShape();
+  if (!agree(slot[0], weights[0]) || !agree(slot[1], weights[1]))
+    return emitOpError() << "combine_c1: weights " << getWeights().getType()
+                         << " must have the shape of slot " << getSlot().getType();
+  auto result = getResult().getType();
+  if (failed(expectRank(op, "combine_c2", "result", getResult(), 2)) ||
+      failed(expectSameElementType(op, "combine_c2", "result", getResult(),
+                                   getExpertOut().getType().getElementType())))
+    return failure();
+  if (!agree(result.getDimSize(0), slot[0]) ||
+      !agree(result.getDimSize(1), getExpertOut().getType().getDimSize(1)))
+    return emitOpError() << "combine_c2: result must be [T=" << dimStr(slot[0])
+                         << ", H=" << dimStr(getExpertOut().getType().getDimSize(1))
+                         << "], got " << result;
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "moe/Dialect/MoE/IR/MoEOps.cpp.inc"

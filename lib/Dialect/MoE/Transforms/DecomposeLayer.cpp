@@ -1,0 +1,107 @@
+//===- DecomposeLayer.cpp - split moe.layer into its steps ----------------===//
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Dialect/MoE/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_MOEDECOMPOSELAYER
+#include "moe/Dialect/MoE/Transforms/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+RankedTensorType withShape(Value like, ArrayRef<int64_t> shape) {
+  return cast<RankedTensorType>(like.getType()).clone(shape);
+}
+
+/// gate/up GEMM, activation, down GEMM over rows whose expert is `rowExpert`.
+Value buildExpertMLP(ImplicitLocOpBuilder &b, Value rows, Value rowExpert,
+                     Value w13, Value w2, ActivationAttr activation) {
+  int64_t n = cast<RankedTensorType>(rows.getType()).getDimSize(0);
+  auto w13Shape = cast<RankedTensorType>(w13.getType()).getShape();
+  auto w2Shape = cast<RankedTensorType>(w2.getType()).getShape();
+  Value gateUp = GroupedMatmulOp::create(b, withShape(rows, {n, w13Shape[1]}),
+                                         rows, w13, rowExpert);
+  Value act = ActivationOp::create(b, withShape(rows, {n, w13Shape[1] / 2}),
+                                   gateUp, activation);
+  return GroupedMatmulOp::create(b, withShape(rows, {n, w2Shape[1]}), act, w2,
+                                 rowExpert);
+}
+
+/// The shared expert as a one-expert grouped GEMM over all tokens.
+Value buildSharedExpert(ImplicitLocOpBuilder &b, LayerOp layer) {
+  Value x = layer.getX();
+  auto addExpertDim = [&](Value w) -> Value {
+    auto type = cast<RankedTensorType>(w.getType());
+    auto expanded =
+        type.clone({1, type.getDimSize(0), type.getDimSize(1)});
+    return tensor::ExpandShapeOp::create(
+        b, expanded, w, SmallVector<ReassociationIndices>{{0, 1}, {2}});
+  };
+  SmallVector<OpFoldResult> tokens = {tensor::getMixedSize(b, b.getLoc(), x, 0)};
+  Value empty = tensor::EmptyOp::create(b, tokens, b.getI32Type());
+  Value zero = arith::ConstantOp::create(b, b.getI32IntegerAttr(0));
+  Value allZero = linalg::FillOp::create(b, zero, empty).getResult(0);
+  return buildExpertMLP(b, x, allZero, addExpertDim(layer.getSharedW13()),
+                        addExpertDim(layer.getSharedW2()),
+                        layer.getActivationAttr());
+}
+
+struct MoEDecomposeLayerPass
+    : moe::impl::MoEDecomposeLayerBase<MoEDecomposeLayerPass> {
+  void runOnOperation() override {
+    SmallVector<LayerOp> layers;
+    getOperation()->walk([&](LayerOp op) { layers.push_back(op); });
+    for (LayerOp layer : layers) {
+      decompose(layer);
+      ++numLayers;
+    }
+  }
+
+  void decompose(LayerOp layer) {
+    ImplicitLocOpBuilder b(layer.getLoc(), layer);
+    Value x = layer.getX();
+    auto xType = layer.getX().getType();
+    int64_t tokens = xType.getDimSize(0);
+    int64_t topK = layer.getRouting().getTopK();
+    int64_t experts = layer.getRouterWeight().getType().getDimSize(0);
+
+    auto i32 = b.getI32Type();
+    auto route = RouteOp::create(
+        b, RankedTensorType::get({tokens, topK}, i32),
+        RankedTensorType::get({tokens, topK}, b.getF32Type()), x,
+        layer.getRouterWeight(), layer.getCorrectionBias(),
+        layer.getRoutingAttr());
+
+    int64_t rows = ShapedType::isDynamic(tokens) ? ShapedType::kDynamic
+                                                 : tokens * topK;
+    auto dispatch = DispatchOp::create(
+        b, xType.clone({rows, xType.getDimSize(1)}),
+        RankedTensorType::get({rows}, i32),
+        RankedTensorType::get({tokens, topK}, i32), x, route.getExpertIds(),
+        b.getI64IntegerAttr(experts));
+
+    Value expertOut = buildExpertMLP(b, dispatch.getDispatched(),
+                                     dispatch.getRowExpert(), layer.getW13(),
+                                     layer.getW2(), layer.getActivationAttr());
+    Value y = CombineOp::create(b, xType, expertOut, dispatch.getSlot(),
+                                route.getExpertWeights());
+    if (layer.getSharedW13()) {
+      Value shared = buildSharedExpert(b, layer);
+      SmallVector<OpFoldResult> sizes =
+          tensor::getMixedSizes(b, b.getLoc(), x);
+      Value init = tensor::EmptyOp::create(b, sizes, xType.getElementType());
+      y = linalg::AddOp::create(b, ValueRange{y, shared}, ValueRange{init})
+              .getResult(0);
+    }
+    layer.getY().replaceAllUsesWith(y);
+    layer.erase();
+  }
+};
+} // namespace

@@ -1,0 +1,67 @@
+//===- Pipelines.cpp - named moe compilation pipelines --------------------===//
+#include "moe/Pipelines/Pipelines.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+/// Shared front half: moe -> linalg on tensors -> buffers.
+constexpr const char *kToBuffers =
+    "moe-decompose-layer,convert-moe-to-linalg,canonicalize,cse,"
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map},"
+    "canonicalize";
+
+LogicalResult addPipeline(OpPassManager &pm, StringRef text) {
+  std::string errors;
+  llvm::raw_string_ostream os(errors);
+  if (succeeded(parsePassPipeline(text, pm, os)))
+    return success();
+  llvm::errs() << "moe: internal pipeline did not parse: " << errors << "\n";
+  return failure();
+}
+} // namespace
+
+LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
+                                    const CpuPipelineOptions &options) {
+  std::string text = std::string(kToBuffers) +
+                     ",buffer-deallocation-pipeline,"
+                     "func.func(convert-linalg-to-loops)";
+  if (options.lowerToLLVM)
+    text += ",convert-scf-to-cf,expand-strided-metadata,lower-affine,"
+            "finalize-memref-to-llvm,convert-math-to-llvm,"
+            "convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm,"
+            "convert-index-to-llvm,convert-ub-to-llvm,"
+            "reconcile-unrealized-casts";
+  return addPipeline(pm, text);
+}
+
+LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
+                                     const CudaPipelineOptions &options) {
+  std::string text = llvm::formatv(
+      "{0},func.func(convert-linalg-to-parallel-loops,gpu-map-parallel-loops),"
+      "convert-parallel-loops-to-gpu,canonicalize,"
+      "gpu-lower-to-nvvm-pipeline{{cubin-chip={1} cubin-features={2} "
+      "cubin-format={3} opt-level={4}}",
+      kToBuffers, options.chip.getValue(), options.features.getValue(),
+      options.format.getValue(), options.optLevel.getValue());
+  return addPipeline(pm, text);
+}
+
+void moe::registerMoEPipelines() {
+  PassPipelineRegistration<CpuPipelineOptions>(
+      "moe-cpu-pipeline",
+      "Lower moe layers to the LLVM dialect for the CPU (one rank)",
+      [](OpPassManager &pm, const CpuPipelineOptions &options) {
+        (void)buildCpuPipeline(pm, options);
+      });
+  PassPipelineRegistration<CudaPipelineOptions>(
+      "moe-cuda-pipeline",
+      "Lower moe layers to GPU kernels (NVVM, PTX for sm_90) plus host code",
+      [](OpPassManager &pm, const CudaPipelineOptions &options) {
+        (void)buildCudaPipeline(pm, options);
+      });
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what the build needs (once), then configures and builds incrementally.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${MOE_BUILD_DIR:-$root/build}
+llvm=/usr/lib/llvm-22
+
+apt_packages=(libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
+              libopenmpi-dev openmpi-bin ninja-build cmake g++ libgtest-dev
+              python3-psutil)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd=sudo
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! python3 -c 'import numpy, ml_dtypes, psutil' 2>/dev/null; then
+  echo "setup: installing numpy ml_dtypes psutil (pip)"
+  python3 -m pip install -q numpy ml_dtypes psutil
+fi
+
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root" -B "$build" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DMLIR_DIR=$llvm/lib/cmake/mlir \
+    -DLLVM_EXTERNAL_LIT=$llvm/bin/lit
+fi
+cmake --build "$build" -j "$(nproc)"
