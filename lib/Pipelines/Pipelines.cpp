@@ -31,7 +31,8 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
                      ",buffer-deallocation-pipeline,"
                      "func.func(convert-linalg-to-loops)";
   if (options.lowerToLLVM)
-    text += ",convert-scf-to-cf,expand-strided-metadata,lower-affine,"
+    text += ",arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
+            "arith-expand{include-bf16},convert-scf-to-cf,expand-strided-metadata,lower-affine,"
             "finalize-memref-to-llvm,convert-math-to-llvm,"
             "convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm,"
             "convert-index-to-llvm,convert-ub-to-llvm,"

@@ -1,0 +1,52 @@
+//===- HFConfig.h - MoE layer description from a HuggingFace config -*- C++ -*-===//
+#ifndef MOE_IMPORT_HFCONFIG_H
+#define MOE_IMPORT_HFCONFIG_H
+
+#include "moe/Dialect/MoE/IR/MoEAttrs.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <string>
+
+namespace mlir::moe {
+
+/// What the compiler needs from a model's config.json to build its MoE layer.
+struct MoELayerConfig {
+  std::string modelType;
+  int64_t hiddenSize = 0;
+  int64_t intermediateSize = 0; ///< Per routed expert.
+  int64_t numExperts = 0;
+  int64_t topK = 0;
+  ScoreFunction score = ScoreFunction::softmax;
+  bool normalize = false;
+  int64_t nGroup = 1;
+  int64_t topkGroup = 1;
+  double scale = 1.0;
+  bool correctionBias = false;
+  int64_t sharedIntermediateSize = 0; ///< 0: no shared expert.
+};
+
+/// Parses a config.json of a supported MoE family (qwen3_moe, qwen2_moe
+/// without its shared-expert gate is rejected, mixtral, deepseek_v3). Errors
+/// name the JSON path of the offending field, e.g. `$.num_experts`.
+llvm::Expected<MoELayerConfig> parseHFConfig(llvm::StringRef jsonText);
+
+/// Builds a module with one public function `funcName` computing the layer:
+/// `(x[?,H], router[E,H], [bias[E]], w13[E,2I,H], w2[E,H,I],
+///   [shared_w13[2Is,H], shared_w2[H,Is]]) -> y[?,H]`, with a C interface.
+OwningOpRef<ModuleOp> buildLayerModule(MLIRContext &context,
+                                       const MoELayerConfig &config,
+                                       Type elementType, Location loc,
+                                       llvm::StringRef funcName);
+
+/// The plan report: shapes, experts, routing and the entry point's ABI.
+llvm::json::Value layerPlan(const MoELayerConfig &config,
+                            llvm::StringRef elementType,
+                            llvm::StringRef funcName);
+
+} // namespace mlir::moe
+
+#endif // MOE_IMPORT_HFCONFIG_H

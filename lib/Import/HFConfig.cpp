@@ -1,0 +1,234 @@
+//===- HFConfig.cpp - MoE layer description from a HuggingFace config -----===//
+#include "moe/Import/HFConfig.h"
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+namespace json = llvm::json;
+
+namespace {
+/// Reads typed fields of one JSON object, remembering the first error with
+/// the field's path.
+class FieldReader {
+public:
+  explicit FieldReader(const json::Object &object) : object(object) {}
+
+  int64_t integer(llvm::StringRef key, std::optional<int64_t> fallback = {}) {
+    const json::Value *v = find(key, "an integer", fallback.has_value());
+    if (!v)
+      return fallback.value_or(0);
+    if (std::optional<int64_t> i = v->getAsInteger())
+      return *i;
+    fail(key, "an integer", v);
+    return 0;
+  }
+  double number(llvm::StringRef key, double fallback) {
+    const json::Value *v = find(key, "a number", true);
+    if (!v)
+      return fallback;
+    if (std::optional<double> d = v->getAsNumber())
+      return *d;
+    fail(key, "a number", v);
+    return fallback;
+  }
+  bool boolean(llvm::StringRef key, bool fallback) {
+    const json::Value *v = find(key, "a boolean", true);
+    if (!v)
+      return fallback;
+    if (std::optional<bool> b = v->getAsBoolean())
+      return *b;
+    fail(key, "a boolean", v);
+    return fallback;
+  }
+  std::string string(llvm::StringRef key,
+                     std::optional<std::string> fallback = {}) {
+    const json::Value *v = find(key, "a string", fallback.has_value());
+    if (!v)
+      return fallback.value_or("");
+    if (std::optional<llvm::StringRef> s = v->getAsString())
+      return s->str();
+    fail(key, "a string", v);
+    return "";
+  }
+  /// A positive integer field.
+  int64_t positive(llvm::StringRef key) {
+    int64_t value = integer(key);
+    if (!error && value <= 0)
+      error = llvm::formatv("$.{0}: must be a positive integer, got {1}", key,
+                            value);
+    return value;
+  }
+  bool has(llvm::StringRef key) const { return object.get(key) != nullptr; }
+  void failWith(std::string message) {
+    if (!error)
+      error = std::move(message);
+  }
+  std::optional<std::string> error;
+
+private:
+  const json::Value *find(llvm::StringRef key, llvm::StringRef expected,
+                          bool optional) {
+    const json::Value *v = object.get(key);
+    if ((!v || v->kind() == json::Value::Null) && !optional)
+      failWith(llvm::formatv("$.{0}: missing required field ({1})", key,
+                             expected));
+    if (v && v->kind() == json::Value::Null)
+      return nullptr;
+    return v;
+  }
+  void fail(llvm::StringRef key, llvm::StringRef expected,
+            const json::Value *got) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << *got;
+    failWith(llvm::formatv("$.{0}: expected {1}, got {2}", key, expected, text));
+  }
+  const json::Object &object;
+};
+
+llvm::Error configError(const std::string &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+} // namespace
+
+llvm::Expected<MoELayerConfig> moe::parseHFConfig(llvm::StringRef jsonText) {
+  llvm::Expected<json::Value> parsed = json::parse(jsonText);
+  if (!parsed)
+    return configError("not valid JSON: " + llvm::toString(parsed.takeError()));
+  const json::Object *object = parsed->getAsObject();
+  if (!object)
+    return configError("$: expected a JSON object at the top level");
+
+  FieldReader r(*object);
+  MoELayerConfig c;
+  c.modelType = r.string("model_type");
+  if (r.error)
+    return configError(*r.error);
+  c.hiddenSize = r.positive("hidden_size");
+  c.topK = r.positive("num_experts_per_tok");
+  if (c.modelType == "qwen3_moe" || c.modelType == "qwen2_moe") {
+    c.numExperts = r.positive("num_experts");
+    c.intermediateSize = r.positive("moe_intermediate_size");
+    c.normalize = r.boolean("norm_topk_prob", false);
+    if (r.integer("shared_expert_intermediate_size", 0) != 0)
+      r.failWith("$.shared_expert_intermediate_size: a gated shared expert "
+                 "(qwen2_moe) is not supported yet");
+  } else if (c.modelType == "mixtral") {
+    c.numExperts = r.positive("num_local_experts");
+    c.intermediateSize = r.positive("intermediate_size");
+    c.normalize = true; // softmax over the selected logits == renormalize
+  } else if (c.modelType == "deepseek_v3") {
+    c.numExperts = r.positive("n_routed_experts");
+    c.intermediateSize = r.positive("moe_intermediate_size");
+    std::string scoring = r.string("scoring_func", std::string("sigmoid"));
+    if (scoring == "softmax")
+      c.score = ScoreFunction::softmax;
+    else if (scoring == "sigmoid")
+      c.score = ScoreFunction::sigmoid;
+    else
+      r.failWith("$.scoring_func: expected \"softmax\" or \"sigmoid\", got \"" +
+                 scoring + "\"");
+    c.normalize = r.boolean("norm_topk_prob", true);
+    c.nGroup = r.integer("n_group", 1);
+    c.topkGroup = r.integer("topk_group", 1);
+    c.scale = r.number("routed_scaling_factor", 1.0);
+    std::string method = r.string("topk_method", std::string("noaux_tc"));
+    if (method != "noaux_tc" && method != "greedy" && method != "group_limited_greedy")
+      r.failWith("$.topk_method: unknown value \"" + method + "\"");
+    c.correctionBias = method == "noaux_tc";
+    c.sharedIntermediateSize =
+        r.integer("n_shared_experts", 0) * c.intermediateSize;
+  } else if (!r.error) {
+    r.failWith("$.model_type: unsupported MoE model type \"" + c.modelType +
+               "\" (supported: qwen3_moe, mixtral, deepseek_v3)");
+  }
+  if (r.error)
+    return configError(*r.error);
+  return c;
+}
+
+OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
+                                            const MoELayerConfig &c,
+                                            Type elem, Location loc,
+                                            llvm::StringRef funcName) {
+  context.loadDialect<MoEDialect, func::FuncDialect>();
+  OpBuilder b(&context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(b, loc);
+  b.setInsertionPointToEnd(module->getBody());
+
+  int64_t dyn = ShapedType::kDynamic, h = c.hiddenSize, e = c.numExperts,
+          i = c.intermediateSize, s = c.sharedIntermediateSize;
+  auto xType = RankedTensorType::get({dyn, h}, elem);
+  SmallVector<Type> inputs = {xType, RankedTensorType::get({e, h}, elem)};
+  if (c.correctionBias)
+    inputs.push_back(RankedTensorType::get({e}, b.getF32Type()));
+  inputs.push_back(RankedTensorType::get({e, 2 * i, h}, elem));
+  inputs.push_back(RankedTensorType::get({e, h, i}, elem));
+  if (s) {
+    inputs.push_back(RankedTensorType::get({2 * s, h}, elem));
+    inputs.push_back(RankedTensorType::get({h, s}, elem));
+  }
+  auto func = func::FuncOp::create(b, loc, funcName,
+                                   b.getFunctionType(inputs, {xType}));
+  func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  Block *body = func.addEntryBlock();
+  b.setInsertionPointToEnd(body);
+
+  auto args = body->getArguments();
+  unsigned next = 2;
+  Value bias = c.correctionBias ? args[next++] : Value();
+  Value w13 = args[next++], w2 = args[next++];
+  Value sharedW13 = s ? args[next++] : Value();
+  Value sharedW2 = s ? args[next++] : Value();
+  auto routing = RoutingAttr::getChecked(
+      [&] { return emitError(loc); }, &context, c.score, c.topK, c.nGroup,
+      c.topkGroup, c.normalize, llvm::APFloat(c.scale), c.correctionBias);
+  if (!routing)
+    return nullptr;
+  auto layer = LayerOp::create(
+      b, loc, xType, args[0], args[1], bias, w13, w2, sharedW13, sharedW2,
+      routing, ActivationAttr::get(&context, Activation::swiglu),
+      LayoutAttr::get(&context, 1, 1));
+  func::ReturnOp::create(b, loc, layer.getY());
+  return module;
+}
+
+json::Value moe::layerPlan(const MoELayerConfig &c, llvm::StringRef elementType,
+                           llvm::StringRef funcName) {
+  json::Array args{"x[T,H]", "router_weight[E,H]"};
+  if (c.correctionBias)
+    args.push_back("correction_bias[E] (f32)");
+  args.push_back("w13[E,2I,H]");
+  args.push_back("w2[E,H,I]");
+  if (c.sharedIntermediateSize) {
+    args.push_back("shared_w13[2Is,H]");
+    args.push_back("shared_w2[H,Is]");
+  }
+  return json::Object{
+      {"model_type", c.modelType},
+      {"element_type", elementType},
+      {"hidden_size", c.hiddenSize},
+      {"intermediate_size", c.intermediateSize},
+      {"experts", c.numExperts},
+      {"top_k", c.topK},
+      {"shared_intermediate_size", c.sharedIntermediateSize},
+      {"routing",
+       json::Object{{"score", stringifyScoreFunction(c.score)},
+                    {"top_k", c.topK},
+                    {"normalize", c.normalize},
+                    {"n_group", c.nGroup},
+                    {"topk_group", c.topkGroup},
+                    {"routed_scaling_factor", c.scale},
+                    {"correction_bias", c.correctionBias}}},
+      {"layout", json::Object{{"ep", 1}, {"tp", 1}}},
+      {"entry_point",
+       json::Object{{"symbol", ("_mlir_ciface_" + funcName).str()},
+                    {"abi", "MLIR strided memref descriptors; result first"},
+                    {"arguments", std::move(args)},
+                    {"result", "y[T,H]"}}},
+  };
+}

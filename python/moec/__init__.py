@@ -1,0 +1,1 @@
+"""Python side of the MoE compiler: drive moe-compile, call compiled layers, check them."""

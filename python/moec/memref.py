@@ -1,0 +1,85 @@
+"""Calls an MLIR `_mlir_ciface_` entry point with numpy arrays as memref descriptors."""
+import ctypes
+
+import ml_dtypes
+import numpy as np
+
+_CTYPES = {
+    np.dtype(np.float32): ctypes.c_float,
+    np.dtype(np.int32): ctypes.c_int32,
+    np.dtype(ml_dtypes.bfloat16): ctypes.c_uint16,
+}
+_libc = ctypes.CDLL(None)
+_libc.free.argtypes = [ctypes.c_void_p]
+
+
+def descriptor_type(rank, dtype):
+    """The C struct MLIR uses for a ranked memref of `rank` and `dtype`."""
+    elem = _CTYPES[np.dtype(dtype)]
+
+    class Descriptor(ctypes.Structure):
+        _fields_ = [
+            ("allocated", ctypes.POINTER(elem)),
+            ("aligned", ctypes.POINTER(elem)),
+            ("offset", ctypes.c_int64),
+            ("sizes", ctypes.c_int64 * rank),
+            ("strides", ctypes.c_int64 * rank),
+        ]
+
+    return Descriptor
+
+
+def to_descriptor(array):
+    """A descriptor viewing a C-contiguous numpy array (which must outlive it)."""
+    assert array.flags["C_CONTIGUOUS"], "pass C-contiguous arrays"
+    desc = descriptor_type(array.ndim, array.dtype)()
+    ptr = array.ctypes.data_as(ctypes.POINTER(_CTYPES[array.dtype]))
+    desc.allocated = desc.aligned = ptr
+    desc.offset = 0
+    for i, (size, stride) in enumerate(zip(array.shape, array.strides)):
+        desc.sizes[i] = size
+        desc.strides[i] = stride // array.itemsize
+    return desc
+
+
+def take_result(desc, dtype):
+    """Copies a memref returned by compiled code into numpy and frees it."""
+    rank = len(desc.sizes)
+    shape = tuple(desc.sizes[i] for i in range(rank))
+    strides = tuple(desc.strides[i] * np.dtype(dtype).itemsize for i in range(rank))
+    count = int(np.prod(shape)) if shape else 1
+    base = ctypes.cast(desc.aligned, ctypes.c_void_p).value
+    if count == 0:
+        out = np.zeros(shape, dtype)
+    else:
+        span = (sum((s - 1) * st for s, st in zip(shape, strides)) + np.dtype(dtype).itemsize)
+        raw = (ctypes.c_char * span).from_address(base + desc.offset * np.dtype(dtype).itemsize)
+        out = np.ndarray(shape, dtype, buffer=raw, strides=strides).copy()
+    _libc.free(ctypes.cast(desc.allocated, ctypes.c_void_p))
+    return out
+
+
+class CompiledFunction:
+    """An entry point `_mlir_ciface_<name>` of a shared library from moe-compile."""
+
+    def __init__(self, library_path, name, results):
+        """`results` lists (rank, dtype) of each returned memref."""
+        self._lib = ctypes.CDLL(str(library_path))
+        self._fn = getattr(self._lib, "_mlir_ciface_" + name)
+        self._fn.restype = None
+        self._results = results
+
+    def __call__(self, *arrays):
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        descs = [to_descriptor(a) for a in arrays]
+        types = [descriptor_type(rank, dtype) for rank, dtype in self._results]
+        if len(types) == 1:
+            out = types[0]()
+        else:
+            out = type("Results", (ctypes.Structure,),
+                       {"_fields_": [(f"r{i}", t) for i, t in enumerate(types)]})()
+        self._fn(ctypes.byref(out), *[ctypes.byref(d) for d in descs])
+        if len(types) == 1:
+            return take_result(out, self._results[0][1])
+        return tuple(take_result(getattr(out, f"r{i}"), dtype)
+                     for i, (_, dtype) in enumerate(self._results))

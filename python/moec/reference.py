@@ -1,0 +1,62 @@
+"""Independent numpy reference for MoE routing and layers (float64 throughout).
+
+Written from the model definitions (HuggingFace Qwen3-MoE / Mixtral /
+DeepSeek-V3), not from the compiler: selection by stable argsort, groups by the
+sum of their two best scores, weights from the unbiased scores.
+"""
+import numpy as np
+
+
+def _softmax(logits):
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def route(x, router_weight, routing, bias=None):
+    """Returns (ids [T,k] int32, weights [T,k] float64), best choice first."""
+    logits = np.asarray(x, np.float64) @ np.asarray(router_weight, np.float64).T
+    if routing["score"] == "softmax":
+        scores = _softmax(logits)
+    else:
+        scores = 1.0 / (1.0 + np.exp(-logits))
+    selection = scores + np.asarray(bias, np.float64) if bias is not None else scores.copy()
+    tokens, experts = scores.shape
+    groups = routing.get("n_group", 1)
+    if groups > 1:
+        grouped = selection.reshape(tokens, groups, experts // groups)
+        group_score = np.sort(grouped, axis=-1)[..., -2:].sum(axis=-1)
+        best_groups = np.argsort(-group_score, axis=-1, kind="stable")[:, : routing["topk_group"]]
+        keep = np.zeros((tokens, groups), bool)
+        np.put_along_axis(keep, best_groups, True, axis=-1)
+        selection = np.where(np.repeat(keep, experts // groups, axis=-1), selection, -np.inf)
+    ids = np.argsort(-selection, axis=-1, kind="stable")[:, : routing["top_k"]]
+    weights = np.take_along_axis(scores, ids, axis=-1)
+    if routing.get("normalize", False):
+        weights = weights / weights.sum(axis=-1, keepdims=True)
+    weights = weights * routing.get("routed_scaling_factor", 1.0)
+    return ids.astype(np.int32), weights
+
+
+def _swiglu_mlp(rows, w13, w2):
+    """rows [N,H] through one expert: w2 . (silu(gate) * up)."""
+    h = rows @ w13.T
+    half = h.shape[-1] // 2
+    gate, up = h[:, :half], h[:, half:]
+    return ((gate / (1.0 + np.exp(-gate))) * up) @ w2.T
+
+
+def layer(x, weights, plan):
+    """The MoE block: routed experts weighted by the router, plus shared expert."""
+    f64 = {k: np.asarray(v, np.float64) for k, v in weights.items()}
+    xs = np.asarray(x, np.float64)
+    ids, w = route(xs, f64["router_weight"], plan["routing"], f64.get("correction_bias"))
+    y = np.zeros_like(xs)
+    for expert in range(plan["experts"]):
+        tok, choice = np.nonzero(ids == expert)
+        if len(tok):
+            out = _swiglu_mlp(xs[tok], f64["w13"][expert], f64["w2"][expert])
+            np.add.at(y, tok, w[tok, choice][:, None] * out)
+    if "shared_w13" in f64:
+        y += _swiglu_mlp(xs, f64["shared_w13"], f64["shared_w2"])
+    return y

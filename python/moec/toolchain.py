@@ -1,0 +1,39 @@
+"""Finds and runs the project's tools (moe-compile)."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def build_dir():
+    return Path(os.environ.get("MOE_BUILD_DIR", ROOT / "build"))
+
+
+def tool(name):
+    path = build_dir() / "bin" / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: build the project first (utils/setup.sh)")
+    return str(path)
+
+
+def compile_config(config, out_dir, dtype="f32", name="moe_layer"):
+    """Compiles a config.json to a shared library; returns (library, plan)."""
+    out_dir = Path(out_dir)
+    library = out_dir / f"{name}_{dtype}.so"
+    plan_path = out_dir / f"{name}_{dtype}.plan.json"
+    subprocess.run([tool("moe-compile"), "--config", str(config), "--dtype", dtype,
+                    "--entry", name, "--plan", str(plan_path), "-o", str(library)],
+                   check=True)
+    return library, json.loads(plan_path.read_text())
+
+
+def compile_mlir(source, out_dir, stem):
+    """Compiles moe-dialect IR text to a shared library."""
+    out_dir = Path(out_dir)
+    mlir = out_dir / f"{stem}.mlir"
+    mlir.write_text(source)
+    library = out_dir / f"{stem}.so"
+    subprocess.run([tool("moe-compile"), str(mlir), "-o", str(library)], check=True)
+    return library

@@ -1,0 +1,70 @@
+//===- ObjectEmitter.cpp - LLVM dialect module to object / shared library -===//
+#include "ObjectEmitter.h"
+
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+
+using namespace llvm;
+
+namespace {
+Error emitterError(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+} // namespace
+
+Expected<std::unique_ptr<Module>>
+moe_compile::translateForHost(mlir::ModuleOp module, LLVMContext &context) {
+  std::unique_ptr<Module> llvmModule =
+      mlir::translateModuleToLLVMIR(module, context, "moe_layer");
+  if (!llvmModule)
+    return emitterError("translation to LLVM IR failed");
+  llvmModule->setTargetTriple(Triple(sys::getDefaultTargetTriple()));
+  return llvmModule;
+}
+
+Error moe_compile::writeObject(Module &module, StringRef path) {
+  InitializeNativeTarget();
+  InitializeNativeTargetAsmPrinter();
+  std::string error;
+  const Triple &triple = module.getTargetTriple();
+  const Target *target = TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return emitterError("no target for " + triple.str() + ": " + error);
+  TargetOptions options;
+  std::unique_ptr<TargetMachine> machine(target->createTargetMachine(
+      triple, sys::getHostCPUName(), "", options, Reloc::PIC_, std::nullopt,
+      CodeGenOptLevel::Aggressive));
+  module.setDataLayout(machine->createDataLayout());
+
+  std::error_code ec;
+  ToolOutputFile out(path, ec, sys::fs::OF_None);
+  if (ec)
+    return emitterError("cannot open " + path + ": " + ec.message());
+  legacy::PassManager pm;
+  if (machine->addPassesToEmitFile(pm, out.os(), nullptr,
+                                   CodeGenFileType::ObjectFile))
+    return emitterError("the target cannot emit object files");
+  pm.run(module);
+  out.keep();
+  return Error::success();
+}
+
+Error moe_compile::linkShared(StringRef objectPath, StringRef path) {
+  ErrorOr<std::string> cc = sys::findProgramByName("cc");
+  if (!cc)
+    return emitterError("cannot link a shared library: no 'cc' on PATH");
+  SmallVector<StringRef> args = {*cc, "-shared", "-o", path, objectPath, "-lm"};
+  std::string message;
+  int rc = sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
+  if (rc != 0)
+    return emitterError("linking " + path + " failed (" + Twine(rc) + ") " + message);
+  return Error::success();
+}

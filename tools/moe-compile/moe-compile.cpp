@@ -1,0 +1,198 @@
+//===- moe-compile.cpp - ahead-of-time compiler for MoE layers ------------===//
+//
+// Input: a HuggingFace config.json (--config) or a .mlir file in the moe
+// dialect. Output: the moe IR, the lowered IR, LLVM IR, an object file or a
+// shared library whose C entry point computes the layer, plus a JSON plan.
+// Outputs are written only when compilation succeeds.
+//
+//===----------------------------------------------------------------------===//
+#include "ObjectEmitter.h"
+#include "moe/Import/HFConfig.h"
+#include "moe/InitAll.h"
+#include "moe/Pipelines/Pipelines.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace {
+enum class Emit { Mlir, Lowered, LLVMIR, Object, Shared };
+enum class Target { Cpu, Cuda };
+
+cl::OptionCategory category("moe-compile options");
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("[input.mlir]"),
+                               cl::init(""), cl::cat(category));
+cl::opt<std::string> configFile("config",
+                                cl::desc("HuggingFace config.json of a MoE model"),
+                                cl::value_desc("path"), cl::cat(category));
+cl::opt<std::string> outputFile("o", cl::desc("Output file"),
+                                cl::value_desc("path"), cl::init("-"),
+                                cl::cat(category));
+cl::opt<std::string> planFile("plan", cl::desc("Write the JSON plan report here"),
+                              cl::value_desc("path"), cl::cat(category));
+cl::opt<std::string> dtype("dtype", cl::desc("Element type of activations and "
+                                             "weights: f32 or bf16"),
+                           cl::init("f32"), cl::cat(category));
+cl::opt<std::string> entry("entry", cl::desc("Name of the layer function"),
+                           cl::init("moe_layer"), cl::cat(category));
+cl::opt<Emit> emit(
+    "emit", cl::desc("What to produce"), cl::init(Emit::Shared),
+    cl::values(clEnumValN(Emit::Mlir, "mlir", "moe dialect IR"),
+               clEnumValN(Emit::Lowered, "lowered", "IR after the pipeline"),
+               clEnumValN(Emit::LLVMIR, "llvmir", "LLVM IR (cpu)"),
+               clEnumValN(Emit::Object, "obj", "object file (cpu)"),
+               clEnumValN(Emit::Shared, "shared", "shared library (cpu)")),
+    cl::cat(category));
+cl::opt<Target> target(
+    "target", cl::desc("Where the layer runs"), cl::init(Target::Cpu),
+    cl::values(clEnumValN(Target::Cpu, "cpu", "host code"),
+               clEnumValN(Target::Cuda, "cuda", "CUDA kernels (PTX) + host")),
+    cl::cat(category));
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "moe-compile: error: " << message << "\n";
+  return 1;
+}
+
+/// Writes `text` to the output file (or stdout), all or nothing.
+int writeText(llvm::function_ref<void(llvm::raw_ostream &)> print) {
+  std::string error;
+  auto out = openOutputFile(outputFile, &error);
+  if (!out)
+    return fail(error);
+  print(out->os());
+  out->keep();
+  return 0;
+}
+
+OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
+                                llvm::SourceMgr &sourceMgr,
+                                std::optional<moe::MoELayerConfig> &config) {
+  if (!configFile.empty()) {
+    auto buffer = llvm::MemoryBuffer::getFile(configFile);
+    if (!buffer) {
+      fail("cannot read " + configFile + ": " + buffer.getError().message());
+      return nullptr;
+    }
+    auto parsed = moe::parseHFConfig((*buffer)->getBuffer());
+    if (!parsed) {
+      fail(configFile + ": " + llvm::toString(parsed.takeError()));
+      return nullptr;
+    }
+    config = *parsed;
+    Type elem = dtype == "bf16" ? Type(BFloat16Type::get(&context))
+                                : Type(Float32Type::get(&context));
+    return moe::buildLayerModule(
+        context, *config, elem, FileLineColLoc::get(&context, configFile, 1, 1),
+        entry);
+  }
+  std::string error;
+  auto buffer = openInputFile(inputFile, &error);
+  if (!buffer) {
+    fail(error);
+    return nullptr;
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  return parseSourceFile<ModuleOp>(sourceMgr, &context);
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerPassManagerCLOptions();
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  cl::ParseCommandLineOptions(argc, argv, "moe-compile: MoE layer compiler\n");
+  if (configFile.empty() == inputFile.empty())
+    return fail("give exactly one input: --config config.json or an .mlir file");
+  if (dtype != "f32" && dtype != "bf16")
+    return fail("--dtype must be f32 or bf16, got '" + dtype + "'");
+  if (target == Target::Cuda && emit != Emit::Mlir && emit != Emit::Lowered)
+    return fail("--target=cuda produces IR with embedded PTX: use "
+                "--emit=lowered");
+  if ((emit == Emit::Object || emit == Emit::Shared) && outputFile == "-")
+    return fail("--emit=obj and --emit=shared need -o <path>");
+
+  DialectRegistry registry;
+  moe::registerMoECompilerDialects(registry);
+  moe::registerMoECompilerPasses();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+
+  std::optional<moe::MoELayerConfig> config;
+  OwningOpRef<ModuleOp> module = loadInput(context, sourceMgr, config);
+  if (!module || failed(verify(*module)))
+    return 1;
+
+  if (!planFile.empty()) {
+    if (!config)
+      return fail("--plan needs --config");
+    std::string error;
+    auto out = openOutputFile(planFile, &error);
+    if (!out)
+      return fail(error);
+    out->os() << llvm::formatv("{0:2}",
+                               moe::layerPlan(*config, dtype, entry))
+              << "\n";
+    out->keep();
+  }
+  if (emit == Emit::Mlir)
+    return writeText([&](llvm::raw_ostream &os) { module->print(os); });
+
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return 1;
+  LogicalResult built =
+      target == Target::Cpu
+          ? moe::buildCpuPipeline(pm, moe::CpuPipelineOptions())
+          : moe::buildCudaPipeline(pm, moe::CudaPipelineOptions());
+  if (failed(built) || failed(pm.run(*module)))
+    return fail("lowering failed");
+  if (emit == Emit::Lowered)
+    return writeText([&](llvm::raw_ostream &os) { module->print(os); });
+
+  llvm::LLVMContext llvmContext;
+  auto llvmModule = moe_compile::translateForHost(*module, llvmContext);
+  if (!llvmModule)
+    return fail(llvm::toString(llvmModule.takeError()));
+  if (emit == Emit::LLVMIR)
+    return writeText([&](llvm::raw_ostream &os) { (*llvmModule)->print(os, nullptr); });
+  if (emit == Emit::Object) {
+    if (llvm::Error e = moe_compile::writeObject(**llvmModule, outputFile))
+      return fail(llvm::toString(std::move(e)));
+    return 0;
+  }
+
+  // Shared library: object and library go to temporaries first, so that a
+  // failure leaves nothing at the output path.
+  llvm::SmallString<128> object, library;
+  if (llvm::sys::fs::createTemporaryFile("moe-layer", "o", object) ||
+      llvm::sys::fs::createTemporaryFile("moe-layer", "so", library))
+    return fail("cannot create temporary files");
+  llvm::FileRemover removeObject(object), removeLibrary(library);
+  if (llvm::Error e = moe_compile::writeObject(**llvmModule, object))
+    return fail(llvm::toString(std::move(e)));
+  if (llvm::Error e = moe_compile::linkShared(object, library))
+    return fail(llvm::toString(std::move(e)));
+  if (std::error_code ec = llvm::sys::fs::copy_file(library, outputFile))
+    return fail("cannot write " + outputFile + ": " + ec.message());
+  return 0;
+}
