@@ -19,9 +19,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if ! python3 -c 'import numpy, ml_dtypes, psutil' 2>/dev/null; then
-  echo "setup: installing numpy ml_dtypes psutil (pip)"
-  python3 -m pip install -q numpy ml_dtypes psutil
+if ! python3 -c 'import numpy, ml_dtypes, pytest' 2>/dev/null; then
+  echo "setup: installing numpy ml_dtypes pytest (pip)"
+  python3 -m pip install -q numpy ml_dtypes pytest ||
+    python3 -m pip install -q --break-system-packages numpy ml_dtypes pytest
 fi
 
 if [ ! -f "$build/build.ninja" ]; then
@@ -30,4 +31,4 @@ if [ ! -f "$build/build.ninja" ]; then
     -DMLIR_DIR=$llvm/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=$llvm/bin/lit
 fi
-cmake --build "$build" -j "$(nproc)"
+cmake --build "$build" -j "$(nproc)" --target all mlir-doc

@@ -1,0 +1,74 @@
+"""Whole compiled layers against the numpy reference, and the main job's exit codes."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from moec import main as main_job
+from moec import reference
+from moec.layer import run_layer
+from moec.toolchain import ROOT, compile_config
+from moec.weights import make_inputs
+
+EXAMPLES = sorted((ROOT / "examples").glob("*/config.json"))
+
+
+@pytest.mark.parametrize("config", EXAMPLES, ids=[c.parent.name for c in EXAMPLES])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("tokens", [1, 7, 64])
+def test_example_layer_matches_reference(tmp_path, config, dtype, tokens):
+    library, plan = compile_config(config, tmp_path, dtype)
+    x, weights = make_inputs(plan, tokens, seed=tokens)
+    y = run_layer(library, plan, x, weights).astype(np.float64)
+    ref = reference.layer(x, weights, plan)
+    assert y.shape == ref.shape
+    assert np.max(np.abs(y - ref)) / np.max(np.abs(ref)) <= main_job.TOLERANCE[dtype]
+
+
+def test_zero_tokens_give_an_empty_output(tmp_path):
+    library, plan = compile_config(EXAMPLES[0], tmp_path)
+    x, weights = make_inputs(plan, 0, seed=0)
+    assert run_layer(library, plan, x, weights).shape == (0, plan["hidden_size"])
+
+
+def test_mixtral_config(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "mixtral", "hidden_size": 32,
+                                  "intermediate_size": 48, "num_local_experts": 8,
+                                  "num_experts_per_tok": 2}))
+    library, plan = compile_config(config, tmp_path)
+    assert plan["routing"]["normalize"] and plan["routing"]["score"] == "softmax"
+    x, weights = make_inputs(plan, 16, seed=3)
+    ref = reference.layer(x, weights, plan)
+    y = run_layer(library, plan, x, weights)
+    assert np.max(np.abs(y - ref)) / np.max(np.abs(ref)) <= main_job.TOLERANCE["f32"]
+
+
+def run_main(*args):
+    return subprocess.run([sys.executable, "-m", "moec.main", *args], cwd=ROOT / "python",
+                          capture_output=True, text=True)
+
+
+def test_main_job_passes_on_an_example():
+    result = run_main("--config", str(EXAMPLES[0]), "--dtype", "f32", "--tokens", "8")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "error vs reference" in result.stdout and "OK" in result.stdout
+
+
+def test_main_job_fails_on_a_bad_config(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "qwen3_moe", "hidden_size": 64,
+                                  "moe_intermediate_size": 32, "num_experts": "16",
+                                  "num_experts_per_tok": 2}))
+    result = run_main("--config", str(config), "--dtype", "f32")
+    assert result.returncode == 1
+    assert "$.num_experts: expected an integer" in result.stderr
+
+
+def test_main_job_fails_when_the_layer_is_wrong(tmp_path, monkeypatch):
+    """The tolerance check is live: a perturbed reference makes the job fail."""
+    real_layer = reference.layer
+    monkeypatch.setattr(reference, "layer", lambda x, w, p: real_layer(x, w, p) * 1.01)
+    assert main_job.main(["--config", str(EXAMPLES[0]), "--dtype", "f32", "--tokens", "4"]) == 1
