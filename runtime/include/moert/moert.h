@@ -1,0 +1,81 @@
+/*===- moert.h - C ABI of the MoE runtime ----------------------------------===*/
+/* The runtime that compiled MoE layers call: communicators (MPI, NCCL, local),
+ * expert-parallel dispatch and combine, counters. No MLIR dependency.
+ * Functions return 0 on success; on failure moert_last_error() says why.
+ * The `_mlir_ciface_*` entry points are called by compiled code, which has
+ * no error path: on failure they print the error and end the process. */
+#ifndef MOERT_MOERT_H
+#define MOERT_MOERT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Starts the runtime on `backend` ("mpi", "local" or "nccl"). Every
+ * collective fails after `timeout_ms` (<= 0: $MOERT_TIMEOUT_MS, else 30000). */
+int moert_init(const char *backend, int64_t timeout_ms);
+int moert_finalize(void);
+int moert_rank(void);
+int moert_size(void);
+const char *moert_last_error(void);
+
+/* Counters of this rank as JSON; returns the length (writes at most
+ * `capacity` bytes including the NUL). */
+int64_t moert_counters_json(char *buffer, int64_t capacity);
+void moert_counters_reset(void);
+
+/* Collectives for hosts and tests (host memory; op 0 = sum, 1 = max). */
+int moert_allreduce_i64(const char *name, int64_t *values, int64_t count, int op);
+int moert_allgather(const char *name, const void *send, int64_t bytes, void *recv);
+int moert_barrier(const char *name);
+
+/* MLIR's ranked memref descriptors, as compiled code passes them. */
+typedef struct {
+  void *allocated;
+  void *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+} moert_memref1d;
+typedef struct {
+  void *allocated;
+  void *aligned;
+  int64_t offset;
+  int64_t sizes[2];
+  int64_t strides[2];
+} moert_memref2d;
+
+/* Results of moert_ep_dispatch_*: received rows [R,H], local expert ids
+ * [R,k] (-1: not on this rank), weights [R,k], and the handle that combine
+ * takes. The buffers are malloc'ed; the caller owns them. */
+typedef struct {
+  moert_memref2d x;
+  moert_memref2d local_ids;
+  moert_memref2d weights;
+  int64_t handle;
+} moert_dispatch_result;
+
+void _mlir_ciface_moert_ep_dispatch_f32(moert_dispatch_result *result,
+                                        moert_memref2d *x, moert_memref2d *ids,
+                                        moert_memref2d *weights,
+                                        moert_memref1d *expert_rank,
+                                        int64_t capacity);
+void _mlir_ciface_moert_ep_dispatch_bf16(moert_dispatch_result *result,
+                                         moert_memref2d *x, moert_memref2d *ids,
+                                         moert_memref2d *weights,
+                                         moert_memref1d *expert_rank,
+                                         int64_t capacity);
+/* Sends each received row's partial result back and sums them per token:
+ * result is y[T,H] (malloc'ed). */
+void _mlir_ciface_moert_ep_combine_f32(moert_memref2d *result,
+                                       moert_memref2d *partial, int64_t handle);
+void _mlir_ciface_moert_ep_combine_bf16(moert_memref2d *result,
+                                        moert_memref2d *partial, int64_t handle);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MOERT_MOERT_H */

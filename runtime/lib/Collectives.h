@@ -1,0 +1,53 @@
+//===- Collectives.h - checked, timed, counted collectives ------*- C++ -*-===//
+#ifndef MOERT_LIB_COLLECTIVES_H
+#define MOERT_LIB_COLLECTIVES_H
+
+#include "Communicator.h"
+#include "Counters.h"
+
+#include <memory>
+
+namespace moert {
+
+/// Wraps a communicator so that every collective (1) first checks that all
+/// ranks are at the same collective, by sequence number, name and element
+/// count, (2) finishes within the timeout, and (3) is counted. Errors name
+/// the collective and the ranks involved.
+class Collectives {
+public:
+  Collectives(std::unique_ptr<Communicator> comm,
+              std::chrono::milliseconds timeout);
+
+  int rank() const { return comm->rank(); }
+  int size() const { return comm->size(); }
+  const char *backend() const { return comm->backend(); }
+  Counters &counters() { return measured; }
+  std::chrono::milliseconds timeout() const { return limit; }
+
+  Status allToAllV(const char *name, const void *send, const int64_t *sendBytes,
+                   void *recv, const int64_t *recvBytes);
+  Status allReduce(const char *name, int64_t *values, int64_t count,
+                   ReduceOp op);
+  Status allGather(const char *name, const void *send, int64_t bytes,
+                   void *recv);
+  Status barrier(const char *name);
+
+private:
+  /// The agreement step; returns the deadline for the collective itself.
+  Status agree(const char *name, int64_t elements,
+               Clock::time_point &deadline);
+  /// True when MOERT_INJECT_SKIP names this rank and collective (tests).
+  bool injectedSkip(const char *name) const;
+  void count(const char *name, int64_t sent, int64_t received,
+             Clock::time_point start);
+
+  std::unique_ptr<Communicator> comm;
+  std::chrono::milliseconds limit;
+  uint64_t sequence = 0;
+  Counters measured;
+  std::string skipRule;
+};
+
+} // namespace moert
+
+#endif // MOERT_LIB_COLLECTIVES_H

@@ -1,0 +1,37 @@
+//===- Counters.h - bytes, times and buffer high-water marks ----*- C++ -*-===//
+#ifndef MOERT_LIB_COUNTERS_H
+#define MOERT_LIB_COUNTERS_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace moert {
+
+struct CollectiveCounter {
+  int64_t calls = 0;
+  int64_t bytesSent = 0;     ///< To other ranks and to itself.
+  int64_t bytesReceived = 0;
+  double seconds = 0;
+};
+
+/// What one rank measured since the last reset.
+struct Counters {
+  std::map<std::string, CollectiveCounter> collectives;
+  std::map<std::string, double> phaseSeconds;
+  std::map<std::string, int64_t> highWaterBytes;
+  std::map<std::string, int64_t> totals; ///< e.g. rows dispatched.
+
+  void noteBuffer(const std::string &name, int64_t bytes) {
+    int64_t &mark = highWaterBytes[name];
+    if (bytes > mark)
+      mark = bytes;
+  }
+  void reset() { *this = Counters(); }
+  /// One JSON object; `rank` and `backend` label it.
+  std::string toJson(int rank, int size, const char *backend) const;
+};
+
+} // namespace moert
+
+#endif // MOERT_LIB_COUNTERS_H

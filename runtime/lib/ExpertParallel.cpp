@@ -1,0 +1,237 @@
+//===- ExpertParallel.cpp - dispatch and combine across EP ranks ----------===//
+#include "ExpertParallel.h"
+
+#include <cstring>
+#include <sstream>
+
+using namespace moert;
+
+float moert::loadElement(const uint8_t *p, int64_t elementBytes) {
+  if (elementBytes == 4) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  uint16_t half;
+  std::memcpy(&half, p, 2);
+  uint32_t bits = uint32_t(half) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+void moert::storeElement(uint8_t *p, int64_t elementBytes, float value) {
+  if (elementBytes == 4) {
+    std::memcpy(p, &value, 4);
+    return;
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  uint16_t half;
+  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
+    half = uint16_t((bits >> 16) | 0x40);
+  else // round to nearest, ties to even
+    half = uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  std::memcpy(p, &half, 2);
+}
+
+namespace {
+struct Timer {
+  Counters &counters;
+  const char *phase;
+  Clock::time_point start = Clock::now();
+  ~Timer() {
+    counters.phaseSeconds[phase] +=
+        std::chrono::duration<double>(Clock::now() - start).count();
+  }
+};
+
+Status validate(const DispatchInput &in, int ranks) {
+  if (in.elementBytes != 4 && in.elementBytes != 2)
+    return "dispatch: element size must be 4 (f32) or 2 (bf16)";
+  for (int64_t e = 0; e < in.experts; ++e)
+    if (in.expertRank[e] < 0 || in.expertRank[e] >= ranks) {
+      std::ostringstream os;
+      os << "dispatch: expert_rank[" << e << "] = " << in.expertRank[e]
+         << " is not a rank in [0, " << ranks << ")";
+      return os.str();
+    }
+  for (int64_t i = 0; i < in.tokens * in.topK; ++i)
+    if (in.expertIds[i] < 0 || in.expertIds[i] >= in.experts) {
+      std::ostringstream os;
+      os << "dispatch: expert_ids[" << i / in.topK << "," << i % in.topK
+         << "] = " << in.expertIds[i] << " is not an expert in [0, "
+         << in.experts << ")";
+      return os.str();
+    }
+  return std::nullopt;
+}
+} // namespace
+
+Status ExpertParallel::dispatch(const DispatchInput &in,
+                                const DispatchAllocator &allocate,
+                                int64_t &rows, int64_t &handle) {
+  Counters &counters = coll.counters();
+  Timer timer{counters, "dispatch"};
+  const int ranks = coll.size();
+  if (Status e = validate(in, ranks))
+    return e;
+
+  // Local index of each expert on its rank: experts keep their order.
+  std::vector<int32_t> localIndex(in.experts);
+  std::vector<int32_t> seenOnRank(ranks, 0);
+  for (int64_t e = 0; e < in.experts; ++e)
+    localIndex[e] = seenOnRank[in.expertRank[e]]++;
+
+  // One row per (token, destination rank), grouped by destination.
+  std::vector<std::vector<int32_t>> tokensFor(ranks);
+  for (int64_t t = 0; t < in.tokens; ++t) {
+    std::vector<bool> hit(ranks, false);
+    for (int64_t j = 0; j < in.topK; ++j)
+      hit[in.expertRank[in.expertIds[t * in.topK + j]]] = true;
+    for (int d = 0; d < ranks; ++d)
+      if (hit[d])
+        tokensFor[d].push_back(int32_t(t));
+  }
+
+  InFlight state;
+  state.live = true;
+  state.tokens = in.tokens;
+  state.hidden = in.hidden;
+  state.elementBytes = in.elementBytes;
+  state.sentRows.resize(ranks);
+  state.receivedRows.resize(ranks);
+  for (int d = 0; d < ranks; ++d) {
+    state.sentRows[d] = int64_t(tokensFor[d].size());
+    state.sentToken.insert(state.sentToken.end(), tokensFor[d].begin(),
+                           tokensFor[d].end());
+  }
+
+  // Counts first: everyone learns how many rows it will receive.
+  std::vector<int64_t> countBytes(ranks, sizeof(int64_t));
+  if (Status e = coll.allToAllV("dispatch.counts", state.sentRows.data(),
+                                countBytes.data(), state.receivedRows.data(),
+                                countBytes.data()))
+    return e;
+  int64_t received = 0;
+  for (int64_t r : state.receivedRows)
+    received += r;
+
+  // Every rank learns every rank's load, so an overflow fails all of them
+  // with the same message, before any payload is written.
+  std::vector<int64_t> loads(ranks, 0);
+  loads[coll.rank()] = received;
+  if (Status e = coll.allReduce("dispatch.capacity", loads.data(), ranks,
+                                ReduceOp::Sum))
+    return e;
+  for (int r = 0; r < ranks; ++r)
+    if (loads[r] > in.capacity) {
+      std::ostringstream os;
+      os << "dispatch: rank " << r << " would receive " << loads[r]
+         << " rows but the plan's capacity is " << in.capacity
+         << " rows; nothing was written";
+      return os.str();
+    }
+
+  const int64_t xBytes = in.hidden * in.elementBytes;
+  const int64_t rowBytes = xBytes + in.topK * int64_t(sizeof(int32_t) + sizeof(float));
+  std::vector<uint8_t> send(state.sentToken.size() * rowBytes);
+  uint8_t *out = send.data();
+  for (int d = 0; d < ranks; ++d)
+    for (int32_t t : tokensFor[d]) {
+      std::memcpy(out, in.x + t * in.xRowStride * in.elementBytes, xBytes);
+      auto *ids = reinterpret_cast<int32_t *>(out + xBytes);
+      auto *weights = reinterpret_cast<float *>(ids + in.topK);
+      for (int64_t j = 0; j < in.topK; ++j) {
+        int32_t expert = in.expertIds[t * in.topK + j];
+        bool mine = in.expertRank[expert] == d;
+        ids[j] = mine ? localIndex[expert] : -1;
+        weights[j] = mine ? in.weights[t * in.topK + j] : 0.0f;
+      }
+      out += rowBytes;
+    }
+  std::vector<uint8_t> recv(received * rowBytes);
+  std::vector<int64_t> sendBytes(ranks), recvBytes(ranks);
+  for (int p = 0; p < ranks; ++p) {
+    sendBytes[p] = state.sentRows[p] * rowBytes;
+    recvBytes[p] = state.receivedRows[p] * rowBytes;
+  }
+  counters.noteBuffer("dispatch.send", int64_t(send.size()));
+  counters.noteBuffer("dispatch.recv", int64_t(recv.size()));
+  if (Status e = coll.allToAllV("dispatch.payload", send.data(), sendBytes.data(),
+                                recv.data(), recvBytes.data()))
+    return e;
+
+  DispatchOutput dest = allocate(received);
+  for (int64_t r = 0; r < received; ++r) {
+    const uint8_t *row = recv.data() + r * rowBytes;
+    std::memcpy(dest.x + r * xBytes, row, xBytes);
+    std::memcpy(dest.localIds + r * in.topK, row + xBytes, in.topK * sizeof(int32_t));
+    std::memcpy(dest.weights + r * in.topK,
+                row + xBytes + in.topK * sizeof(int32_t), in.topK * sizeof(float));
+  }
+  counters.noteBuffer("expert.rows", received * xBytes);
+  counters.totals["dispatch_rows_sent"] += int64_t(state.sentToken.size());
+  counters.totals["dispatch_payload_bytes_sent"] += int64_t(send.size());
+  counters.totals["dispatch_bytes_per_token_expert_pair"] +=
+      in.tokens * in.topK * (xBytes + int64_t(sizeof(int32_t) + sizeof(float)));
+
+  rows = received;
+  for (handle = 0; handle < int64_t(inFlight.size()); ++handle)
+    if (!inFlight[handle].live)
+      break;
+  if (handle == int64_t(inFlight.size()))
+    inFlight.emplace_back();
+  inFlight[handle] = std::move(state);
+  return std::nullopt;
+}
+
+int64_t ExpertParallel::tokensOf(int64_t handle) const {
+  if (handle < 0 || handle >= int64_t(inFlight.size()) || !inFlight[handle].live)
+    return -1;
+  return inFlight[handle].tokens;
+}
+
+Status ExpertParallel::combine(int64_t handle, const uint8_t *partial,
+                               int64_t rows, uint8_t *y, int64_t &tokens) {
+  Counters &counters = coll.counters();
+  Timer timer{counters, "combine"};
+  if (tokensOf(handle) < 0)
+    return "combine: handle " + std::to_string(handle) +
+           " does not name a dispatch in flight";
+  InFlight state = std::move(inFlight[handle]);
+  inFlight[handle].live = false;
+  const int ranks = coll.size();
+  int64_t expectedRows = 0;
+  for (int64_t r : state.receivedRows)
+    expectedRows += r;
+  if (rows != expectedRows)
+    return "combine: got " + std::to_string(rows) + " rows but dispatch delivered " +
+           std::to_string(expectedRows);
+
+  const int64_t xBytes = state.hidden * state.elementBytes;
+  std::vector<uint8_t> back(state.sentToken.size() * xBytes);
+  std::vector<int64_t> sendBytes(ranks), recvBytes(ranks);
+  for (int p = 0; p < ranks; ++p) {
+    sendBytes[p] = state.receivedRows[p] * xBytes;
+    recvBytes[p] = state.sentRows[p] * xBytes;
+  }
+  counters.noteBuffer("combine.recv", int64_t(back.size()));
+  if (Status e = coll.allToAllV("combine.payload", partial, sendBytes.data(),
+                                back.data(), recvBytes.data()))
+    return e;
+
+  // Rows come back grouped by the rank that computed them, in rank order:
+  // adding them in that order makes the sum the same on every run.
+  std::vector<float> sum(state.tokens * state.hidden, 0.0f);
+  for (size_t r = 0; r < state.sentToken.size(); ++r) {
+    float *acc = sum.data() + state.sentToken[r] * state.hidden;
+    const uint8_t *row = back.data() + r * xBytes;
+    for (int64_t h = 0; h < state.hidden; ++h)
+      acc[h] += loadElement(row + h * state.elementBytes, state.elementBytes);
+  }
+  for (int64_t i = 0; i < state.tokens * state.hidden; ++i)
+    storeElement(y + i * state.elementBytes, state.elementBytes, sum[i]);
+  tokens = state.tokens;
+  return std::nullopt;
+}

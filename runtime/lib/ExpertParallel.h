@@ -1,0 +1,66 @@
+//===- ExpertParallel.h - dispatch and combine across EP ranks --*- C++ -*-===//
+#ifndef MOERT_LIB_EXPERTPARALLEL_H
+#define MOERT_LIB_EXPERTPARALLEL_H
+
+#include "Collectives.h"
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace moert {
+
+/// One rank's side of a dispatch, in host memory.
+struct DispatchInput {
+  const uint8_t *x = nullptr; ///< [tokens, hidden], rows `xRowStride` elements apart.
+  int64_t tokens = 0, hidden = 0, elementBytes = 4, xRowStride = 0;
+  const int32_t *expertIds = nullptr; ///< [tokens, topK], dense.
+  const float *weights = nullptr;     ///< [tokens, topK], dense.
+  int64_t topK = 0;
+  const int32_t *expertRank = nullptr; ///< [experts]: the rank owning each expert.
+  int64_t experts = 0;
+  int64_t capacity = 0; ///< Most rows this rank may receive (from the plan).
+};
+
+/// Where the received rows go; allocated once their number is known.
+struct DispatchOutput {
+  uint8_t *x = nullptr;         ///< [rows, hidden]
+  int32_t *localIds = nullptr;  ///< [rows, topK]: local expert index, or -1
+  float *weights = nullptr;     ///< [rows, topK]: 0 where localIds is -1
+};
+using DispatchAllocator = std::function<DispatchOutput(int64_t rows)>;
+
+/// Dispatch sends each token once per destination rank (with the local expert
+/// ids and weights that rank needs); counts travel first, then the payload.
+/// Combine sends each received row's partial result back, and the token's
+/// rank adds them.
+class ExpertParallel {
+public:
+  explicit ExpertParallel(Collectives &collectives) : coll(collectives) {}
+
+  Status dispatch(const DispatchInput &in, const DispatchAllocator &allocate,
+                  int64_t &rows, int64_t &handle);
+  /// `partial` is [rows, hidden] in the received order; `y` is [tokens, hidden].
+  Status combine(int64_t handle, const uint8_t *partial, int64_t rows,
+                 uint8_t *y, int64_t &tokens);
+  /// Number of tokens of a dispatch still waiting for its combine.
+  int64_t tokensOf(int64_t handle) const;
+
+private:
+  struct InFlight {
+    bool live = false;
+    int64_t tokens = 0, hidden = 0, elementBytes = 0;
+    std::vector<int64_t> sentRows, receivedRows; ///< per peer
+    std::vector<int32_t> sentToken;              ///< token of each sent row
+  };
+  Collectives &coll;
+  std::vector<InFlight> inFlight;
+};
+
+/// Element conversions for the payload types (f32, bf16).
+float loadElement(const uint8_t *p, int64_t elementBytes);
+void storeElement(uint8_t *p, int64_t elementBytes, float value);
+
+} // namespace moert
+
+#endif // MOERT_LIB_EXPERTPARALLEL_H

@@ -1,0 +1,154 @@
+//===- RuntimeTest.cpp - runtime pieces on one rank -----------------------===//
+#include "Collectives.h"
+#include "ExpertParallel.h"
+#include "LocalCommunicator.h"
+#include "moert/moert.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+using namespace moert;
+
+TEST(Bf16, RoundsToNearestEven) {
+  uint8_t out[2];
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to even (1.0).
+  storeElement(out, 2, 1.0f + std::ldexp(1.0f, -8));
+  EXPECT_EQ(loadElement(out, 2), 1.0f);
+  storeElement(out, 2, 1.0f + 3 * std::ldexp(1.0f, -8));
+  EXPECT_EQ(loadElement(out, 2), 1.0f + std::ldexp(1.0f, -6));
+  storeElement(out, 2, -2.5f);
+  EXPECT_EQ(loadElement(out, 2), -2.5f);
+  storeElement(out, 2, NAN);
+  EXPECT_TRUE(std::isnan(loadElement(out, 2)));
+}
+
+namespace {
+/// Experts scale their input: expert e computes (e + 1) * x.
+struct LocalRun {
+  Collectives coll{createLocalCommunicator(), std::chrono::milliseconds(1000)};
+  ExpertParallel ep{coll};
+};
+} // namespace
+
+TEST(ExpertParallel, OneRankRoundTrip) {
+  LocalRun run;
+  const int64_t tokens = 3, hidden = 2, k = 2, experts = 4;
+  float x[tokens * hidden] = {1, 2, 3, 4, 5, 6};
+  int32_t ids[tokens * k] = {0, 3, 2, 1, 3, 0};
+  float weights[tokens * k] = {0.5f, 0.25f, 1.0f, 2.0f, 0.125f, 4.0f};
+  int32_t expertRank[experts] = {0, 0, 0, 0};
+  DispatchInput in;
+  in.x = reinterpret_cast<const uint8_t *>(x);
+  in.tokens = tokens;
+  in.hidden = hidden;
+  in.xRowStride = hidden;
+  in.expertIds = ids;
+  in.weights = weights;
+  in.topK = k;
+  in.expertRank = expertRank;
+  in.experts = experts;
+  in.capacity = tokens;
+  std::vector<float> rx;
+  std::vector<int32_t> rid;
+  std::vector<float> rw;
+  int64_t rows = 0, handle = -1;
+  ASSERT_FALSE(run.ep.dispatch(
+      in,
+      [&](int64_t n) {
+        rx.resize(n * hidden);
+        rid.resize(n * k);
+        rw.resize(n * k);
+        return DispatchOutput{reinterpret_cast<uint8_t *>(rx.data()), rid.data(),
+                              rw.data()};
+      },
+      rows, handle));
+  ASSERT_EQ(rows, tokens); // one row per (token, rank): dedupe
+  std::vector<float> partial(rows * hidden, 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t h = 0; h < hidden; ++h)
+        partial[r * hidden + h] += rw[r * k + j] * (rid[r * k + j] + 1) * rx[r * hidden + h];
+  std::vector<float> y(tokens * hidden);
+  int64_t outTokens = 0;
+  ASSERT_FALSE(run.ep.combine(handle, reinterpret_cast<uint8_t *>(partial.data()), rows,
+                              reinterpret_cast<uint8_t *>(y.data()), outTokens));
+  ASSERT_EQ(outTokens, tokens);
+  for (int64_t t = 0; t < tokens; ++t) {
+    float scale = 0;
+    for (int64_t j = 0; j < k; ++j)
+      scale += weights[t * k + j] * (ids[t * k + j] + 1);
+    for (int64_t h = 0; h < hidden; ++h)
+      EXPECT_FLOAT_EQ(y[t * hidden + h], scale * x[t * hidden + h]);
+  }
+  EXPECT_EQ(run.coll.counters().totals["dispatch_rows_sent"], tokens);
+  EXPECT_EQ(run.coll.counters().collectives["dispatch.payload"].calls, 1);
+}
+
+TEST(ExpertParallel, RejectsBadExpertIdsByName) {
+  LocalRun run;
+  float x[2] = {1, 2};
+  int32_t ids[1] = {7};
+  float weights[1] = {1};
+  int32_t expertRank[2] = {0, 0};
+  DispatchInput in;
+  in.x = reinterpret_cast<const uint8_t *>(x);
+  in.tokens = 1;
+  in.hidden = 2;
+  in.xRowStride = 2;
+  in.expertIds = ids;
+  in.weights = weights;
+  in.topK = 1;
+  in.expertRank = expertRank;
+  in.experts = 2;
+  in.capacity = 1;
+  int64_t rows, handle;
+  Status error = run.ep.dispatch(in, [](int64_t) { return DispatchOutput(); }, rows, handle);
+  ASSERT_TRUE(error);
+  EXPECT_EQ(*error, "dispatch: expert_ids[0,0] = 7 is not an expert in [0, 2)");
+}
+
+TEST(ExpertParallel, OverCapacityFailsBeforeWriting) {
+  LocalRun run;
+  float x[4] = {1, 2, 3, 4};
+  int32_t ids[2] = {0, 1};
+  float weights[2] = {1, 1};
+  int32_t expertRank[2] = {0, 0};
+  DispatchInput in;
+  in.x = reinterpret_cast<const uint8_t *>(x);
+  in.tokens = 2;
+  in.hidden = 2;
+  in.xRowStride = 2;
+  in.expertIds = ids;
+  in.weights = weights;
+  in.topK = 1;
+  in.expertRank = expertRank;
+  in.experts = 2;
+  in.capacity = 1;
+  bool allocated = false;
+  int64_t rows, handle;
+  Status error = run.ep.dispatch(
+      in, [&](int64_t) { allocated = true; return DispatchOutput(); }, rows, handle);
+  ASSERT_TRUE(error);
+  EXPECT_NE(error->find("rank 0 would receive 2 rows but the plan's capacity is 1"),
+            std::string::npos);
+  EXPECT_FALSE(allocated);
+  EXPECT_EQ(run.coll.counters().collectives.count("dispatch.payload"), 0u);
+}
+
+TEST(CApi, LocalBackendCountersAndErrors) {
+  EXPECT_NE(moert_init("carrier-pigeon", 100), 0);
+  EXPECT_NE(std::string(moert_last_error()).find("unknown backend 'carrier-pigeon'"),
+            std::string::npos);
+  ASSERT_EQ(moert_init("local", 100), 0);
+  EXPECT_EQ(moert_size(), 1);
+  int64_t v[2] = {3, 4};
+  ASSERT_EQ(moert_allreduce_i64("test.sum", v, 2, 0), 0);
+  EXPECT_EQ(v[0], 3);
+  char json[4096];
+  ASSERT_GT(moert_counters_json(json, sizeof(json)), 0);
+  EXPECT_NE(std::string(json).find("\"test.sum\": {\"calls\": 1"), std::string::npos);
+  moert_finalize();
+}
