@@ -153,6 +153,7 @@ llvm::Expected<MoELayerConfig> moe::parseHFConfig(llvm::StringRef jsonText) {
 
 OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
                                             const MoELayerConfig &c,
+                                            const ParallelLayout &layout,
                                             Type elem, Location loc,
                                             llvm::StringRef funcName) {
   context.loadDialect<MoEDialect, func::FuncDialect>();
@@ -161,17 +162,20 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
   b.setInsertionPointToEnd(module->getBody());
 
   int64_t dyn = ShapedType::kDynamic, h = c.hiddenSize, e = c.numExperts,
-          i = c.intermediateSize, s = c.sharedIntermediateSize;
+          i = c.intermediateSize, s = c.sharedIntermediateSize,
+          ep = layout.ep, local = e / std::max<int64_t>(ep, 1);
   auto xType = RankedTensorType::get({dyn, h}, elem);
   SmallVector<Type> inputs = {xType, RankedTensorType::get({e, h}, elem)};
   if (c.correctionBias)
     inputs.push_back(RankedTensorType::get({e}, b.getF32Type()));
-  inputs.push_back(RankedTensorType::get({e, 2 * i, h}, elem));
-  inputs.push_back(RankedTensorType::get({e, h, i}, elem));
+  inputs.push_back(RankedTensorType::get({local, 2 * i, h}, elem));
+  inputs.push_back(RankedTensorType::get({local, h, i}, elem));
   if (s) {
     inputs.push_back(RankedTensorType::get({2 * s, h}, elem));
     inputs.push_back(RankedTensorType::get({h, s}, elem));
   }
+  if (ep > 1)
+    inputs.push_back(RankedTensorType::get({e}, b.getI32Type()));
   auto func = func::FuncOp::create(b, loc, funcName,
                                    b.getFunctionType(inputs, {xType}));
   func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
@@ -184,6 +188,8 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
   Value w13 = args[next++], w2 = args[next++];
   Value sharedW13 = s ? args[next++] : Value();
   Value sharedW2 = s ? args[next++] : Value();
+  Value expertRank = ep > 1 ? args[next++] : Value();
+  int64_t maxTokensPerRank = layout.maxTokensPerRank;
   auto routing = RoutingAttr::getChecked(
       [&] { return emitError(loc); }, &context, c.score, c.topK, c.nGroup,
       c.topkGroup, c.normalize, llvm::APFloat(c.scale), c.correctionBias);
@@ -191,22 +197,32 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
     return nullptr;
   auto layer = LayerOp::create(
       b, loc, xType, args[0], args[1], bias, w13, w2, sharedW13, sharedW2,
-      routing, ActivationAttr::get(&context, Activation::swiglu),
-      LayoutAttr::get(&context, 1, 1));
+      expertRank, routing, ActivationAttr::get(&context, Activation::swiglu),
+      LayoutAttr::get(&context, ep, 1),
+      ep > 1 ? b.getI64IntegerAttr(maxTokensPerRank) : IntegerAttr());
   func::ReturnOp::create(b, loc, layer.getY());
   return module;
 }
 
-json::Value moe::layerPlan(const MoELayerConfig &c, llvm::StringRef elementType,
+json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout,
+                           llvm::StringRef elementType,
                            llvm::StringRef funcName) {
   json::Array args{"x[T,H]", "router_weight[E,H]"};
   if (c.correctionBias)
     args.push_back("correction_bias[E] (f32)");
-  args.push_back("w13[E,2I,H]");
-  args.push_back("w2[E,H,I]");
+  args.push_back("w13[E/ep,2I,H]");
+  args.push_back("w2[E/ep,H,I]");
   if (c.sharedIntermediateSize) {
     args.push_back("shared_w13[2Is,H]");
     args.push_back("shared_w2[H,Is]");
+  }
+  if (layout.ep > 1)
+    args.push_back("expert_rank[E] (i32)");
+  json::Object parallel{{"ep", layout.ep}, {"tp", 1}};
+  if (layout.ep > 1) {
+    parallel["max_tokens_per_rank"] = layout.maxTokensPerRank;
+    parallel["received_rows_capacity"] = layout.maxTokensPerRank * layout.ep;
+    parallel["local_experts"] = c.numExperts / layout.ep;
   }
   return json::Object{
       {"model_type", c.modelType},
@@ -224,7 +240,7 @@ json::Value moe::layerPlan(const MoELayerConfig &c, llvm::StringRef elementType,
                     {"topk_group", c.topkGroup},
                     {"routed_scaling_factor", c.scale},
                     {"correction_bias", c.correctionBias}}},
-      {"layout", json::Object{{"ep", 1}, {"tp", 1}}},
+      {"layout", std::move(parallel)},
       {"entry_point",
        json::Object{{"symbol", ("_mlir_ciface_" + funcName).str()},
                     {"abi", "MLIR strided memref descriptors; result first"},

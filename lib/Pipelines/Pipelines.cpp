@@ -10,7 +10,8 @@ using namespace mlir::moe;
 namespace {
 /// Shared front half: moe -> linalg on tensors -> buffers.
 constexpr const char *kToBuffers =
-    "moe-decompose-layer,convert-moe-to-linalg,canonicalize,cse,"
+    "moe-decompose-layer,convert-moe-to-linalg,convert-moe-to-runtime,"
+    "canonicalize,cse,"
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
     "canonicalize";

@@ -1,20 +1,22 @@
-"""The main job: compile each example MoE layer, run it on the CPU, check it.
+"""The main job: compile each example MoE layer, run it on CPU ranks, check it.
 
 For every config (the shipped examples by default) and element type, it
-compiles the layer with moe-compile, runs it on seeded inputs, and compares the
-output with the numpy reference. Exits 1 when any error is over tolerance.
+compiles the layer with moe-compile for --ranks expert-parallel ranks, runs it
+with mpirun on loopback (each rank on its own tokens), and every rank compares
+its output with the single-process numpy reference. It prints the plan, the
+errors and the runtime's counters as a JSON report. Exits 1 when any rank's
+error is over tolerance or any rank fails.
 """
 import argparse
+import json
+import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
-from . import reference
-from .layer import run_layer
-from .toolchain import ROOT, compile_config
-from .weights import make_inputs
+from .distributed import SCENARIOS, tokens_per_rank
+from .toolchain import ROOT, build_dir, compile_config
 
 # Max |y - ref| / max |ref|. f32 differs from the float64 reference by
 # summation order only; bf16 rounds x, the weights and every op's output to
@@ -33,21 +35,43 @@ def describe(plan, tokens):
           f"scale={r['routed_scaling_factor']}")
 
 
-def check(config, dtype, tokens, seed, work):
-    library, plan = compile_config(config, work, dtype, name=f"layer_{Path(config).parent.name}".replace("-", "_"))
+def mpirun(ranks, *command, timeout=600):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), MOE_BUILD_DIR=str(build_dir()),
+               OMPI_MCA_btl="self,vader", OMPI_MCA_btl_vader_single_copy_mechanism="none")
+    return subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
+                           *command], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_ranks(library, plan_path, ranks, tokens, seed, scenario, tolerance, work):
+    """Runs the layer on `ranks` MPI ranks; returns (per-rank results, mpirun)."""
+    out = Path(work) / f"ranks-{Path(library).stem}-{scenario}-{ranks}"
+    out.mkdir(exist_ok=True)
+    done = mpirun(ranks, sys.executable, "-m", "moec.distributed", "--library", str(library),
+                  "--plan", str(plan_path), "--tokens", str(tokens), "--seed", str(seed),
+                  "--scenario", scenario, "--tolerance", str(tolerance), "--out", str(out))
+    results = [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
+    return results, done
+
+
+def check(config, dtype, ranks, tokens, seed, scenario, work):
+    max_tokens = max(tokens_per_rank(scenario, ranks, tokens))
+    library, plan = compile_config(config, work, dtype, ep=ranks, max_tokens_per_rank=max_tokens,
+                                   name=f"layer_{Path(config).parent.name}".replace("-", "_"))
     describe(plan, tokens)
-    x, weights = make_inputs(plan, tokens, seed)
-    y = run_layer(library, plan, x, weights).astype(np.float64)
-    ref = reference.layer(x, weights, plan)
-    ids, _ = reference.route(x, weights["router_weight"], plan["routing"], weights.get("correction_bias"))
-    load = np.bincount(ids.ravel(), minlength=plan["experts"])
-    print(f"  tokens per expert: {load.tolist()}")
-    max_abs = float(np.max(np.abs(y - ref)))
-    max_rel = max_abs / float(np.max(np.abs(ref)))
-    ok = bool(np.all(np.isfinite(y))) and max_rel <= TOLERANCE[dtype]
-    print(f"  checksum: sum(y)={y.sum():.6f} sum|y|={np.abs(y).sum():.6f}")
-    print(f"  error vs reference: max_abs={max_abs:.3e} max_rel={max_rel:.3e} "
-          f"(tolerance {TOLERANCE[dtype]:.0e}) {'OK' if ok else 'FAIL'}")
+    plan_path = Path(work) / f"{Path(library).stem}.plan.json"
+    results, done = run_ranks(library, plan_path, ranks, tokens, seed, scenario,
+                              TOLERANCE[dtype], work)
+    ok = done.returncode == 0 and len(results) == ranks
+    for r in results:
+        ok &= r["ok"]
+        print(f"  rank {r['rank']}/{ranks}: {r['tokens']} tokens, error vs reference: "
+              f"max_abs={r['max_abs']:.3e} max_rel={r['max_rel']:.3e} "
+              f"(tolerance {TOLERANCE[dtype]:.0e}) {'OK' if r['ok'] else 'FAIL'}")
+    if done.returncode != 0 or len(results) != ranks:
+        print(f"  mpirun exited {done.returncode}:\n{done.stderr.strip()}")
+    report = {"layer": str(config), "dtype": dtype, "ranks": ranks, "scenario": scenario,
+              "counters": [r["counters"] for r in results]}
+    print("  counters: " + json.dumps(report))
     return ok
 
 
@@ -56,18 +80,25 @@ def main(argv=None):
     parser.add_argument("--config", action="append", type=Path,
                         help="HuggingFace config.json (repeatable; default: examples/*/config.json)")
     parser.add_argument("--dtype", choices=["f32", "bf16", "all"], default="all")
-    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--ranks", type=int, default=2, help="expert-parallel MPI ranks")
+    parser.add_argument("--tokens", type=int, default=32, help="tokens on rank 0 (rank r: +3r)")
+    parser.add_argument("--scenario", choices=SCENARIOS, default="uniform")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tolerance", type=float,
+                        help="override the per-dtype tolerance (max |y-ref| / max |ref|)")
     args = parser.parse_args(argv)
+    if args.tolerance is not None:
+        TOLERANCE.update(f32=args.tolerance, bf16=args.tolerance)
     configs = args.config or sorted((ROOT / "examples").glob("*/config.json"))
     dtypes = ["f32", "bf16"] if args.dtype == "all" else [args.dtype]
     failures = 0
     with tempfile.TemporaryDirectory(prefix="moe-main-") as work:
         for config in configs:
             for dtype in dtypes:
-                print(f"== {config} ({dtype}) ==")
+                print(f"== {config} ({dtype}, {args.ranks} ranks, {args.scenario}) ==")
                 try:
-                    ok = check(config, dtype, args.tokens, args.seed, work)
+                    ok = check(config, dtype, args.ranks, args.tokens, args.seed, args.scenario,
+                               work)
                 except Exception as e:  # a failed compile is reported, not a traceback
                     print(f"  FAILED: {e}")
                     ok = False

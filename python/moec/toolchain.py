@@ -18,13 +18,17 @@ def tool(name):
     return str(path)
 
 
-def compile_config(config, out_dir, dtype="f32", name="moe_layer"):
+def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
+                   max_tokens_per_rank=4096):
     """Compiles a config.json to a shared library; returns (library, plan)."""
     out_dir = Path(out_dir)
-    library = out_dir / f"{name}_{dtype}.so"
-    plan_path = out_dir / f"{name}_{dtype}.plan.json"
+    stem = f"{name}_{dtype}_ep{ep}"
+    library = out_dir / f"{stem}.so"
+    plan_path = out_dir / f"{stem}.plan.json"
     subprocess.run([tool("moe-compile"), "--config", str(config), "--dtype", dtype,
-                    "--entry", name, "--plan", str(plan_path), "-o", str(library)],
+                    "--entry", name, "--ep", str(ep),
+                    "--max-tokens-per-rank", str(max_tokens_per_rank),
+                    "--plan", str(plan_path), "-o", str(library)],
                    check=True)
     return library, json.loads(plan_path.read_text())
 

@@ -56,6 +56,19 @@ Status validate(const DispatchInput &in, int ranks) {
          << " is not a rank in [0, " << ranks << ")";
       return os.str();
     }
+  // Compiled layers hold experts / ranks experts each; a map that gives a
+  // rank more would index past its weights.
+  std::vector<int64_t> owned(ranks, 0);
+  for (int64_t e = 0; e < in.experts; ++e)
+    ++owned[in.expertRank[e]];
+  for (int r = 0; r < ranks; ++r)
+    if (owned[r] * ranks != in.experts) {
+      std::ostringstream os;
+      os << "dispatch: expert_rank gives rank " << r << " " << owned[r]
+         << " experts; every rank must own experts / ranks = "
+         << in.experts / ranks;
+      return os.str();
+    }
   for (int64_t i = 0; i < in.tokens * in.topK; ++i)
     if (in.expertIds[i] < 0 || in.expertIds[i] >= in.experts) {
       std::ostringstream os;

@@ -57,11 +57,17 @@ Error moe_compile::writeObject(Module &module, StringRef path) {
   return Error::success();
 }
 
-Error moe_compile::linkShared(StringRef objectPath, StringRef path) {
+Error moe_compile::linkShared(StringRef objectPath, StringRef path,
+                              StringRef runtimeDir) {
   ErrorOr<std::string> cc = sys::findProgramByName("cc");
   if (!cc)
     return emitterError("cannot link a shared library: no 'cc' on PATH");
-  SmallVector<StringRef> args = {*cc, "-shared", "-o", path, objectPath, "-lm"};
+  std::string libDir = ("-L" + runtimeDir).str();
+  std::string rpath = ("-Wl,-rpath," + runtimeDir).str();
+  // --as-needed: layers that never call the runtime do not depend on it.
+  SmallVector<StringRef> args = {*cc,   "-shared",          "-o",   path,
+                                 objectPath, "-Wl,--as-needed", libDir, rpath,
+                                 "-lmoert",  "-lm"};
   std::string message;
   int rc = sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
   if (rc != 0)

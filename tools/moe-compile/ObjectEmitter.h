@@ -22,8 +22,10 @@ translateForHost(mlir::ModuleOp module, llvm::LLVMContext &context);
 llvm::Error writeObject(llvm::Module &module, llvm::StringRef path);
 
 /// Links the object at `objectPath` into a shared library at `path` with the
-/// system C compiler driver (`cc`).
-llvm::Error linkShared(llvm::StringRef objectPath, llvm::StringRef path);
+/// system C compiler driver (`cc`), against libmoert in `runtimeDir` when the
+/// code calls the runtime.
+llvm::Error linkShared(llvm::StringRef objectPath, llvm::StringRef path,
+                       llvm::StringRef runtimeDir);
 
 } // namespace moe_compile
 

@@ -49,6 +49,17 @@ cl::opt<std::string> planFile("plan", cl::desc("Write the JSON plan report here"
 cl::opt<std::string> dtype("dtype", cl::desc("Element type of activations and "
                                              "weights: f32 or bf16"),
                            cl::init("f32"), cl::cat(category));
+cl::opt<int64_t> ep("ep", cl::desc("Expert-parallel ranks (> 1 links the "
+                                   "layer against the runtime, libmoert)"),
+                   cl::init(1), cl::cat(category));
+cl::opt<int64_t> maxTokensPerRank(
+    "max-tokens-per-rank",
+    cl::desc("Most tokens any rank holds (sizes the dispatch capacity)"),
+    cl::init(4096), cl::cat(category));
+cl::opt<std::string> runtimeDir(
+    "runtime-dir", cl::desc("Directory of libmoert.so (default: ../lib next "
+                            "to this tool)"),
+    cl::init(""), cl::cat(category));
 cl::opt<std::string> entry("entry", cl::desc("Name of the layer function"),
                            cl::init("moe_layer"), cl::cat(category));
 cl::opt<Emit> emit(
@@ -64,6 +75,8 @@ cl::opt<Target> target(
     cl::values(clEnumValN(Target::Cpu, "cpu", "host code"),
                clEnumValN(Target::Cuda, "cuda", "CUDA kernels (PTX) + host")),
     cl::cat(category));
+
+moe::ParallelLayout layout() { return {ep, maxTokensPerRank}; }
 
 int fail(const llvm::Twine &message) {
   llvm::errs() << "moe-compile: error: " << message << "\n";
@@ -99,7 +112,7 @@ OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
     Type elem = dtype == "bf16" ? Type(BFloat16Type::get(&context))
                                 : Type(Float32Type::get(&context));
     return moe::buildLayerModule(
-        context, *config, elem, FileLineColLoc::get(&context, configFile, 1, 1),
+        context, *config, layout(), elem, FileLineColLoc::get(&context, configFile, 1, 1),
         entry);
   }
   std::string error;
@@ -111,6 +124,17 @@ OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
   sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   return parseSourceFile<ModuleOp>(sourceMgr, &context);
 }
+/// Where libmoert.so is: --runtime-dir, else `<tool dir>/../lib`.
+std::string runtimeLibDir(const char *argv0) {
+  if (!runtimeDir.empty())
+    return runtimeDir;
+  std::string self = llvm::sys::fs::getMainExecutable(
+      argv0, reinterpret_cast<void *>(&runtimeLibDir));
+  llvm::SmallString<256> dir(llvm::sys::path::parent_path(
+      llvm::sys::path::parent_path(self)));
+  llvm::sys::path::append(dir, "lib");
+  return std::string(dir);
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -121,6 +145,8 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "moe-compile: MoE layer compiler\n");
   if (configFile.empty() == inputFile.empty())
     return fail("give exactly one input: --config config.json or an .mlir file");
+  if (ep < 1 || maxTokensPerRank < 1)
+    return fail("--ep and --max-tokens-per-rank must be positive");
   if (dtype != "f32" && dtype != "bf16")
     return fail("--dtype must be f32 or bf16, got '" + dtype + "'");
   if (target == Target::Cuda && emit != Emit::Mlir && emit != Emit::Lowered)
@@ -150,7 +176,7 @@ int main(int argc, char **argv) {
     if (!out)
       return fail(error);
     out->os() << llvm::formatv("{0:2}",
-                               moe::layerPlan(*config, dtype, entry))
+                               moe::layerPlan(*config, layout(), dtype, entry))
               << "\n";
     out->keep();
   }
@@ -190,7 +216,7 @@ int main(int argc, char **argv) {
   llvm::FileRemover removeObject(object), removeLibrary(library);
   if (llvm::Error e = moe_compile::writeObject(**llvmModule, object))
     return fail(llvm::toString(std::move(e)));
-  if (llvm::Error e = moe_compile::linkShared(object, library))
+  if (llvm::Error e = moe_compile::linkShared(object, library, runtimeLibDir(argv[0])))
     return fail(llvm::toString(std::move(e)));
   if (std::error_code ec = llvm::sys::fs::copy_file(library, outputFile))
     return fail("cannot write " + outputFile + ": " + ec.message());

@@ -35,4 +35,29 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
                            "::mlir::math::MathDialect"];
 }
 
+def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "Lower moe.ep_dispatch / moe.ep_combine to calls into libmoert";
+  let description = [{
+    Each cross-rank op becomes a `func.call` of an external function with a C
+    interface, which the runtime implements (`runtime/include/moert/moert.h`):
+    `moert_ep_dispatch_{f32,bf16}` and `moert_ep_combine_{f32,bf16}`. The
+    declarations use dynamic shapes so that one symbol serves every layer;
+    `tensor.cast` restores the static extents. The capacity becomes an i64
+    argument, checked by the runtime before it writes anything.
+
+    Before:
+    ```mlir
+    %rx, %ids, %w, %h = moe.ep_dispatch %x, %i, %wt, %rank capacity = 64 : ...
+    ```
+    After:
+    ```mlir
+    %c = arith.constant 64 : i64
+    %r:4 = call @moert_ep_dispatch_f32(%xd, %id, %wd, %rank, %c) : ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 #endif // MOE_CONVERSION_PASSES_TD

@@ -34,16 +34,26 @@ struct MoELayerConfig {
 /// name the JSON path of the offending field, e.g. `$.num_experts`.
 llvm::Expected<MoELayerConfig> parseHFConfig(llvm::StringRef jsonText);
 
-/// Builds a module with one public function `funcName` computing the layer:
-/// `(x[?,H], router[E,H], [bias[E]], w13[E,2I,H], w2[E,H,I],
-///   [shared_w13[2Is,H], shared_w2[H,Is]]) -> y[?,H]`, with a C interface.
+/// How the layer is spread: `ep` expert-parallel ranks, each holding at most
+/// `maxTokensPerRank` tokens (used only when ep > 1).
+struct ParallelLayout {
+  int64_t ep = 1;
+  int64_t maxTokensPerRank = 0;
+};
+
+/// Builds a module with one public function `funcName` computing the layer
+/// on one rank: `(x[?,H], router[E,H], [bias[E]], w13[E/ep,2I,H],
+/// w2[E/ep,H,I], [shared_w13[2Is,H], shared_w2[H,Is]], [expert_rank[E]])
+/// -> y[?,H]`, with a C interface.
 OwningOpRef<ModuleOp> buildLayerModule(MLIRContext &context,
                                        const MoELayerConfig &config,
+                                       const ParallelLayout &layout,
                                        Type elementType, Location loc,
                                        llvm::StringRef funcName);
 
-/// The plan report: shapes, experts, routing and the entry point's ABI.
+/// The plan report: shapes, experts, routing, layout and the entry point.
 llvm::json::Value layerPlan(const MoELayerConfig &config,
+                            const ParallelLayout &layout,
                             llvm::StringRef elementType,
                             llvm::StringRef funcName);
 

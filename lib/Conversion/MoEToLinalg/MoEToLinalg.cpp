@@ -260,11 +260,22 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
     OpFoldResult rows = mulSize(b, tokens, topK);
     OpFoldResult hidden = tensor::getMixedSize(b, b.getLoc(), op.getX(), 1);
     TypedAttr zero = b.getI32IntegerAttr(0);
-    Value flatIds = collapse(b, op.getExpertIds(), {{0, 1}});
+    // A negative id (a choice owned by another rank) goes to an extra last
+    // bucket `experts`, so its rows sort after every real expert's.
+    int64_t buckets = experts + 1;
+    Value flatIds = buildGeneric(
+        b, collapse(b, op.getExpertIds(), {{0, 1}}),
+        buildEmpty(b, {rows}, b.getI32Type()), {Dims{0}, Dims{0}}, 1, {},
+        [experts](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          Value foreign = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt,
+                                                a[0], constI32(nb, loc, 0));
+          return arith::SelectOp::create(nb, loc, foreign,
+                                         constI32(nb, loc, experts), a[0]);
+        });
 
     // counts[e] = #{n : ids[n] == e}
     Value counts = buildGeneric(
-        b, flatIds, buildFilled(b, {b.getIndexAttr(experts)}, zero),
+        b, flatIds, buildFilled(b, {b.getIndexAttr(buckets)}, zero),
         {Dims{1}, Dims{0}}, 2, {1},
         [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
           Value mine = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq,
@@ -273,7 +284,7 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
         });
     // offsets[e] = sum_{e' < e} counts[e']
     Value offsets = buildGeneric(
-        b, counts, buildFilled(b, {b.getIndexAttr(experts)}, zero),
+        b, counts, buildFilled(b, {b.getIndexAttr(buckets)}, zero),
         {Dims{1}, Dims{0}}, 2, {1},
         [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
           Value before = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
@@ -349,17 +360,24 @@ struct GroupedMatmulLowering : OpRewritePattern<GroupedMatmulOp> {
     OpFoldResult rows = tensor::getMixedSize(b, b.getLoc(), op.getInput(), 0);
     OpFoldResult cols = tensor::getMixedSize(b, b.getLoc(), op.getWeight(), 1);
     Value weight = op.getWeight();
-    // out[r,m] = sum_k in[r,k] * weight[row_expert[r], m, k]
+    int64_t experts = op.getWeight().getType().getDimSize(0);
+    // out[r,m] = sum_k in[r,k] * weight[row_expert[r], m, k]; rows of no
+    // local expert (row_expert outside [0, E)) stay 0.
     Value acc = buildGeneric(
         b, {op.getInput(), op.getRowExpert()},
         buildFilled(b, {rows, cols}, b.getF32FloatAttr(0)),
         {Dims{0, 2}, Dims{0}, Dims{0, 1}}, 3, {2},
-        [weight](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+        [weight, experts](OpBuilder &nb, Location loc, ValueRange idx,
+                          ValueRange a) -> Value {
+          Value local = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
+                                              a[1], constI32(nb, loc, experts));
+          Value expert = arith::SelectOp::create(nb, loc, local, a[1],
+                                                 constI32(nb, loc, 0));
           Value w = tensor::ExtractOp::create(
-              nb, loc, weight, ValueRange{i32ToIndex(nb, loc, a[1]), idx[1], idx[2]});
+              nb, loc, weight, ValueRange{i32ToIndex(nb, loc, expert), idx[1], idx[2]});
           Value p = arith::MulFOp::create(nb, loc, toF32(nb, loc, a[0]),
                                           toF32(nb, loc, w));
-          return arith::AddFOp::create(nb, loc, a[2], p);
+          return addIf(nb, loc, local, p, a[2]);
         });
     Value result = castElements(b, acc, op.getType().getElementType());
     if (result.getType() != op.getType())

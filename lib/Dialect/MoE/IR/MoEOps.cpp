@@ -116,19 +116,37 @@ LogicalResult LayerOp::verify() {
                                      getCorrectionBias())))
     return failure();
 
+  int64_t ep = getLayout().getEp();
+  if (*experts % ep != 0)
+    return emitOpError() << "layer_c5: ep (" << ep
+                         << ") does not divide the number of experts ("
+                         << *experts << ")";
+  int64_t localExperts = *experts / ep;
   int64_t hidden = getX().getType().getDimSize(1);
   if (failed(expectRank(op, "layer_c2", "w13", getW13(), 3)) ||
       failed(expectRank(op, "layer_c2", "w2", getW2(), 3)))
     return failure();
   ArrayRef<int64_t> w13 = getW13().getType().getShape();
   ArrayRef<int64_t> w2 = getW2().getType().getShape();
-  if (!agree(w13[0], *experts) || !agree(w2[0], *experts) ||
+  if (!agree(w13[0], localExperts) || !agree(w2[0], localExperts) ||
       !agree(w13[2], hidden) || !agree(w2[1], hidden) ||
       (!ShapedType::isDynamic(w13[1]) && !ShapedType::isDynamic(w2[2]) &&
        w13[1] != 2 * w2[2]))
-    return emitOpError() << "layer_c2: expert weights must be w13[E=" << dimStr(*experts)
-                         << ", 2I, H=" << dimStr(hidden) << "] and w2[E, H, I], got "
-                         << getW13().getType() << " and " << getW2().getType();
+    return emitOpError() << "layer_c2: expert weights must be w13[E/ep="
+                         << localExperts << ", 2I, H=" << dimStr(hidden)
+                         << "] and w2[E/ep, H, I], got " << getW13().getType()
+                         << " and " << getW2().getType();
+
+  if (static_cast<bool>(getExpertRank()) != (ep > 1) ||
+      getMaxTokensPerRank().has_value() != (ep > 1))
+    return emitOpError() << "layer_c6: expert_rank and max_tokens_per_rank are "
+                            "given if and only if ep > 1";
+  if (getExpertRank()) {
+    auto type = tensorType(getExpertRank());
+    if (type.getRank() != 1 || !agree(type.getDimSize(0), *experts))
+      return emitOpError() << "layer_c6: expert_rank must be tensor<"
+                           << *experts << "xi32>, got " << type;
+  }
 
   if (static_cast<bool>(getSharedW13()) != static_cast<bool>(getSharedW2()))
     return emitOpError() << "layer_c3: shared expert needs both shared_w13 "
@@ -154,10 +172,6 @@ LogicalResult LayerOp::verify() {
     if (value && failed(expectSameElementType(op, "layer_c4", name, value, elem)))
       return failure();
 
-  if (*experts % getLayout().getEp() != 0)
-    return emitOpError() << "layer_c5: ep (" << getLayout().getEp()
-                         << ") does not divide the number of experts ("
-                         << *experts << ")";
   return success();
 }
 
@@ -307,6 +321,57 @@ LogicalResult CombineOp::verify() {
     return emitOpError() << "combine_c2: result must be [T=" << dimStr(slot[0])
                          << ", H=" << dimStr(getExpertOut().getType().getDimSize(1))
                          << "], got " << result;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// EpDispatchOp, EpCombineOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EpDispatchOp::verify() {
+  Operation *op = getOperation();
+  if (failed(expectRank(op, "ep_dispatch_c1", "x", getX(), 2)) ||
+      failed(expectRank(op, "ep_dispatch_c1", "expert_ids", getExpertIds(), 2)) ||
+      failed(expectRank(op, "ep_dispatch_c1", "expert_weights", getExpertWeights(), 2)) ||
+      failed(expectRank(op, "ep_dispatch_c1", "expert_rank", getExpertRank(), 1)))
+    return failure();
+  ArrayRef<int64_t> x = getX().getType().getShape();
+  ArrayRef<int64_t> ids = getExpertIds().getType().getShape();
+  ArrayRef<int64_t> weights = getExpertWeights().getType().getShape();
+  if (!agree(ids[0], x[0]) || !agree(weights[0], x[0]) || !agree(weights[1], ids[1]))
+    return emitOpError() << "ep_dispatch_c1: x [T,H], expert_ids [T,k] and "
+                            "expert_weights [T,k] disagree: "
+                         << getX().getType() << ", " << getExpertIds().getType()
+                         << ", " << getExpertWeights().getType();
+  auto received = getReceived().getType();
+  if (failed(expectRank(op, "ep_dispatch_c2", "received", getReceived(), 2)) ||
+      failed(expectSameElementType(op, "ep_dispatch_c2", "received", getReceived(),
+                                   getX().getType().getElementType())) ||
+      failed(expectRank(op, "ep_dispatch_c2", "local_ids", getLocalIds(), 2)) ||
+      failed(expectRank(op, "ep_dispatch_c2", "local_weights", getLocalWeights(), 2)))
+    return failure();
+  if (!agree(received.getDimSize(1), x[1]) ||
+      !agree(getLocalIds().getType().getDimSize(1), ids[1]) ||
+      !agree(getLocalWeights().getType().getDimSize(1), ids[1]) ||
+      !agree(getLocalIds().getType().getDimSize(0), received.getDimSize(0)) ||
+      !agree(getLocalWeights().getType().getDimSize(0), received.getDimSize(0)))
+    return emitOpError() << "ep_dispatch_c2: results must be [R,H], [R,k], [R,k] "
+                            "with H and k of the operands";
+  return success();
+}
+
+LogicalResult EpCombineOp::verify() {
+  Operation *op = getOperation();
+  if (failed(expectRank(op, "ep_combine_c1", "partial", getPartial(), 2)) ||
+      failed(expectRank(op, "ep_combine_c1", "result", getResult(), 2)) ||
+      failed(expectSameElementType(op, "ep_combine_c1", "result", getResult(),
+                                   getPartial().getType().getElementType())))
+    return failure();
+  if (!agree(getResult().getType().getDimSize(1),
+             getPartial().getType().getDimSize(1)))
+    return emitOpError() << "ep_combine_c1: result " << getResult().getType()
+                         << " and partial " << getPartial().getType()
+                         << " disagree on the hidden size";
   return success();
 }
 

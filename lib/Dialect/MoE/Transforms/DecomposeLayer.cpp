@@ -79,19 +79,42 @@ struct MoEDecomposeLayerPass
         layer.getRouterWeight(), layer.getCorrectionBias(),
         layer.getRoutingAttr());
 
-    int64_t rows = ShapedType::isDynamic(tokens) ? ShapedType::kDynamic
-                                                 : tokens * topK;
+    // With ep > 1 the experts see the rows other ranks sent here; their
+    // ids are local and -1 marks choices computed elsewhere.
+    Value expertInput = x, ids = route.getExpertIds(),
+          weights = route.getExpertWeights(), handle;
+    int64_t localExperts = experts / layer.getLayout().getEp();
+    if (layer.getLayout().getEp() > 1) {
+      int64_t dyn = ShapedType::kDynamic;
+      auto exchange = EpDispatchOp::create(
+          b, xType.clone({dyn, xType.getDimSize(1)}),
+          RankedTensorType::get({dyn, topK}, i32),
+          RankedTensorType::get({dyn, topK}, b.getF32Type()), b.getI64Type(), x,
+          ids, weights, layer.getExpertRank(),
+          b.getI64IntegerAttr(*layer.getMaxTokensPerRank() *
+                              layer.getLayout().getEp()));
+      expertInput = exchange.getReceived();
+      ids = exchange.getLocalIds();
+      weights = exchange.getLocalWeights();
+      handle = exchange.getHandle();
+    }
+    auto inputType = cast<RankedTensorType>(expertInput.getType());
+    int64_t inputTokens = inputType.getDimSize(0);
+    int64_t rows = ShapedType::isDynamic(inputTokens) ? ShapedType::kDynamic
+                                                      : inputTokens * topK;
     auto dispatch = DispatchOp::create(
         b, xType.clone({rows, xType.getDimSize(1)}),
         RankedTensorType::get({rows}, i32),
-        RankedTensorType::get({tokens, topK}, i32), x, route.getExpertIds(),
-        b.getI64IntegerAttr(experts));
+        RankedTensorType::get({inputTokens, topK}, i32), expertInput, ids,
+        b.getI64IntegerAttr(localExperts));
 
     Value expertOut = buildExpertMLP(b, dispatch.getDispatched(),
                                      dispatch.getRowExpert(), layer.getW13(),
                                      layer.getW2(), layer.getActivationAttr());
-    Value y = CombineOp::create(b, xType, expertOut, dispatch.getSlot(),
-                                route.getExpertWeights());
+    Value y = CombineOp::create(b, inputType, expertOut, dispatch.getSlot(),
+                                weights);
+    if (handle)
+      y = EpCombineOp::create(b, xType, y, handle);
     if (layer.getSharedW13()) {
       Value shared = buildSharedExpert(b, layer);
       SmallVector<OpFoldResult> sizes =

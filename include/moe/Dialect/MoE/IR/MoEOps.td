@@ -27,7 +27,12 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     where `act(g, u) = silu(g) * u` for SwiGLU. The optional shared expert
     (`shared_w13[2Is, H]`, `shared_w2[H, Is]`) is applied to every token and
     added. Arithmetic is done in f32 and the result rounded to `x`'s element
-    type. Rules: `layer_c1`..`layer_c5` and the expert-count rules of
+    type.
+
+    With `ep > 1` the op describes one rank: `x` holds this rank's tokens,
+    `w13`/`w2` its `E/ep` local experts, `expert_rank[E]` (i32) the rank that
+    owns each expert, and `max_tokens_per_rank` bounds the tokens of any rank
+    (the planned capacity is `max_tokens_per_rank * ep` received rows). Rules: `layer_c1`..`layer_c5` and the expert-count rules of
     `#moe.routing` (`route_c3`..`route_c7`), see docs/MoEVerifierRules.md.
 
     ```mlir
@@ -46,15 +51,18 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     MoE_FloatTensor:$w2,
     Optional<MoE_FloatTensor>:$shared_w13,
     Optional<MoE_FloatTensor>:$shared_w2,
+    Optional<MoE_I32Tensor>:$expert_rank,
     MoE_RoutingAttr:$routing,
     MoE_ActivationAttr:$activation,
-    MoE_LayoutAttr:$layout
+    MoE_LayoutAttr:$layout,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$max_tokens_per_rank
   );
   let results = (outs MoE_FloatTensor:$y);
   let assemblyFormat = [{
     $x `router` `(` $router_weight (`bias` $correction_bias^)? `)`
     `experts` `(` $w13 `,` $w2 `)`
     (`shared` `(` $shared_w13^ `,` $shared_w2 `)`)?
+    (`expert_rank` `(` $expert_rank^ `)`)?
     `routing` $routing `activation` $activation `layout` $layout
     attr-dict `:` functional-type(operands, results)
   }];
@@ -103,6 +111,8 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
     `row_expert[N]` is the expert of each row; `slot[T,k]` is the row that
     holds the j-th choice of token t, which `moe.combine` uses to bring the
     results back. With one expert-parallel rank this is a local permutation.
+    A negative id marks a (token, choice) that is not for this rank (see
+    `moe.ep_dispatch`): such rows come last, with `row_expert = num_experts`.
 
     ```mlir
     %rows, %row_expert, %slot = moe.dispatch %x, %ids num_experts = 8
@@ -130,7 +140,8 @@ def MoE_GroupedMatmulOp : MoE_Op<"grouped_matmul", [Pure]> {
   let description = [{
     `result[r, m] = sum_k input[r, k] * weight[row_expert[r], m, k]`, with
     `input[N,K]`, `weight[E,M,K]` (HuggingFace's out x in layout) and
-    `row_expert[N]`. Accumulates in f32 and rounds to the element type.
+    `row_expert[N]`. Accumulates in f32 and rounds to the element type. A
+    row whose expert is not in `[0, E)` (a row not for this rank) gives 0.
 
     ```mlir
     %h = moe.grouped_matmul %rows, %w13, %row_expert
@@ -188,6 +199,60 @@ def MoE_CombineOp : MoE_Op<"combine", [Pure]> {
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = [{
     $expert_out `,` $slot `,` $weights attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// moe.ep_dispatch / moe.ep_combine
+//===----------------------------------------------------------------------===//
+
+def MoE_EpDispatchOp : MoE_Op<"ep_dispatch"> {
+  let summary = "Sends each token once to every expert-parallel rank it needs";
+  let description = [{
+    Across the expert-parallel group: for each token, one row goes to each
+    distinct rank that owns one of its experts (`expert_rank[e]`), carrying
+    the token, the local index of each choice on that rank (-1 for choices
+    owned elsewhere) and its weight (0 where the id is -1). Counts are
+    exchanged first; a rank that would receive more than `capacity` rows
+    fails on every rank before anything is written. Returns the received
+    rows, their local ids and weights, and a handle for `moe.ep_combine`.
+    Lowered to the runtime (`convert-moe-to-runtime`).
+
+    ```mlir
+    %rx, %rids, %rw, %h = moe.ep_dispatch %x, %ids, %w, %expert_rank capacity = 256
+      : (tensor<?x64xf32>, tensor<?x4xi32>, tensor<?x4xf32>, tensor<16xi32>)
+        -> (tensor<?x64xf32>, tensor<?x4xi32>, tensor<?x4xf32>, i64)
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$x, MoE_I32Tensor:$expert_ids,
+                       MoE_F32Tensor:$expert_weights, MoE_I32Tensor:$expert_rank,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$capacity);
+  let results = (outs MoE_FloatTensor:$received, MoE_I32Tensor:$local_ids,
+                      MoE_F32Tensor:$local_weights, I64:$handle);
+  let assemblyFormat = [{
+    $x `,` $expert_ids `,` $expert_weights `,` $expert_rank `capacity` `=` $capacity
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_EpCombineOp : MoE_Op<"ep_combine"> {
+  let summary = "Returns each received row's result to its token's rank and sums";
+  let description = [{
+    The inverse of `moe.ep_dispatch` named by `handle`: `partial[R, H]` holds
+    one row per received row (already weighted and summed over the local
+    choices); each goes back to the token's rank, which adds the rows of a
+    token in rank order. The result has this rank's tokens.
+
+    ```mlir
+    %y = moe.ep_combine %partial, %h : (tensor<?x64xf32>, i64) -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$partial, I64:$handle);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $partial `,` $handle attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -1,0 +1,96 @@
+"""One MPI rank of a multi-rank run (started by mpirun from moec.main).
+
+Every rank builds the same full weights from the seed, keeps its block of
+experts, runs the compiled layer on its own tokens and compares the result
+with the single-process numpy reference for those tokens. It writes a JSON
+result (errors, counters) to --out/rank<r>.json.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import reference
+from .layer import run_layer
+from .runtime import Runtime
+from .weights import DTYPES, make_inputs
+
+SCENARIOS = ("uniform", "one-rank", "empty-rank")
+
+
+def tokens_per_rank(scenario, ranks, tokens):
+    counts = [tokens + 3 * r for r in range(ranks)]  # uneven on purpose
+    if scenario == "empty-rank":
+        counts[0] = 0
+    return counts
+
+
+def steer_to_last_rank(plan, x, weights, ranks):
+    """Makes every token choose experts of the last rank only."""
+    local = plan["experts"] // ranks
+    target = slice((ranks - 1) * local, ranks * local)
+    if "correction_bias" in weights:  # selection-only bias: weights unaffected
+        weights["correction_bias"][target] += 50.0
+    else:
+        x[:] = np.abs(x.astype(np.float32)).astype(x.dtype)
+        boost = np.full(plan["hidden_size"], 20.0 / plan["hidden_size"], np.float32)
+        router = weights["router_weight"].astype(np.float32)
+        router[target] += boost
+        weights["router_weight"] = router.astype(weights["router_weight"].dtype)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--library", required=True)
+    parser.add_argument("--plan", required=True)
+    parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--scenario", choices=SCENARIOS, default="uniform")
+    parser.add_argument("--tolerance", type=float, required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+
+    runtime = Runtime("mpi")
+    rank, ranks = runtime.rank, runtime.size
+    plan = json.loads(Path(args.plan).read_text())
+    counts = tokens_per_rank(args.scenario, ranks, args.tokens)
+    x_all, weights = make_inputs(plan, sum(counts), args.seed)
+    if args.scenario == "one-rank":
+        steer_to_last_rank(plan, x_all, weights, ranks)
+    start = sum(counts[:rank])
+    x = x_all[start:start + counts[rank]]
+
+    local = plan["experts"] // ranks
+    mine = slice(rank * local, (rank + 1) * local)
+    args_in_order = dict(weights)
+    args_in_order["w13"] = weights["w13"][mine]
+    args_in_order["w2"] = weights["w2"][mine]
+    if ranks > 1:
+        args_in_order["expert_rank"] = (np.arange(plan["experts"]) // local).astype(np.int32)
+
+    y = run_layer(args.library, plan, x, args_in_order).astype(np.float64)
+    ref = reference.layer(x, weights, plan)
+    ids, _ = reference.route(x, weights["router_weight"], plan["routing"],
+                             weights.get("correction_bias"))
+    scale = float(np.max(np.abs(ref))) if ref.size else 1.0
+    max_abs = float(np.max(np.abs(y - ref))) if ref.size else 0.0
+    result = {
+        "rank": rank, "ranks": ranks, "tokens": counts[rank],
+        "shape_ok": y.shape == ref.shape,
+        "max_abs": max_abs, "max_rel": max_abs / scale if scale else 0.0,
+        "experts_hit_ranks": sorted({int(e) // local for e in ids.ravel()}),
+        "distinct_token_ranks": int(sum(len({int(e) // local for e in row}) for row in ids)),
+        "counters": runtime.counters(),
+    }
+    result["ok"] = bool(result["shape_ok"] and np.all(np.isfinite(y))
+                        and result["max_rel"] <= args.tolerance)
+    Path(args.out, f"rank{rank}.json").write_text(json.dumps(result))
+    runtime.barrier("host.done")
+    runtime.finalize()
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
