@@ -87,7 +87,11 @@ def main(argv=None):
     result["ok"] = bool(result["shape_ok"] and np.all(np.isfinite(y))
                         and result["max_rel"] <= args.tolerance)
     Path(args.out, f"rank{rank}.json").write_text(json.dumps(result))
-    runtime.barrier("host.done")
+    try:
+        runtime.barrier("host.done")
+    except RuntimeError as error:  # same form as the runtime's own reports
+        print(f"moert: rank {rank}: error: {error}", file=sys.stderr, flush=True)
+        return 1
     runtime.finalize()
     return 0 if result["ok"] else 1
 

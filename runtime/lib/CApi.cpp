@@ -74,7 +74,7 @@ void dispatch(moert_dispatch_result *result, moert_memref2d *x,
               moert_memref2d *ids, moert_memref2d *weights,
               moert_memref1d *expertRank, int64_t capacity,
               int64_t elementBytes) {
-  Collectives &coll = collectivesOrDie();
+  collectivesOrDie();
   requireDense(x, "x");
   requireDense(ids, "expert_ids");
   requireDense(weights, "expert_weights");

@@ -5,42 +5,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "MPICommunicator.h"
-
-#include <mpi.h>
+#include "MPIControl.h"
 
 #include <climits>
-#include <thread>
 
 using namespace moert;
 
 namespace {
-constexpr int kDescriptorTag = 7001;
-
-std::string mpiError(const char *what, int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  return std::string(what) + " failed: " + std::string(text, length);
-}
-
-/// Polls `requests` until all complete or `deadline` passes.
-Status waitAll(std::vector<MPI_Request> &requests, Clock::time_point deadline,
-               const char *what) {
-  auto pause = std::chrono::microseconds(20);
-  while (true) {
-    int done = 0;
-    int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(),
-                         &done, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS)
-      return mpiError(what, rc);
-    if (done)
-      return std::nullopt;
-    if (Clock::now() > deadline)
-      return std::string(what) + " timed out";
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(2000));
-  }
-}
+using mpi::waitAll;
 
 Status checkedInts(const int64_t *bytes, int n, std::vector<int> &counts,
                    std::vector<int> &displs) {
@@ -79,33 +51,7 @@ public:
                              std::vector<CollectiveDescriptor> &all,
                              std::vector<int> &missing,
                              Clock::time_point deadline) override {
-    all.assign(mySize, CollectiveDescriptor());
-    all[myRank] = mine;
-    std::vector<MPI_Request> receives, sends;
-    std::vector<int> peers;
-    for (int p = 0; p < mySize; ++p) {
-      if (p == myRank)
-        continue;
-      peers.push_back(p);
-      receives.emplace_back();
-      MPI_Irecv(&all[p], sizeof(CollectiveDescriptor), MPI_BYTE, p,
-                kDescriptorTag, control, &receives.back());
-      sends.emplace_back();
-      MPI_Isend(&mine, sizeof(CollectiveDescriptor), MPI_BYTE, p,
-                kDescriptorTag, control, &sends.back());
-    }
-    Status status = waitAll(receives, deadline, "descriptor exchange");
-    if (status) {
-      missing.clear();
-      for (size_t i = 0; i < receives.size(); ++i) {
-        int done = 0;
-        MPI_Test(&receives[i], &done, MPI_STATUS_IGNORE);
-        if (!done)
-          missing.push_back(peers[i]);
-      }
-      return status;
-    }
-    return waitAll(sends, deadline, "descriptor exchange");
+    return mpi::exchangeDescriptors(control, mine, all, missing, deadline);
   }
 
   Status allToAllV(const void *send, const int64_t *sendBytes, void *recv,
@@ -120,7 +66,7 @@ public:
     int code = MPI_Ialltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv,
                               rc.data(), rd.data(), MPI_BYTE, data, &request[0]);
     if (code != MPI_SUCCESS)
-      return mpiError("MPI_Ialltoallv", code);
+      return mpi::errorText("MPI_Ialltoallv", code);
     return waitAll(request, deadline, "all-to-all");
   }
 
@@ -131,7 +77,7 @@ public:
                               MPI_INT64_T, op == ReduceOp::Sum ? MPI_SUM : MPI_MAX,
                               data, &request[0]);
     if (code != MPI_SUCCESS)
-      return mpiError("MPI_Iallreduce", code);
+      return mpi::errorText("MPI_Iallreduce", code);
     return waitAll(request, deadline, "all-reduce");
   }
 
@@ -144,7 +90,7 @@ public:
     int code = MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
                               static_cast<int>(bytes), MPI_BYTE, data, &request[0]);
     if (code != MPI_SUCCESS)
-      return mpiError("MPI_Iallgather", code);
+      return mpi::errorText("MPI_Iallgather", code);
     return waitAll(request, deadline, "all-gather");
   }
 
@@ -152,7 +98,7 @@ public:
     std::vector<MPI_Request> request(1);
     int code = MPI_Ibarrier(data, &request[0]);
     if (code != MPI_SUCCESS)
-      return mpiError("MPI_Ibarrier", code);
+      return mpi::errorText("MPI_Ibarrier", code);
     return waitAll(request, deadline, "barrier");
   }
 
@@ -164,20 +110,10 @@ private:
 } // namespace
 
 std::unique_ptr<Communicator> moert::createMPICommunicator(Status &error) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
-    if (code != MPI_SUCCESS) {
-      error = mpiError("MPI_Init_thread", code);
-      return nullptr;
-    }
-  }
-  MPI_Comm data, control;
-  MPI_Comm_dup(MPI_COMM_WORLD, &data);
-  MPI_Comm_dup(MPI_COMM_WORLD, &control);
-  MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN);
-  return std::make_unique<MPICommunicator>(data, control, !initialized);
+  bool initializedHere = false;
+  if ((error = mpi::initialize(initializedHere)))
+    return nullptr;
+  MPI_Comm data = mpi::duplicateWorld();
+  MPI_Comm control = mpi::duplicateWorld();
+  return std::make_unique<MPICommunicator>(data, control, initializedHere);
 }

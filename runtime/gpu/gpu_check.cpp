@@ -1,0 +1,168 @@
+//===- gpu_check.cpp - the NCCL backend's collectives on real GPUs --------===//
+//
+// Run under mpirun on a machine with a GPU (see run_gpu_check.sh). Each rank
+// fills device buffers from a formula every rank can evaluate, runs the
+// collectives through moert::Collectives over the NCCL communicator (and a
+// few through the C API), and checks the results on the host. One line per
+// check; the exit status is non-zero if any check failed.
+//
+//===----------------------------------------------------------------------===//
+#include "moert/moert.h"
+
+#include "Collectives.h"
+#include "NCCLCommunicator.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace moert;
+
+namespace {
+int rank = -1, failures = 0;
+
+void report(const std::string &check, const std::string &problem) {
+  std::printf("rank %d: %s %s%s%s\n", rank, problem.empty() ? "PASS" : "FAIL",
+              check.c_str(), problem.empty() ? "" : ": ", problem.c_str());
+  std::fflush(stdout);
+  failures += !problem.empty();
+}
+
+/// "" when `status` is success and `got` equals `want`, else what differed.
+template <typename T>
+std::string compare(const Status &status, const std::vector<T> &got,
+                    const std::vector<T> &want) {
+  if (status)
+    return *status;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (got[i] != want[i])
+      return "element " + std::to_string(i) + " is " + std::to_string(got[i]) +
+             ", expected " + std::to_string(want[i]);
+  return "";
+}
+
+/// A device copy of `host` (or `count` uninitialized elements).
+template <typename T> T *toDevice(const std::vector<T> &host, size_t count) {
+  void *pointer = nullptr;
+  if (cudaMalloc(&pointer, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess)
+    return nullptr;
+  cudaMemcpy(pointer, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  return static_cast<T *>(pointer);
+}
+
+template <typename T> std::vector<T> toHost(const T *device, size_t count) {
+  std::vector<T> host(count);
+  cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost);
+  return host;
+}
+
+/// Elements rank `from` sends to rank `to`.
+int64_t elementsBetween(int from, int to) { return 1 + (from + 2 * to) % 3; }
+int32_t payload(int from, int to, int64_t i) {
+  return int32_t(from * 10000 + to * 100 + i);
+}
+
+void checkAllToAllV(Collectives &coll, int n) {
+  std::vector<int32_t> send, want;
+  std::vector<int64_t> sendBytes(n), recvBytes(n);
+  for (int p = 0; p < n; ++p) {
+    sendBytes[p] = elementsBetween(rank, p) * 4;
+    recvBytes[p] = elementsBetween(p, rank) * 4;
+    for (int64_t i = 0; i < elementsBetween(rank, p); ++i)
+      send.push_back(payload(rank, p, i));
+    for (int64_t i = 0; i < elementsBetween(p, rank); ++i)
+      want.push_back(payload(p, rank, i));
+  }
+  int32_t *dSend = toDevice(send, send.size());
+  int32_t *dRecv = toDevice(std::vector<int32_t>(), want.size());
+  Status s = coll.allToAllV("check.alltoallv", dSend, sendBytes.data(), dRecv,
+                            recvBytes.data());
+  report("allToAllV", compare(s, toHost(dRecv, want.size()), want));
+  cudaFree(dSend);
+  cudaFree(dRecv);
+}
+
+void checkAllReduce(Collectives &coll, int n) {
+  std::vector<int64_t> sum = {rank + 1, -rank, int64_t(1) << 40};
+  std::vector<int64_t> wantSum = {int64_t(n) * (n + 1) / 2,
+                                  -int64_t(n) * (n - 1) / 2, int64_t(n) << 40};
+  Status s = coll.allReduce("check.allreduce.sum", sum.data(), 3, ReduceOp::Sum);
+  report("allReduce sum", compare(s, sum, wantSum));
+
+  std::vector<int64_t> max = {10 * rank, -rank};
+  std::vector<int64_t> wantMax = {10 * int64_t(n - 1), 0};
+  s = coll.allReduce("check.allreduce.max", max.data(), 2, ReduceOp::Max);
+  report("allReduce max", compare(s, max, wantMax));
+}
+
+void checkAllGather(Collectives &coll, int n) {
+  constexpr int k = 5;
+  std::vector<int32_t> send, want;
+  for (int i = 0; i < k; ++i)
+    send.push_back(payload(rank, 0, i));
+  for (int p = 0; p < n; ++p)
+    for (int i = 0; i < k; ++i)
+      want.push_back(payload(p, 0, i));
+  int32_t *dSend = toDevice(send, k);
+  int32_t *dRecv = toDevice(std::vector<int32_t>(), want.size());
+  Status s = coll.allGather("check.allgather", dSend, k * 4, dRecv);
+  report("allGather", compare(s, toHost(dRecv, want.size()), want));
+  cudaFree(dSend);
+  cudaFree(dRecv);
+}
+
+void checkCounters(Collectives &coll) {
+  auto &calls = coll.counters().collectives;
+  bool counted = calls.count("check.alltoallv") && calls.count("check.barrier") &&
+                 calls["check.allreduce.sum"].calls == 1;
+  report("counters", counted ? "" : "collectives were not counted");
+}
+} // namespace
+
+int main() {
+  // The C API's communicator initializes (and at the end finalizes) MPI.
+  if (moert_init("nccl", 30000) != 0) {
+    std::printf("FAIL moert_init(\"nccl\"): %s\n", moert_last_error());
+    return 1;
+  }
+  rank = moert_rank();
+  int n = moert_size();
+  report("moert_init nccl", "");
+
+  std::vector<int64_t> values = {rank + 1};
+  int rc = moert_allreduce_i64("check.capi.allreduce", values.data(), 1, 0);
+  report("moert_allreduce_i64",
+         rc ? moert_last_error()
+            : compare(Status(), values, {int64_t(n) * (n + 1) / 2}));
+  report("moert_barrier",
+         moert_barrier("check.capi.barrier") ? moert_last_error() : "");
+  std::vector<char> json(4096);
+  moert_counters_json(json.data(), int64_t(json.size()));
+  report("counters name the backend",
+         std::strstr(json.data(), "nccl") ? "" : "no \"nccl\" in " +
+                                                    std::string(json.data()));
+
+  {
+    Status error;
+    std::unique_ptr<Communicator> comm = createNCCLCommunicator(error);
+    if (!comm) {
+      report("createNCCLCommunicator", error.value_or("no communicator"));
+    } else {
+      Collectives coll(std::move(comm), std::chrono::milliseconds(30000));
+      report("communicator size", coll.size() == n ? "" : "size differs");
+      checkAllToAllV(coll, n);
+      checkAllReduce(coll, n);
+      checkAllGather(coll, n);
+      report("barrier", coll.barrier("check.barrier").value_or(""));
+      checkCounters(coll);
+    }
+  }
+  moert_finalize();
+  std::printf("rank %d: %s (%d failed)\n", rank, failures ? "FAILED" : "OK",
+              failures);
+  return failures ? 1 : 0;
+}

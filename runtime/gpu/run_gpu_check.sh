@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds the runtime on its own and checks the NCCL backend's collectives on
+# one rank. For a machine with a GPU, CUDA and NCCL (/usr/local/cuda) and MPI.
+# Usage: runtime/gpu/run_gpu_check.sh [build-dir]   (default: build-gpu)
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+build=${1:-build-gpu}
+
+cmake -S runtime -B "$build" -G Ninja
+ninja -C "$build"
+if [[ ! -x "$build/moert-gpu-check" ]]; then
+  echo "moert-gpu-check was not built: CUDA or NCCL not found (see cmake output)" >&2
+  exit 1
+fi
+nvidia-smi -L || true
+MOERT_TIMEOUT_MS=${MOERT_TIMEOUT_MS:-30000} \
+  mpirun -np 1 --allow-run-as-root "$build/moert-gpu-check"

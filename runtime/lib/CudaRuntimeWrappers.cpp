@@ -1,0 +1,281 @@
+//===- CudaRuntimeWrappers.cpp - mgpu* calls of MLIR's gpu-to-llvm ---------===//
+//
+// The host side of compiled GPU code: MLIR's gpu-to-llvm lowering (and the
+// gpu.binary translation) call these `mgpu*` functions, implemented here on
+// the CUDA driver API. Compiled code has no error path, so a failed call
+// prints the CUDA error name and the call, then ends the process.
+//
+// The driver is not linked: libcuda.so.1 exists only where a GPU driver is
+// installed, and every program linking libmoert (MPI-only runs included)
+// would fail to load without it. Driver functions are looked up through
+// cudart (cudaGetDriverEntryPointByVersion) on first use instead.
+//
+// Work runs in the primary context of the default device: the one given to
+// mgpuSetDefaultDevice, else whatever context is current on the calling
+// thread (the NCCL backend's cudaSetDevice makes its GPU's current), else
+// device 0. Primary contexts are shared with cudart and NCCL and are kept
+// for the life of the process.
+//
+//===----------------------------------------------------------------------===//
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace {
+
+// Each name expands (through cuda.h's macros) to the versioned function the
+// headers declare, so decltype gives the matching prototype.
+#define MOERT_DRIVER_FUNCTIONS(X)                                              \
+  X(cuInit)                                                                    \
+  X(cuGetErrorName)                                                            \
+  X(cuDeviceGet)                                                               \
+  X(cuDevicePrimaryCtxRetain)                                                  \
+  X(cuCtxGetCurrent)                                                           \
+  X(cuCtxSetCurrent)                                                           \
+  X(cuModuleLoadData)                                                          \
+  X(cuModuleLoadDataEx)                                                        \
+  X(cuModuleUnload)                                                            \
+  X(cuModuleGetFunction)                                                       \
+  X(cuFuncSetAttribute)                                                        \
+  X(cuLaunchKernel)                                                            \
+  X(cuStreamCreate)                                                            \
+  X(cuStreamSynchronize)                                                       \
+  X(cuStreamDestroy)                                                           \
+  X(cuStreamWaitEvent)                                                         \
+  X(cuEventCreate)                                                             \
+  X(cuEventDestroy)                                                            \
+  X(cuEventSynchronize)                                                        \
+  X(cuEventRecord)                                                             \
+  X(cuMemAlloc)                                                                \
+  X(cuMemAllocManaged)                                                         \
+  X(cuMemFree)                                                                 \
+  X(cuMemcpyAsync)                                                             \
+  X(cuMemsetD32Async)                                                          \
+  X(cuMemsetD16Async)
+
+/// Driver entry points, resolved once.
+struct Driver {
+#define MOERT_DRIVER_MEMBER(name) decltype(&name) name##_ = nullptr;
+  MOERT_DRIVER_FUNCTIONS(MOERT_DRIVER_MEMBER)
+#undef MOERT_DRIVER_MEMBER
+};
+
+/// Same shape as CApi.cpp's die(): the pause lets other ranks print theirs.
+[[noreturn]] void die(const std::string &message) {
+  std::fprintf(stderr, "moert: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::_Exit(1);
+}
+
+const Driver &driver() {
+  static const Driver table = [] {
+    Driver d;
+    cudaDriverEntryPointQueryResult found;
+#define MOERT_DRIVER_LOOKUP(name)                                              \
+  if (cudaError_t rc = cudaGetDriverEntryPointByVersion(                       \
+          #name, reinterpret_cast<void **>(&d.name##_), CUDA_VERSION,          \
+          cudaEnableDefault, &found))                                          \
+    die(std::string("looking up " #name " in the CUDA driver failed: ") +      \
+        cudaGetErrorName(rc));                                                 \
+  if (found != cudaDriverEntryPointSuccess || !d.name##_)                      \
+    die("the CUDA driver has no " #name);
+    MOERT_DRIVER_FUNCTIONS(MOERT_DRIVER_LOOKUP)
+#undef MOERT_DRIVER_LOOKUP
+    return d;
+  }();
+  return table;
+}
+
+/// Dies unless `result` is CUDA_SUCCESS, naming the error and the call.
+void check(CUresult result, const char *call) {
+  if (result == CUDA_SUCCESS)
+    return;
+  const char *name = nullptr;
+  if (driver().cuGetErrorName_(result, &name) != CUDA_SUCCESS || !name)
+    name = "unknown CUDA error";
+  die(std::string(call) + " failed: " + name + " (" + std::to_string(result) +
+      ")");
+}
+
+#define CU(function, ...) check(driver().function##_(__VA_ARGS__), #function)
+
+std::atomic<int32_t> defaultDevice{-1};
+
+/// Makes the default device's primary context current on this thread.
+void useContext() {
+  static std::once_flag initialized;
+  std::call_once(initialized, [] { CU(cuInit, 0); });
+  int32_t device = defaultDevice.load();
+  if (device < 0) {
+    CUcontext current = nullptr;
+    CU(cuCtxGetCurrent, &current);
+    if (current)
+      return;
+    device = 0;
+  }
+  // Retain is reference counted, so remember each device's context once.
+  static std::mutex mutex;
+  static CUcontext contexts[64] = {};
+  if (device >= 64)
+    die("mgpu: device " + std::to_string(device) + " is out of range");
+  CUcontext context;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!contexts[device]) {
+      CUdevice handle;
+      CU(cuDeviceGet, &handle, device);
+      CU(cuDevicePrimaryCtxRetain, &contexts[device], handle);
+    }
+    context = contexts[device];
+  }
+  CU(cuCtxSetCurrent, context);
+}
+
+CUstream asStream(void *stream) { return static_cast<CUstream>(stream); }
+CUdeviceptr asDevicePtr(void *pointer) {
+  return reinterpret_cast<CUdeviceptr>(pointer);
+}
+} // namespace
+
+extern "C" {
+
+/// Loads a cubin or fatbin; `size` is not needed by the driver.
+void *mgpuModuleLoad(void *data, size_t /*size*/) {
+  useContext();
+  CUmodule module = nullptr;
+  CU(cuModuleLoadData, &module, data);
+  return module;
+}
+
+/// JIT-compiles NUL-terminated PTX at `optLevel` (0-4).
+void *mgpuModuleLoadJIT(void *data, int optLevel) {
+  useContext();
+  CUmodule module = nullptr;
+  CUjit_option options[] = {CU_JIT_OPTIMIZATION_LEVEL};
+  void *values[] = {reinterpret_cast<void *>(intptr_t(optLevel))};
+  CU(cuModuleLoadDataEx, &module, data, 1, options, values);
+  return module;
+}
+
+void mgpuModuleUnload(void *module) {
+  useContext();
+  CU(cuModuleUnload, static_cast<CUmodule>(module));
+}
+
+void *mgpuModuleGetFunction(void *module, const char *name) {
+  useContext();
+  CUfunction function = nullptr;
+  CU(cuModuleGetFunction, &function, static_cast<CUmodule>(module), name);
+  return function;
+}
+
+/// `params` holds one pointer per kernel argument (`paramsCount` of them).
+void mgpuLaunchKernel(void *function, int64_t gridX, int64_t gridY,
+                      int64_t gridZ, int64_t blockX, int64_t blockY,
+                      int64_t blockZ, int32_t smem, void *stream,
+                      void **params, void **extra, size_t /*paramsCount*/) {
+  useContext();
+  auto kernel = static_cast<CUfunction>(function);
+  // Above 48 KiB, dynamic shared memory must be opted into per kernel.
+  if (smem > 48 * 1024)
+    CU(cuFuncSetAttribute, kernel,
+       CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem);
+  CU(cuLaunchKernel, kernel, unsigned(gridX), unsigned(gridY), unsigned(gridZ),
+     unsigned(blockX), unsigned(blockY), unsigned(blockZ), unsigned(smem),
+     asStream(stream), params, extra);
+}
+
+void *mgpuStreamCreate() {
+  useContext();
+  CUstream stream = nullptr;
+  CU(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+  return stream;
+}
+
+void mgpuStreamSynchronize(void *stream) {
+  useContext();
+  CU(cuStreamSynchronize, asStream(stream));
+}
+
+void mgpuStreamDestroy(void *stream) {
+  useContext();
+  CU(cuStreamDestroy, asStream(stream));
+}
+
+void mgpuStreamWaitEvent(void *stream, void *event) {
+  useContext();
+  CU(cuStreamWaitEvent, asStream(stream), static_cast<CUevent>(event), 0);
+}
+
+void *mgpuEventCreate() {
+  useContext();
+  CUevent event = nullptr;
+  CU(cuEventCreate, &event, CU_EVENT_DISABLE_TIMING);
+  return event;
+}
+
+void mgpuEventDestroy(void *event) {
+  useContext();
+  CU(cuEventDestroy, static_cast<CUevent>(event));
+}
+
+void mgpuEventSynchronize(void *event) {
+  useContext();
+  CU(cuEventSynchronize, static_cast<CUevent>(event));
+}
+
+void mgpuEventRecord(void *event, void *stream) {
+  useContext();
+  CU(cuEventRecord, static_cast<CUevent>(event), asStream(stream));
+}
+
+/// Device memory, or managed memory visible to the host when `isHostShared`.
+void *mgpuMemAlloc(uint64_t size, void * /*stream*/, bool isHostShared) {
+  useContext();
+  if (size == 0)
+    return nullptr;
+  CUdeviceptr pointer = 0;
+  if (isHostShared)
+    CU(cuMemAllocManaged, &pointer, size, CU_MEM_ATTACH_GLOBAL);
+  else
+    CU(cuMemAlloc, &pointer, size);
+  return reinterpret_cast<void *>(pointer);
+}
+
+void mgpuMemFree(void *pointer, void * /*stream*/) {
+  useContext();
+  if (pointer)
+    CU(cuMemFree, asDevicePtr(pointer));
+}
+
+/// Copies `size` bytes; unified addressing tells host from device.
+void mgpuMemcpy(void *dst, void *src, size_t size, void *stream) {
+  useContext();
+  CU(cuMemcpyAsync, asDevicePtr(dst), asDevicePtr(src), size, asStream(stream));
+}
+
+/// Sets `count` 32-bit elements.
+void mgpuMemset32(void *dst, unsigned int value, size_t count, void *stream) {
+  useContext();
+  CU(cuMemsetD32Async, asDevicePtr(dst), value, count, asStream(stream));
+}
+
+/// Sets `count` 16-bit elements.
+void mgpuMemset16(void *dst, unsigned short value, size_t count, void *stream) {
+  useContext();
+  CU(cuMemsetD16Async, asDevicePtr(dst), value, count, asStream(stream));
+}
+
+/// Makes `device` the one later calls use (before any other mgpu call).
+void mgpuSetDefaultDevice(int32_t device) { defaultDevice.store(device); }
+
+} // extern "C"

@@ -1,0 +1,40 @@
+//===- MPIControl.h - MPI pieces shared by the MPI and NCCL backends -*- C++ -*-===//
+//
+// Both backends initialize MPI the same way and agree on collectives over the
+// same MPI control channel; only their data path differs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOERT_LIB_MPICONTROL_H
+#define MOERT_LIB_MPICONTROL_H
+
+#include "Communicator.h"
+
+#include <mpi.h>
+
+namespace moert::mpi {
+
+/// "`what` failed: <MPI's text for `code`>".
+std::string errorText(const char *what, int code);
+
+/// Initializes MPI (MPI_THREAD_SERIALIZED) unless it already is; sets
+/// `initializedHere` when this call did, so the caller knows it must finalize.
+Status initialize(bool &initializedHere);
+
+/// A dup of MPI_COMM_WORLD that returns errors instead of aborting.
+MPI_Comm duplicateWorld();
+
+/// Polls `requests` until all complete or `deadline` passes.
+Status waitAll(std::vector<MPI_Request> &requests, Clock::time_point deadline,
+               const char *what);
+
+/// Sends `mine` to every rank of `control` and receives theirs into `all`
+/// (point to point, polled against `deadline`). On timeout, `missing` lists
+/// the ranks not heard from.
+Status exchangeDescriptors(MPI_Comm control, const CollectiveDescriptor &mine,
+                           std::vector<CollectiveDescriptor> &all,
+                           std::vector<int> &missing,
+                           Clock::time_point deadline);
+
+} // namespace moert::mpi
+
+#endif // MOERT_LIB_MPICONTROL_H
