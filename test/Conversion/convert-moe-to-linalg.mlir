@@ -1,0 +1,237 @@
+// RUN: moe-opt %s -split-input-file -verify-diagnostics --convert-moe-to-linalg | FileCheck %s --implicit-check-not=moe.
+// RUN: not moe-opt %s -split-input-file --convert-moe-to-linalg 2>&1 >/dev/null | FileCheck %s --check-prefix=ERR
+
+// Tests that softmax moe.route lowers to an f32 router GEMM, softmax, rank top-k (ties to lower id), normalization.
+// CHECK-LABEL: func.func @route_softmax
+// CHECK-SAME: (%[[X:.+]]: tensor<?x16xf32>, %[[WR:.+]]: tensor<4x16xf32>)
+// CHECK: %[[LOGITS:.+]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK-SAME: ins(%[[X]], %[[WR]] : tensor<?x16xf32>, tensor<4x16xf32>)
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: } -> tensor<?x4xf32>
+// CHECK: %[[MAX:.+]] = linalg.generic {{.*}} ins(%[[LOGITS]] : tensor<?x4xf32>)
+// CHECK: arith.maximumf
+// CHECK: %[[EXP:.+]] = linalg.generic {{.*}} ins(%[[LOGITS]], %[[MAX]] : tensor<?x4xf32>, tensor<?xf32>)
+// CHECK: arith.subf
+// CHECK: math.exp
+// CHECK: %[[SUM:.+]] = linalg.generic {{.*}} ins(%[[EXP]] : tensor<?x4xf32>)
+// CHECK: %[[SCORES:.+]] = linalg.generic {{.*}} ins(%[[EXP]], %[[SUM]] : tensor<?x4xf32>, tensor<?xf32>)
+// CHECK: arith.divf
+// CHECK: %[[RANK:.+]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
+// CHECK: %[[OTHER_GT:.+]] = arith.cmpf ogt
+// CHECK: %[[OTHER_EQ:.+]] = arith.cmpf oeq
+// CHECK: %[[BEFORE:.+]] = arith.cmpi ult
+// CHECK: %[[TIE:.+]] = arith.andi %[[OTHER_EQ]], %[[BEFORE]]
+// CHECK: arith.ori %[[OTHER_GT]], %[[TIE]]
+// CHECK: %[[RANK2:.+]] = tensor.collapse_shape %[[RANK]]
+// CHECK: %[[IDS:.+]] = linalg.generic {{.*}} ins(%[[RANK2]] : tensor<?x4xi32>) outs({{.*}} : tensor<?x2xi32>)
+// CHECK: %[[PICKED:.+]] = linalg.generic {{.*}} ins(%[[RANK2]], %[[SCORES]] : tensor<?x4xi32>, tensor<?x4xf32>) outs({{.*}} : tensor<?x2xf32>)
+// CHECK: %[[DENOM:.+]] = linalg.generic {{.*}} ins(%[[PICKED]] : tensor<?x2xf32>)
+// CHECK: %[[WEIGHTS:.+]] = linalg.generic {{.*}} ins(%[[PICKED]], %[[DENOM]] : tensor<?x2xf32>, tensor<?xf32>)
+// CHECK: return %[[IDS]], %[[WEIGHTS]] : tensor<?x2xi32>, tensor<?x2xf32>
+func.func @route_softmax(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>)
+    -> (tensor<?x2xi32>, tensor<?x2xf32>) {
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2, normalize>
+    : (tensor<?x16xf32>, tensor<4x16xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return %ids, %w : tensor<?x2xi32>, tensor<?x2xf32>
+}
+
+// -----
+
+// Tests that DeepSeek routing lowers to f32 sigmoid, selection-only bias, -inf group mask, scale 2.5.
+// CHECK-LABEL: func.func @route_sigmoid_groups_bias
+// CHECK-SAME: (%[[X:.+]]: tensor<4x16xbf16>, %[[WR:.+]]: tensor<8x16xbf16>, %[[B:.+]]: tensor<8xf32>)
+// CHECK: %[[LOGITS:.+]] = linalg.generic {{.*}} ins(%[[X]], %[[WR]] : tensor<4x16xbf16>, tensor<8x16xbf16>)
+// CHECK: arith.extf {{.*}} : bf16 to f32
+// CHECK: %[[SCORES:.+]] = linalg.generic {{.*}} ins(%[[LOGITS]] : tensor<4x8xf32>)
+// CHECK: arith.negf
+// CHECK: math.exp
+// CHECK: arith.divf
+// CHECK: %[[SEL:.+]] = linalg.generic {{.*}} ins(%[[SCORES]], %[[B]] : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: arith.addf
+// CHECK: tensor.expand_shape %[[SEL]] {{\[\[}}0], [1, 2]] output_shape [4, 4, 2]
+// CHECK: arith.constant 0xFF800000 : f32
+// CHECK: arith.select
+// CHECK: %[[W:.+]] = linalg.generic {{.*}} ins(%{{.+}}, %[[SCORES]] : tensor<4x8xi32>, tensor<4x8xf32>)
+// CHECK: arith.constant 2.500000e+00 : f32
+// CHECK: return {{.*}} : tensor<4x3xi32>, tensor<4x3xf32>
+func.func @route_sigmoid_groups_bias(%x: tensor<4x16xbf16>,
+                                     %wr: tensor<8x16xbf16>, %b: tensor<8xf32>)
+    -> (tensor<4x3xi32>, tensor<4x3xf32>) {
+  %ids, %w = moe.route %x, %wr bias %b
+      routing <sigmoid, top_k = 3, n_group = 4, topk_group = 2, normalize,
+               scale = 2.5, correction_bias>
+    : (tensor<4x16xbf16>, tensor<8x16xbf16>, tensor<8xf32>)
+      -> (tensor<4x3xi32>, tensor<4x3xf32>)
+  return %ids, %w : tensor<4x3xi32>, tensor<4x3xf32>
+}
+
+// -----
+
+// Tests that moe.dispatch lowers to a stable counting sort by expert (foreign ids last) and a row gather.
+// CHECK-LABEL: func.func @dispatch
+// CHECK-SAME: (%[[X:.+]]: tensor<?x16xf32>, %[[IDS:.+]]: tensor<?x2xi32>)
+// CHECK: %[[T:.+]] = tensor.dim %[[X]]
+// CHECK: %[[IDS1:.+]] = tensor.collapse_shape %[[IDS]] {{\[\[}}0, 1]] : tensor<?x2xi32> into tensor<?xi32>
+// CHECK: %[[FLAT:.+]] = linalg.generic {{.*}} ins(%[[IDS1]] : tensor<?xi32>)
+// CHECK: ^bb0(%[[ID:.+]]: i32, %{{.+}}: i32):
+// CHECK: %[[FOREIGN:.+]] = arith.cmpi slt, %[[ID]], %{{.+}} : i32
+// CHECK: %[[LAST:.+]] = arith.constant 4 : i32
+// CHECK: arith.select %[[FOREIGN]], %[[LAST]], %[[ID]] : i32
+// CHECK: %[[COUNTS:.+]] = linalg.generic {{.*}} ins(%[[FLAT]] : tensor<?xi32>) outs({{.*}} : tensor<5xi32>)
+// CHECK: %[[OFFSETS:.+]] = linalg.generic {{.*}} ins(%[[COUNTS]] : tensor<5xi32>) outs({{.*}} : tensor<5xi32>)
+// CHECK: %[[BASE:.+]] = linalg.generic {{.*}} ins(%[[FLAT]] : tensor<?xi32>)
+// CHECK: tensor.extract %[[OFFSETS]]
+// CHECK: %[[SLOT:.+]] = linalg.generic {{.*}} ins(%[[FLAT]], %[[FLAT]] : tensor<?xi32>, tensor<?xi32>) outs(%[[BASE]] : tensor<?xi32>)
+// CHECK: %[[SOURCE:.+]] = linalg.generic {{.*}} ins(%[[SLOT]] : tensor<?xi32>)
+// CHECK: %[[RE:.+]] = linalg.generic {{.*}} ins(%[[SOURCE]] : tensor<?xi32>)
+// CHECK: tensor.extract %[[FLAT]]
+// CHECK: %[[ROWS:.+]] = linalg.generic {{.*}} ins(%[[SOURCE]] : tensor<?xi32>) outs({{.*}} : tensor<?x16xf32>)
+// CHECK: arith.divui
+// CHECK: tensor.extract %[[X]]
+// CHECK: %[[SLOT2:.+]] = tensor.expand_shape %[[SLOT]] {{\[\[}}0, 1]] output_shape [%[[T]], 2]
+// CHECK: return %[[ROWS]], %[[RE]], %[[SLOT2]]
+func.func @dispatch(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>)
+    -> (tensor<?x16xf32>, tensor<?xi32>, tensor<?x2xi32>) {
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 4
+    : (tensor<?x16xf32>, tensor<?x2xi32>)
+      -> (tensor<?x16xf32>, tensor<?xi32>, tensor<?x2xi32>)
+  return %rows, %re, %slot : tensor<?x16xf32>, tensor<?xi32>, tensor<?x2xi32>
+}
+
+// -----
+
+// Tests that a static moe.dispatch lowers without tensor.cast.
+// CHECK-LABEL: func.func @dispatch_static
+// CHECK-NOT: tensor.cast
+// CHECK: return {{.*}} : tensor<6x16xf32>, tensor<6xi32>, tensor<3x2xi32>
+func.func @dispatch_static(%x: tensor<3x16xf32>, %ids: tensor<3x2xi32>)
+    -> (tensor<6x16xf32>, tensor<6xi32>, tensor<3x2xi32>) {
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 4
+    : (tensor<3x16xf32>, tensor<3x2xi32>)
+      -> (tensor<6x16xf32>, tensor<6xi32>, tensor<3x2xi32>)
+  return %rows, %re, %slot : tensor<6x16xf32>, tensor<6xi32>, tensor<3x2xi32>
+}
+
+// -----
+
+// Tests that bf16 moe.grouped_matmul gathers each row's expert weight, accumulates in f32, rounds once; rows of no local expert give 0.
+// CHECK-LABEL: func.func @grouped_matmul_bf16
+// CHECK-SAME: (%[[IN:.+]]: tensor<6x16xbf16>, %[[W:.+]]: tensor<4x8x16xbf16>, %[[RE:.+]]: tensor<6xi32>)
+// CHECK: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[INIT:.+]] = linalg.fill ins(%[[ZERO]] : f32) outs({{.*}} : tensor<6x8xf32>)
+// CHECK: %[[ACC:.+]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK-SAME: ins(%[[IN]], %[[RE]] : tensor<6x16xbf16>, tensor<6xi32>) outs(%[[INIT]] : tensor<6x8xf32>)
+// CHECK: ^bb0(%[[A:.+]]: bf16, %[[E:.+]]: i32, %[[OUT:.+]]: f32):
+// CHECK: %[[M:.+]] = linalg.index 1
+// CHECK: %[[K:.+]] = linalg.index 2
+// CHECK: %[[NE:.+]] = arith.constant 4 : i32
+// CHECK: %[[LOCAL:.+]] = arith.cmpi ult, %[[E]], %[[NE]] : i32
+// CHECK: %[[SAFE:.+]] = arith.select %[[LOCAL]], %[[E]], %{{.+}} : i32
+// CHECK: %[[EI:.+]] = arith.index_cast %[[SAFE]] : i32 to index
+// CHECK: %[[WV:.+]] = tensor.extract %[[W]][%[[EI]], %[[M]], %[[K]]] : tensor<4x8x16xbf16>
+// CHECK: arith.extf %[[WV]] : bf16 to f32
+// CHECK: arith.extf %[[A]] : bf16 to f32
+// CHECK: %[[P:.+]] = arith.mulf
+// CHECK: %[[PL:.+]] = arith.select %[[LOCAL]], %[[P]], %{{.+}} : f32
+// CHECK: arith.addf %[[OUT]], %[[PL]]
+// CHECK: %[[R:.+]] = linalg.generic {{.*}} ins(%[[ACC]] : tensor<6x8xf32>) outs({{.*}} : tensor<6x8xbf16>)
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK: return %[[R]] : tensor<6x8xbf16>
+func.func @grouped_matmul_bf16(%in: tensor<6x16xbf16>, %w: tensor<4x8x16xbf16>,
+                               %re: tensor<6xi32>) -> tensor<6x8xbf16> {
+  %r = moe.grouped_matmul %in, %w, %re
+    : (tensor<6x16xbf16>, tensor<4x8x16xbf16>, tensor<6xi32>) -> tensor<6x8xbf16>
+  return %r : tensor<6x8xbf16>
+}
+
+// -----
+
+// Tests that an f32 moe.grouped_matmul with dynamic rows needs no final rounding.
+// CHECK-LABEL: func.func @grouped_matmul_f32
+// CHECK: %[[ACC:.+]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x32xf32>)
+// CHECK-NOT: arith.truncf
+// CHECK: return %[[ACC]] : tensor<?x32xf32>
+func.func @grouped_matmul_f32(%in: tensor<?x64xf32>, %w: tensor<8x32x64xf32>,
+                              %re: tensor<?xi32>) -> tensor<?x32xf32> {
+  %r = moe.grouped_matmul %in, %w, %re
+    : (tensor<?x64xf32>, tensor<8x32x64xf32>, tensor<?xi32>) -> tensor<?x32xf32>
+  return %r : tensor<?x32xf32>
+}
+
+// -----
+
+// Tests that moe.activation lowers to silu(gate) * up over the two column halves.
+// CHECK-LABEL: func.func @activation
+// CHECK-SAME: (%[[H:.+]]: tensor<?x16xf32>)
+// CHECK: %[[T:.+]] = tensor.dim %[[H]]
+// CHECK: %[[GATE:.+]] = tensor.extract_slice %[[H]][0, 0] [%[[T]], 8] [1, 1] : tensor<?x16xf32> to tensor<?x8xf32>
+// CHECK: %[[UP:.+]] = tensor.extract_slice %[[H]][0, 8] [%[[T]], 8] [1, 1] : tensor<?x16xf32> to tensor<?x8xf32>
+// CHECK: %[[A:.+]] = linalg.generic {{.*}} ins(%[[GATE]], %[[UP]] : tensor<?x8xf32>, tensor<?x8xf32>)
+// CHECK: ^bb0(%[[G:.+]]: f32, %[[U:.+]]: f32, %{{.+}}: f32):
+// CHECK: %[[NEG:.+]] = arith.negf %[[G]]
+// CHECK: %[[EXP:.+]] = math.exp %[[NEG]]
+// CHECK: %[[DEN:.+]] = arith.addf %{{.+}}, %[[EXP]]
+// CHECK: %[[SIG:.+]] = arith.divf %{{.+}}, %[[DEN]]
+// CHECK: %[[SILU:.+]] = arith.mulf %[[G]], %[[SIG]]
+// CHECK: %[[V:.+]] = arith.mulf %[[SILU]], %[[U]]
+// CHECK: linalg.yield %[[V]]
+// CHECK: return %[[A]] : tensor<?x8xf32>
+func.func @activation(%h: tensor<?x16xf32>) -> tensor<?x8xf32> {
+  %a = moe.activation %h kind swiglu : (tensor<?x16xf32>) -> tensor<?x8xf32>
+  return %a : tensor<?x8xf32>
+}
+
+// -----
+
+// Tests that a bf16 moe.activation computes in f32 and rounds the result.
+// CHECK-LABEL: func.func @activation_bf16
+// CHECK: linalg.generic {{.*}} outs({{.*}} : tensor<6x8xbf16>)
+// CHECK: arith.extf {{.*}} : bf16 to f32
+// CHECK: math.exp
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK: return {{.*}} : tensor<6x8xbf16>
+func.func @activation_bf16(%h: tensor<6x16xbf16>) -> tensor<6x8xbf16> {
+  %a = moe.activation %h kind swiglu : (tensor<6x16xbf16>) -> tensor<6x8xbf16>
+  return %a : tensor<6x8xbf16>
+}
+
+// -----
+
+// Tests that moe.combine lowers to a gather through slot and a weighted sum over top-k.
+// CHECK-LABEL: func.func @combine
+// CHECK-SAME: (%[[O:.+]]: tensor<?x16xf32>, %[[S:.+]]: tensor<?x2xi32>, %[[W:.+]]: tensor<?x2xf32>)
+// CHECK: %[[Y:.+]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK-SAME: ins(%[[S]], %[[W]] : tensor<?x2xi32>, tensor<?x2xf32>)
+// CHECK: ^bb0(%[[SL:.+]]: i32, %[[WT:.+]]: f32, %[[OUT:.+]]: f32):
+// CHECK: %[[H:.+]] = linalg.index 1
+// CHECK: %[[ROW:.+]] = arith.index_cast %[[SL]] : i32 to index
+// CHECK: %[[V:.+]] = tensor.extract %[[O]][%[[ROW]], %[[H]]] : tensor<?x16xf32>
+// CHECK: %[[P:.+]] = arith.mulf %[[WT]], %[[V]]
+// CHECK: arith.addf %[[OUT]], %[[P]]
+// CHECK: return %[[Y]] : tensor<?x16xf32>
+func.func @combine(%o: tensor<?x16xf32>, %s: tensor<?x2xi32>, %w: tensor<?x2xf32>)
+    -> tensor<?x16xf32> {
+  %y = moe.combine %o, %s, %w
+    : (tensor<?x16xf32>, tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+// Tests that a moe.layer left undecomposed makes the pass fail (RUN 1: -verify-diagnostics, RUN 2: exit status).
+// ERR: convert-moe-to-linalg.mlir:[[# @LINE + 5]]:8: error: failed to legalize operation 'moe.layer'
+func.func @layer_not_decomposed(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+                                %w13: tensor<4x8x16xf32>, %w2: tensor<4x16x4xf32>)
+    -> tensor<?x16xf32> {
+  // expected-error @+1 {{failed to legalize operation 'moe.layer' that was explicitly marked illegal}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 1> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x8x16xf32>,
+          tensor<4x16x4xf32>) -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}

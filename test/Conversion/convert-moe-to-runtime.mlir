@@ -1,0 +1,47 @@
+// RUN: moe-opt %s -split-input-file --convert-moe-to-runtime | FileCheck %s --implicit-check-not=moe.
+
+// Tests that ep_dispatch and ep_combine become calls of C-interface runtime functions on dynamically shaped tensors.
+// CHECK-DAG: func.func private @moert_ep_dispatch_f32(tensor<?x?xf32>, tensor<?x?xi32>, tensor<?x?xf32>, tensor<?xi32>, i64) -> (tensor<?x?xf32>, tensor<?x?xi32>, tensor<?x?xf32>, i64) attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @moert_ep_combine_f32(tensor<?x?xf32>, i64) -> tensor<?x?xf32> attributes {llvm.emit_c_interface}
+// CHECK-LABEL: func.func @exchange
+// CHECK-SAME: (%[[X:.+]]: tensor<4x64xf32>, %[[IDS:.+]]: tensor<4x2xi32>, %[[W:.+]]: tensor<4x2xf32>, %[[ER:.+]]: tensor<8xi32>)
+// CHECK-DAG: %[[XD:.+]] = tensor.cast %[[X]] : tensor<4x64xf32> to tensor<?x?xf32>
+// CHECK-DAG: %[[IDSD:.+]] = tensor.cast %[[IDS]] : tensor<4x2xi32> to tensor<?x?xi32>
+// CHECK-DAG: %[[WD:.+]] = tensor.cast %[[W]] : tensor<4x2xf32> to tensor<?x?xf32>
+// CHECK-DAG: %[[ERD:.+]] = tensor.cast %[[ER]] : tensor<8xi32> to tensor<?xi32>
+// CHECK-DAG: %[[CAP:.+]] = arith.constant 16 : i64
+// CHECK: %[[D:.+]]:4 = call @moert_ep_dispatch_f32(%[[XD]], %[[IDSD]], %[[WD]], %[[ERD]], %[[CAP]])
+// CHECK: %[[R:.+]] = tensor.cast %[[D]]#0 : tensor<?x?xf32> to tensor<?x64xf32>
+// CHECK: %[[RD:.+]] = tensor.cast %[[R]] : tensor<?x64xf32> to tensor<?x?xf32>
+// CHECK: %[[Y:.+]] = call @moert_ep_combine_f32(%[[RD]], %[[D]]#3)
+// CHECK: %[[YS:.+]] = tensor.cast %[[Y]] : tensor<?x?xf32> to tensor<4x64xf32>
+// CHECK: return %[[YS]]
+func.func @exchange(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>,
+                    %w: tensor<4x2xf32>, %er: tensor<8xi32>) -> tensor<4x64xf32> {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 16
+    : (tensor<4x64xf32>, tensor<4x2xi32>, tensor<4x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  %y = moe.ep_combine %r, %h : (tensor<?x64xf32>, i64) -> tensor<4x64xf32>
+  return %y : tensor<4x64xf32>
+}
+
+// -----
+
+// Tests that bf16 tensors pick the _bf16 entry points, declared once for two uses, and dynamic operands need no cast.
+// CHECK: func.func private @moert_ep_dispatch_bf16(tensor<?x?xbf16>,
+// CHECK-NOT: func.func private @moert_ep_dispatch_bf16
+// CHECK-LABEL: func.func @two_exchanges
+// CHECK-SAME: (%[[X:.+]]: tensor<?x?xbf16>, %[[IDS:.+]]: tensor<?x?xi32>, %[[W:.+]]: tensor<?x?xf32>, %[[ER:.+]]: tensor<?xi32>)
+// CHECK: %[[A:.+]]:4 = call @moert_ep_dispatch_bf16(%[[X]], %[[IDS]], %[[W]], %[[ER]], %{{.+}})
+// CHECK: %[[B:.+]]:4 = call @moert_ep_dispatch_bf16(%[[A]]#0, %[[IDS]], %[[W]], %[[ER]], %{{.+}})
+// CHECK: return %[[B]]#3, %[[A]]#3 : i64, i64
+func.func @two_exchanges(%x: tensor<?x?xbf16>, %ids: tensor<?x?xi32>,
+                         %w: tensor<?x?xf32>, %er: tensor<?xi32>) -> (i64, i64) {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8
+    : (tensor<?x?xbf16>, tensor<?x?xi32>, tensor<?x?xf32>, tensor<?xi32>)
+      -> (tensor<?x?xbf16>, tensor<?x?xi32>, tensor<?x?xf32>, i64)
+  %r2, %li2, %lw2, %h2 = moe.ep_dispatch %r, %ids, %w, %er capacity = 8
+    : (tensor<?x?xbf16>, tensor<?x?xi32>, tensor<?x?xf32>, tensor<?xi32>)
+      -> (tensor<?x?xbf16>, tensor<?x?xi32>, tensor<?x?xf32>, i64)
+  return %h2, %h : i64, i64
+}

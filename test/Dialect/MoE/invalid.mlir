@@ -1,0 +1,864 @@
+// RUN: moe-opt %s -split-input-file -verify-diagnostics
+
+// One case per verifier rule of docs/MoEVerifierRules.md, named after it.
+
+//===----------------------------------------------------------------------===//
+// #moe.routing and #moe.layout
+//===----------------------------------------------------------------------===//
+
+// Tests that routing_c1: top_k must be positive.
+// expected-error @+1 {{routing_c1: top_k must be positive, got 0}}
+func.func @routing_c1() attributes {r = #moe.routing<softmax, top_k = 0>} {
+  return
+}
+
+// -----
+
+// Tests that routing_c2: n_group must be positive.
+// expected-error @+1 {{routing_c2: n_group must be positive, got 0}}
+func.func @routing_c2() attributes {r = #moe.routing<sigmoid, top_k = 2, n_group = 0, topk_group = 1>} {
+  return
+}
+
+// -----
+
+// Tests that routing_c3: topk_group must lie in [1, n_group].
+// expected-error @+1 {{routing_c3: topk_group must be in [1, n_group = 4], got 5}}
+func.func @routing_c3() attributes {r = #moe.routing<sigmoid, top_k = 2, n_group = 4, topk_group = 5>} {
+  return
+}
+
+// -----
+
+// Tests that routing_c3: topk_group = 0 is rejected too.
+// expected-error @+1 {{routing_c3: topk_group must be in [1, n_group = 4], got 0}}
+func.func @routing_c3_zero() attributes {r = #moe.routing<sigmoid, top_k = 2, n_group = 4, topk_group = 0>} {
+  return
+}
+
+// -----
+
+// Tests that routing_c4: scale must be positive.
+// expected-error @+1 {{routing_c4: scale must be finite and positive, got -1.0}}
+func.func @routing_c4() attributes {r = #moe.routing<softmax, top_k = 2, scale = -1.0>} {
+  return
+}
+
+// -----
+
+// Tests that routing_c4: scale must be non-zero.
+// expected-error @+1 {{routing_c4: scale must be finite and positive, got 0.0}}
+func.func @routing_c4_zero() attributes {r = #moe.routing<softmax, top_k = 2, scale = 0.0>} {
+  return
+}
+
+// -----
+
+// Tests that routing_c4: scale must be finite (a NaN given by its bits).
+// expected-error @+1 {{routing_c4: scale must be finite and positive, got nan}}
+func.func @routing_c4_nan() attributes {r = #moe.routing<softmax, top_k = 2, scale = 0x7FF8000000000000>} {
+  return
+}
+
+// -----
+
+// Tests that layout_c1: ep must be positive.
+// expected-error @+1 {{layout_c1: ep and tp must be positive, got ep = 0, tp = 1}}
+func.func @layout_c1() attributes {l = #moe.layout<ep = 0, tp = 1>} {
+  return
+}
+
+// -----
+
+// Tests that layout_c1: tp must be positive.
+// expected-error @+1 {{layout_c1: ep and tp must be positive, got ep = 1, tp = -2}}
+func.func @layout_c1_tp() attributes {l = #moe.layout<ep = 1, tp = -2>} {
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.route
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that route_c1: x must have rank 2.
+func.func @route_c1(%x: tensor<64xf32>, %wr: tensor<8x64xf32>) {
+  // expected-error @+1 {{route_c1: x must have rank 2, got 'tensor<64xf32>'}}
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<64xf32>, tensor<8x64xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c2: the router weight must have rank 2.
+func.func @route_c2_rank(%x: tensor<?x64xf32>, %wr: tensor<8x64x1xf32>) {
+  // expected-error @+1 {{route_c2: router weight must have rank 2, got 'tensor<8x64x1xf32>'}}
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<?x64xf32>, tensor<8x64x1xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c2: the router weight has the element type of x.
+func.func @route_c2_element(%x: tensor<?x64xf32>, %wr: tensor<8x64xbf16>) {
+  // expected-error @+1 {{route_c2: router weight must have element type 'f32', got 'tensor<8x64xbf16>'}}
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<?x64xf32>, tensor<8x64xbf16>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c2: the router weight is [E, H] with the H of x.
+func.func @route_c2_hidden(%x: tensor<?x64xf32>, %wr: tensor<8x32xf32>) {
+  // expected-error @+1 {{route_c2: router weight 'tensor<8x32xf32>' does not match hidden size of x 'tensor<?x64xf32>'}}
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<?x64xf32>, tensor<8x32xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c2: the number of experts must be static.
+func.func @route_c2_dynamic(%x: tensor<?x64xf32>, %wr: tensor<?x64xf32>) {
+  // expected-error @+1 {{route_c2: the number of experts must be static}}
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<?x64xf32>, tensor<?x64xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c3: top_k may not exceed the number of experts.
+func.func @route_c3(%x: tensor<?x64xf32>, %wr: tensor<4x64xf32>) {
+  // expected-error @+1 {{route_c3: top_k (5) exceeds the number of experts (4)}}
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 5>
+    : (tensor<?x64xf32>, tensor<4x64xf32>) -> (tensor<?x5xi32>, tensor<?x5xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c4: n_group must divide the number of experts.
+func.func @route_c4(%x: tensor<?x64xf32>, %wr: tensor<10x64xf32>) {
+  // expected-error @+1 {{route_c4: n_group (4) does not divide the number of experts (10)}}
+  %ids, %w = moe.route %x, %wr routing <sigmoid, top_k = 2, n_group = 4, topk_group = 2>
+    : (tensor<?x64xf32>, tensor<10x64xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c5: top_k may not exceed the experts of the selected groups.
+func.func @route_c5(%x: tensor<?x64xf32>, %wr: tensor<32x64xf32>) {
+  // expected-error @+1 {{route_c5: top_k (9) exceeds the experts in the selected groups (topk_group 2 x 4)}}
+  %ids, %w = moe.route %x, %wr routing <sigmoid, top_k = 9, n_group = 8, topk_group = 2>
+    : (tensor<?x64xf32>, tensor<32x64xf32>) -> (tensor<?x9xi32>, tensor<?x9xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c6: with groups, every group holds at least 2 experts.
+func.func @route_c6(%x: tensor<?x64xf32>, %wr: tensor<4x64xf32>) {
+  // expected-error @+1 {{route_c6: group-limited routing ranks groups by their two best experts, so each group needs at least 2 experts, got 1}}
+  %ids, %w = moe.route %x, %wr routing <sigmoid, top_k = 2, n_group = 4, topk_group = 4>
+    : (tensor<?x64xf32>, tensor<4x64xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c7: a bias operand without correction_bias is rejected.
+func.func @route_c7_operand(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{route_c7: a correction bias operand is given if and only if the routing has correction_bias}}
+  %ids, %w = moe.route %x, %wr bias %b routing <sigmoid, top_k = 2>
+    : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c7: correction_bias without a bias operand is rejected.
+func.func @route_c7_attr(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>) {
+  // expected-error @+1 {{route_c7: a correction bias operand is given if and only if the routing has correction_bias}}
+  %ids, %w = moe.route %x, %wr routing <sigmoid, top_k = 2, correction_bias>
+    : (tensor<?x64xf32>, tensor<8x64xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c7: the bias has one entry per expert.
+func.func @route_c7_shape(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{route_c7: correction bias must be tensor<8xf32>, got 'tensor<4xf32>'}}
+  %ids, %w = moe.route %x, %wr bias %b routing <sigmoid, top_k = 2, correction_bias>
+    : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c7: the bias is f32 (an ODS type constraint).
+func.func @route_c7_element(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %b: tensor<8xbf16>) {
+  // expected-error @+1 {{operand #2 must be ranked tensor of 32-bit float values, but got 'tensor<8xbf16>'}}
+  %ids, %w = moe.route %x, %wr bias %b routing <sigmoid, top_k = 2, correction_bias>
+    : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8xbf16>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c8: expert_ids is [T, top_k].
+func.func @route_c8_ids(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>) {
+  // expected-error @+1 {{route_c8: expert_ids must be [T=?, top_k=2], got 'tensor<?x3xi32>'}}
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<?x64xf32>, tensor<8x64xf32>) -> (tensor<?x3xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c8: expert_weights is [T, top_k].
+func.func @route_c8_weights(%x: tensor<4x64xf32>, %wr: tensor<8x64xf32>) {
+  // expected-error @+1 {{route_c8: expert_weights must be [T=4, top_k=2], got 'tensor<5x2xf32>'}}
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<4x64xf32>, tensor<8x64xf32>) -> (tensor<4x2xi32>, tensor<5x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c8: expert_ids are i32 (an ODS type constraint).
+func.func @route_c8_element(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>) {
+  // expected-error @+1 {{result #0 must be ranked tensor of 32-bit signless integer values, but got 'tensor<?x2xi64>'}}
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<?x64xf32>, tensor<8x64xf32>) -> (tensor<?x2xi64>, tensor<?x2xf32>)
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.layer
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that layer_c1: x must have rank 2.
+func.func @layer_c1_rank(%x: tensor<64xf32>, %wr: tensor<8x64xf32>,
+                         %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>) {
+  // expected-error @+1 {{layer_c1: x must have rank 2, got 'tensor<64xf32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>) -> tensor<64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c1: the result has the type of x.
+func.func @layer_c1_result(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                           %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>) {
+  // expected-error @+1 {{layer_c1: result type 'tensor<4x64xf32>' must equal the type of x 'tensor<?x64xf32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+// Tests that route_c3: the expert-count routing rules also hold for moe.layer.
+func.func @layer_route_c3(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                          %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>) {
+  // expected-error @+1 {{route_c3: top_k (9) exceeds the number of experts (8)}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 9> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c2: the expert weights have rank 3.
+func.func @layer_c2_rank(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                         %w13: tensor<8x64x64xf32>, %w2: tensor<64x32xf32>) {
+  // expected-error @+1 {{layer_c2: w2 must have rank 3, got 'tensor<64x32xf32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c2: w13 is [E, 2I, H] and w2 is [E, H, I].
+func.func @layer_c2_shape(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                          %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{layer_c2: expert weights must be w13[E/ep=8, 2I, H=64] and w2[E/ep, H, I], got 'tensor<8x64x64xf32>' and 'tensor<8x64x16xf32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x16xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c2: with ep = 1 the expert weights hold all E experts.
+func.func @layer_c2_experts(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                            %w13: tensor<4x64x64xf32>, %w2: tensor<4x64x32xf32>) {
+  // expected-error @+1 {{layer_c2: expert weights must be w13[E/ep=8, 2I, H=64] and w2[E/ep, H, I]}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>,
+          tensor<4x64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c3: a shared expert needs both weights (generic form only).
+func.func @layer_c3_pair(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                         %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>,
+                         %s13: tensor<64x64xf32>) {
+  // expected-error @+1 {{layer_c3: shared expert needs both shared_w13 and shared_w2}}
+  %y = "moe.layer"(%x, %wr, %w13, %w2, %s13) <{
+         activation = #moe<activation swiglu>,
+         layout = #moe.layout<ep = 1, tp = 1>,
+         operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 0, 0>,
+         routing = #moe.routing<softmax, top_k = 2>}>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c3: the shared expert weights have rank 2.
+func.func @layer_c3_rank(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                         %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>,
+                         %s13: tensor<1x64x64xf32>, %s2: tensor<64x32xf32>) {
+  // expected-error @+1 {{layer_c3: shared_w13 must have rank 2, got 'tensor<1x64x64xf32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) shared(%s13, %s2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>, tensor<1x64x64xf32>, tensor<64x32xf32>)
+         -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c3: shared_w13 is [2Is, H] and shared_w2 is [H, Is].
+func.func @layer_c3_shape(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                          %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>,
+                          %s13: tensor<64x64xf32>, %s2: tensor<64x16xf32>) {
+  // expected-error @+1 {{layer_c3: shared expert weights must be shared_w13[2Is, H] and shared_w2[H, Is], got 'tensor<64x64xf32>' and 'tensor<64x16xf32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) shared(%s13, %s2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>, tensor<64x64xf32>, tensor<64x16xf32>)
+         -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c4: expert weights have the element type of x.
+func.func @layer_c4(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                    %w13: tensor<8x64x64xbf16>, %w2: tensor<8x64x32xf32>) {
+  // expected-error @+1 {{layer_c4: w13 must have element type 'f32', got 'tensor<8x64x64xbf16>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xbf16>,
+          tensor<8x64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c4: shared expert weights have the element type of x.
+func.func @layer_c4_shared(%x: tensor<?x64xbf16>, %wr: tensor<8x64xbf16>,
+                           %w13: tensor<8x64x64xbf16>, %w2: tensor<8x64x32xbf16>,
+                           %s13: tensor<64x64xbf16>, %s2: tensor<64x32xf32>) {
+  // expected-error @+1 {{layer_c4: shared_w2 must have element type 'bf16', got 'tensor<64x32xf32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) shared(%s13, %s2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xbf16>, tensor<8x64xbf16>, tensor<8x64x64xbf16>,
+          tensor<8x64x32xbf16>, tensor<64x64xbf16>, tensor<64x32xf32>)
+         -> tensor<?x64xbf16>
+  return
+}
+
+// -----
+
+// Tests that layer_c4: only f32 and bf16 are accepted (ODS type constraint).
+func.func @layer_c4_f16(%x: tensor<?x64xf16>, %wr: tensor<8x64xf16>,
+                        %w13: tensor<8x64x64xf16>, %w2: tensor<8x64x32xf16>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<?x64xf16>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf16>, tensor<8x64xf16>, tensor<8x64x64xf16>,
+          tensor<8x64x32xf16>) -> tensor<?x64xf16>
+  return
+}
+
+// -----
+
+// Tests that layer_c5: ep must divide the number of experts.
+func.func @layer_c5(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                    %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>) {
+  // expected-error @+1 {{layer_c5: ep (3) does not divide the number of experts (8)}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 3, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c2: with ep = 4 the expert weights hold the E/ep local experts.
+func.func @layer_c2_local(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                          %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>,
+                          %er: tensor<8xi32>) {
+  // expected-error @+1 {{layer_c2: expert weights must be w13[E/ep=2, 2I, H=64] and w2[E/ep, H, I], got 'tensor<8x64x64xf32>' and 'tensor<8x64x32xf32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 4, tp = 1>
+         {max_tokens_per_rank = 16 : i64}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>, tensor<8xi32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c6: ep > 1 needs expert_rank and max_tokens_per_rank.
+func.func @layer_c6_missing(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                            %w13: tensor<4x64x64xf32>, %w2: tensor<4x64x32xf32>) {
+  // expected-error @+1 {{layer_c6: expert_rank and max_tokens_per_rank are given if and only if ep > 1}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>,
+          tensor<4x64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c6: ep > 1 with expert_rank still needs max_tokens_per_rank.
+func.func @layer_c6_capacity(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                             %w13: tensor<4x64x64xf32>, %w2: tensor<4x64x32xf32>,
+                             %er: tensor<8xi32>) {
+  // expected-error @+1 {{layer_c6: expert_rank and max_tokens_per_rank are given if and only if ep > 1}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>,
+          tensor<4x64x32xf32>, tensor<8xi32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c6: with ep = 1 there is no expert_rank.
+func.func @layer_c6_ep1(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                        %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>,
+                        %er: tensor<8xi32>) {
+  // expected-error @+1 {{layer_c6: expert_rank and max_tokens_per_rank are given if and only if ep > 1}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+         {max_tokens_per_rank = 16 : i64}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>, tensor<8xi32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c6: expert_rank has one entry per expert.
+func.func @layer_c6_shape(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                          %w13: tensor<4x64x64xf32>, %w2: tensor<4x64x32xf32>,
+                          %er: tensor<4xi32>) {
+  // expected-error @+1 {{layer_c6: expert_rank must be tensor<8xi32>, got 'tensor<4xi32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 16 : i64}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>,
+          tensor<4x64x32xf32>, tensor<4xi32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c6: max_tokens_per_rank is positive (ODS attribute constraint).
+func.func @layer_c6_positive(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                             %w13: tensor<4x64x64xf32>, %w2: tensor<4x64x32xf32>,
+                             %er: tensor<8xi32>) {
+  // The attribute dictionary is parsed as a property, so the error is on its line.
+  // expected-error @+3 {{attribute 'max_tokens_per_rank' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 0 : i64}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>,
+          tensor<4x64x32xf32>, tensor<8xi32>) -> tensor<?x64xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.dispatch
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that dispatch_c1: x and expert_ids have rank 2.
+func.func @dispatch_c1_rank(%x: tensor<?x64xf32>, %ids: tensor<?xi32>) {
+  // expected-error @+1 {{dispatch_c1: expert_ids must have rank 2, got 'tensor<?xi32>'}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<?x64xf32>, tensor<?xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c1: expert_ids and x agree on the number of tokens.
+func.func @dispatch_c1_tokens(%x: tensor<4x64xf32>, %ids: tensor<5x2xi32>) {
+  // expected-error @+1 {{dispatch_c1: expert_ids 'tensor<5x2xi32>' and x 'tensor<4x64xf32>' disagree on the number of tokens}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<4x64xf32>, tensor<5x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<5x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c2: dispatched is [T*k, H].
+func.func @dispatch_c2_shape(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>) {
+  // expected-error @+1 {{dispatch_c2: dispatched must be [T*k=8, H=64], got 'tensor<4x64xf32>'}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<4x64xf32>, tensor<4x2xi32>) -> (tensor<4x64xf32>, tensor<4xi32>, tensor<4x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c2: dispatched has the element type of x.
+func.func @dispatch_c2_element(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  // expected-error @+1 {{dispatch_c2: dispatched must have element type 'f32', got 'tensor<?x64xbf16>'}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xbf16>, tensor<?xi32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c3: row_expert has one entry per dispatched row.
+func.func @dispatch_c3(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>) {
+  // expected-error @+1 {{dispatch_c3: row_expert 'tensor<4xi32>' must have one entry per dispatched row}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<4x64xf32>, tensor<4x2xi32>) -> (tensor<8x64xf32>, tensor<4xi32>, tensor<4x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c3: row_expert has rank 1.
+func.func @dispatch_c3_rank(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>) {
+  // expected-error @+1 {{dispatch_c3: row_expert must have rank 1, got 'tensor<4x2xi32>'}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<4x64xf32>, tensor<4x2xi32>) -> (tensor<8x64xf32>, tensor<4x2xi32>, tensor<4x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c4: slot has the shape of expert_ids.
+func.func @dispatch_c4(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  // expected-error @+1 {{dispatch_c4: slot 'tensor<?x4xi32>' must have the shape of expert_ids 'tensor<?x2xi32>'}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x4xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch num_experts must be positive (ODS attribute constraint, no rule id).
+func.func @dispatch_num_experts(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  // expected-error @+1 {{attribute 'num_experts' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 0
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.grouped_matmul
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that gmm_c1: the weight has rank 3.
+func.func @gmm_c1_rank(%in: tensor<?x64xf32>, %w: tensor<32x64xf32>, %re: tensor<?xi32>) {
+  // expected-error @+1 {{gmm_c1: weight must have rank 3, got 'tensor<32x64xf32>'}}
+  %r = moe.grouped_matmul %in, %w, %re
+    : (tensor<?x64xf32>, tensor<32x64xf32>, tensor<?xi32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that gmm_c1: the weight has the element type of the input.
+func.func @gmm_c1_element(%in: tensor<?x64xf32>, %w: tensor<8x32x64xbf16>, %re: tensor<?xi32>) {
+  // expected-error @+1 {{gmm_c1: weight must have element type 'f32', got 'tensor<8x32x64xbf16>'}}
+  %r = moe.grouped_matmul %in, %w, %re
+    : (tensor<?x64xf32>, tensor<8x32x64xbf16>, tensor<?xi32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that gmm_c1: the weight is [E, M, K] with the K of the input.
+func.func @gmm_c1_k(%in: tensor<?x64xf32>, %w: tensor<8x64x32xf32>, %re: tensor<?xi32>) {
+  // expected-error @+1 {{gmm_c1: weight 'tensor<8x64x32xf32>' must be [E, M, K] with K = 64 of input 'tensor<?x64xf32>'}}
+  %r = moe.grouped_matmul %in, %w, %re
+    : (tensor<?x64xf32>, tensor<8x64x32xf32>, tensor<?xi32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that gmm_c2: row_expert has one entry per input row.
+func.func @gmm_c2(%in: tensor<6x64xf32>, %w: tensor<8x32x64xf32>, %re: tensor<5xi32>) {
+  // expected-error @+1 {{gmm_c2: row_expert 'tensor<5xi32>' must have one entry per input row}}
+  %r = moe.grouped_matmul %in, %w, %re
+    : (tensor<6x64xf32>, tensor<8x32x64xf32>, tensor<5xi32>) -> tensor<6x32xf32>
+  return
+}
+
+// -----
+
+// Tests that gmm_c2: row_expert is i32 (an ODS type constraint).
+func.func @gmm_c2_element(%in: tensor<6x64xf32>, %w: tensor<8x32x64xf32>, %re: tensor<6xi64>) {
+  // expected-error @+1 {{operand #2 must be ranked tensor of 32-bit signless integer values, but got 'tensor<6xi64>'}}
+  %r = moe.grouped_matmul %in, %w, %re
+    : (tensor<6x64xf32>, tensor<8x32x64xf32>, tensor<6xi64>) -> tensor<6x32xf32>
+  return
+}
+
+// -----
+
+// Tests that gmm_c3: the result is [N, M].
+func.func @gmm_c3_shape(%in: tensor<6x64xf32>, %w: tensor<8x32x64xf32>, %re: tensor<6xi32>) {
+  // expected-error @+1 {{gmm_c3: result must be [N=6, M=32], got 'tensor<6x64xf32>'}}
+  %r = moe.grouped_matmul %in, %w, %re
+    : (tensor<6x64xf32>, tensor<8x32x64xf32>, tensor<6xi32>) -> tensor<6x64xf32>
+  return
+}
+
+// -----
+
+// Tests that gmm_c3: the result has the element type of the input.
+func.func @gmm_c3_element(%in: tensor<6x64xbf16>, %w: tensor<8x32x64xbf16>, %re: tensor<6xi32>) {
+  // expected-error @+1 {{gmm_c3: result must have element type 'bf16', got 'tensor<6x32xf32>'}}
+  %r = moe.grouped_matmul %in, %w, %re
+    : (tensor<6x64xbf16>, tensor<8x32x64xbf16>, tensor<6xi32>) -> tensor<6x32xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.activation
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that act_c1: input and result have rank 2.
+func.func @act_c1_rank(%h: tensor<?x8x64xf32>) {
+  // expected-error @+1 {{act_c1: input must have rank 2, got 'tensor<?x8x64xf32>'}}
+  %a = moe.activation %h kind swiglu : (tensor<?x8x64xf32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that act_c1: the result has the element type of the input.
+func.func @act_c1_element(%h: tensor<?x64xf32>) {
+  // expected-error @+1 {{act_c1: result must have element type 'f32', got 'tensor<?x32xbf16>'}}
+  %a = moe.activation %h kind swiglu : (tensor<?x64xf32>) -> tensor<?x32xbf16>
+  return
+}
+
+// -----
+
+// Tests that act_c2: the input has a static, even number of columns.
+func.func @act_c2_odd(%h: tensor<?x63xf32>) {
+  // expected-error @+1 {{act_c2: a gated activation needs a static, even number of input columns (gate and up), got 'tensor<?x63xf32>'}}
+  %a = moe.activation %h kind swiglu : (tensor<?x63xf32>) -> tensor<?x31xf32>
+  return
+}
+
+// -----
+
+// Tests that act_c2: a dynamic number of input columns is rejected.
+func.func @act_c2_dynamic(%h: tensor<?x?xf32>) {
+  // expected-error @+1 {{act_c2: a gated activation needs a static, even number of input columns (gate and up), got 'tensor<?x?xf32>'}}
+  %a = moe.activation %h kind swiglu : (tensor<?x?xf32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that act_c2: the result has half the input columns.
+func.func @act_c2_result(%h: tensor<?x64xf32>) {
+  // expected-error @+1 {{act_c2: result must be [N=?, 32], got 'tensor<?x64xf32>'}}
+  %a = moe.activation %h kind swiglu : (tensor<?x64xf32>) -> tensor<?x64xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.combine
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that combine_c1: expert_out, slot and weights have rank 2.
+func.func @combine_c1_rank(%o: tensor<?x64xf32>, %s: tensor<?xi32>, %w: tensor<?x2xf32>) {
+  // expected-error @+1 {{combine_c1: slot must have rank 2, got 'tensor<?xi32>'}}
+  %y = moe.combine %o, %s, %w
+    : (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that combine_c1: weights have the shape of slot.
+func.func @combine_c1_shape(%o: tensor<?x64xf32>, %s: tensor<?x2xi32>, %w: tensor<?x4xf32>) {
+  // expected-error @+1 {{combine_c1: weights 'tensor<?x4xf32>' must have the shape of slot 'tensor<?x2xi32>'}}
+  %y = moe.combine %o, %s, %w
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x4xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that combine_c1: weights are f32 (an ODS type constraint).
+func.func @combine_c1_element(%o: tensor<?x64xbf16>, %s: tensor<?x2xi32>, %w: tensor<?x2xbf16>) {
+  // expected-error @+1 {{operand #2 must be ranked tensor of 32-bit float values, but got 'tensor<?x2xbf16>'}}
+  %y = moe.combine %o, %s, %w
+    : (tensor<?x64xbf16>, tensor<?x2xi32>, tensor<?x2xbf16>) -> tensor<?x64xbf16>
+  return
+}
+
+// -----
+
+// Tests that combine_c2: the result is [T, H].
+func.func @combine_c2_shape(%o: tensor<8x64xf32>, %s: tensor<4x2xi32>, %w: tensor<4x2xf32>) {
+  // expected-error @+1 {{combine_c2: result must be [T=4, H=64], got 'tensor<8x64xf32>'}}
+  %y = moe.combine %o, %s, %w
+    : (tensor<8x64xf32>, tensor<4x2xi32>, tensor<4x2xf32>) -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+// Tests that combine_c2: the result has the element type of expert_out.
+func.func @combine_c2_element(%o: tensor<?x64xbf16>, %s: tensor<?x2xi32>, %w: tensor<?x2xf32>) {
+  // expected-error @+1 {{combine_c2: result must have element type 'bf16', got 'tensor<?x64xf32>'}}
+  %y = moe.combine %o, %s, %w
+    : (tensor<?x64xbf16>, tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x64xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.ep_dispatch and moe.ep_combine
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that ep_dispatch_c1: expert_rank has rank 1.
+func.func @ep_dispatch_c1_rank(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
+                               %w: tensor<?x2xf32>, %er: tensor<8x1xi32>) {
+  // expected-error @+1 {{ep_dispatch_c1: expert_rank must have rank 1, got 'tensor<8x1xi32>'}}
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 64
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8x1xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  return
+}
+
+// -----
+
+// Tests that ep_dispatch_c1: x, expert_ids and expert_weights agree on T and k.
+func.func @ep_dispatch_c1_shape(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>,
+                                %w: tensor<4x3xf32>, %er: tensor<8xi32>) {
+  // expected-error @+1 {{ep_dispatch_c1: x [T,H], expert_ids [T,k] and expert_weights [T,k] disagree: 'tensor<4x64xf32>', 'tensor<4x2xi32>', 'tensor<4x3xf32>'}}
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 64
+    : (tensor<4x64xf32>, tensor<4x2xi32>, tensor<4x3xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x3xf32>, i64)
+  return
+}
+
+// -----
+
+// Tests that ep_dispatch_c2: the received rows have x's element type.
+func.func @ep_dispatch_c2_element(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
+                                  %w: tensor<?x2xf32>, %er: tensor<8xi32>) {
+  // expected-error @+1 {{ep_dispatch_c2: received must have element type 'f32', got 'tensor<?x64xbf16>'}}
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 64
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xbf16>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  return
+}
+
+// -----
+
+// Tests that ep_dispatch_c2: the results are [R, H], [R, k], [R, k].
+func.func @ep_dispatch_c2_shape(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
+                                %w: tensor<?x2xf32>, %er: tensor<8xi32>) {
+  // expected-error @+1 {{ep_dispatch_c2: results must be [R,H], [R,k], [R,k] with H and k of the operands}}
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 64
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x4xi32>, tensor<?x2xf32>, i64)
+  return
+}
+
+// -----
+
+// Tests that ep_dispatch capacity must be positive (ODS attribute constraint, no rule id).
+func.func @ep_dispatch_capacity(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
+                                %w: tensor<?x2xf32>, %er: tensor<8xi32>) {
+  // expected-error @+1 {{attribute 'capacity' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 0
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  return
+}
+
+// -----
+
+// Tests that ep_combine_c1: partial and result have rank 2.
+func.func @ep_combine_c1_rank(%p: tensor<?x64xf32>, %h: i64) {
+  // expected-error @+1 {{ep_combine_c1: result must have rank 2, got 'tensor<?xf32>'}}
+  %y = moe.ep_combine %p, %h : (tensor<?x64xf32>, i64) -> tensor<?xf32>
+  return
+}
+
+// -----
+
+// Tests that ep_combine_c1: the result has partial's element type.
+func.func @ep_combine_c1_element(%p: tensor<?x64xbf16>, %h: i64) {
+  // expected-error @+1 {{ep_combine_c1: result must have element type 'bf16', got 'tensor<?x64xf32>'}}
+  %y = moe.ep_combine %p, %h : (tensor<?x64xbf16>, i64) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that ep_combine_c1: result and partial agree on H.
+func.func @ep_combine_c1_hidden(%p: tensor<?x64xf32>, %h: i64) {
+  // expected-error @+1 {{ep_combine_c1: result 'tensor<?x32xf32>' and partial 'tensor<?x64xf32>' disagree on the hidden size}}
+  %y = moe.ep_combine %p, %h : (tensor<?x64xf32>, i64) -> tensor<?x32xf32>
+  return
+}

@@ -1,0 +1,162 @@
+// RUN: moe-opt %s -split-input-file --moe-decompose-layer | FileCheck %s
+
+// Tests that moe.layer becomes route, dispatch, grouped_matmul, activation, grouped_matmul, combine.
+// CHECK-LABEL: func.func @layer_softmax
+// CHECK-SAME: (%[[X:.+]]: tensor<?x64xf32>, %[[WR:.+]]: tensor<8x64xf32>, %[[W13:.+]]: tensor<8x64x64xf32>, %[[W2:.+]]: tensor<8x64x32xf32>)
+// CHECK-NOT: moe.layer
+// CHECK: %[[IDS:.+]], %[[WTS:.+]] = moe.route %[[X]], %[[WR]] routing <softmax, top_k = 2, normalize>
+// CHECK-SAME: -> (tensor<?x2xi32>, tensor<?x2xf32>)
+// CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]] = moe.dispatch %[[X]], %[[IDS]] num_experts = 8
+// CHECK-SAME: -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
+// CHECK: %[[H:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]]
+// CHECK-SAME: -> tensor<?x64xf32>
+// CHECK: %[[A:.+]] = moe.activation %[[H]] kind swiglu
+// CHECK-SAME: -> tensor<?x32xf32>
+// CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]]
+// CHECK-SAME: -> tensor<?x64xf32>
+// CHECK: %[[Y:.+]] = moe.combine %[[O]], %[[SLOT]], %[[WTS]]
+// CHECK-SAME: -> tensor<?x64xf32>
+// CHECK-NOT: moe.layer
+// CHECK: return %[[Y]]
+func.func @layer_softmax(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                         %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>)
+    -> tensor<?x64xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2, normalize> activation swiglu
+         layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
+// Tests that static tokens give static T*k rows and the bias and routing go to moe.route.
+// CHECK-LABEL: func.func @layer_static_bias
+// CHECK-SAME: (%[[X:.+]]: tensor<4x16xf32>, %[[WR:.+]]: tensor<8x16xf32>, %[[B:.+]]: tensor<8xf32>, %[[W13:.+]]: tensor<8x8x16xf32>, %[[W2:.+]]: tensor<8x16x4xf32>)
+// CHECK: %[[IDS:.+]], %[[WTS:.+]] = moe.route %[[X]], %[[WR]] bias %[[B]] routing <sigmoid, top_k = 3, n_group = 4, topk_group = 2, normalize, scale = 2.500000e+00, correction_bias>
+// CHECK-SAME: -> (tensor<4x3xi32>, tensor<4x3xf32>)
+// CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]] = moe.dispatch %[[X]], %[[IDS]] num_experts = 8
+// CHECK-SAME: -> (tensor<12x16xf32>, tensor<12xi32>, tensor<4x3xi32>)
+// CHECK: %[[H:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]] {{.*}} -> tensor<12x8xf32>
+// CHECK: %[[A:.+]] = moe.activation %[[H]] kind swiglu {{.*}} -> tensor<12x4xf32>
+// CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]] {{.*}} -> tensor<12x16xf32>
+// CHECK: %[[Y:.+]] = moe.combine %[[O]], %[[SLOT]], %[[WTS]] {{.*}} -> tensor<4x16xf32>
+// CHECK: return %[[Y]]
+func.func @layer_static_bias(%x: tensor<4x16xf32>, %wr: tensor<8x16xf32>,
+                             %b: tensor<8xf32>, %w13: tensor<8x8x16xf32>,
+                             %w2: tensor<8x16x4xf32>) -> tensor<4x16xf32> {
+  %y = moe.layer %x router(%wr bias %b) experts(%w13, %w2)
+         routing <sigmoid, top_k = 3, n_group = 4, topk_group = 2, normalize,
+                  scale = 2.5, correction_bias>
+         activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>,
+          tensor<8x8x16xf32>, tensor<8x16x4xf32>) -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that a shared expert becomes a one-expert grouped_matmul pair added with linalg.add.
+// CHECK-LABEL: func.func @layer_shared
+// CHECK-SAME: (%[[X:.+]]: tensor<?x64xbf16>, %[[WR:.+]]: tensor<32x64xbf16>, %[[B:.+]]: tensor<32xf32>, %[[W13:.+]]: tensor<32x48x64xbf16>, %[[W2:.+]]: tensor<32x64x24xbf16>, %[[S13:.+]]: tensor<48x64xbf16>, %[[S2:.+]]: tensor<64x24xbf16>)
+// CHECK: %[[IDS:.+]], %[[WTS:.+]] = moe.route %[[X]], %[[WR]] bias %[[B]]
+// CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]] = moe.dispatch %[[X]], %[[IDS]] num_experts = 32
+// CHECK: %[[H:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]]
+// CHECK: %[[A:.+]] = moe.activation %[[H]] kind swiglu
+// CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]]
+// CHECK: %[[ROUTED:.+]] = moe.combine %[[O]], %[[SLOT]], %[[WTS]]
+// CHECK-DAG: %[[ZERO:.+]] = arith.constant 0 : i32
+// CHECK-DAG: %[[T:.+]] = tensor.dim %[[X]], %{{.+}} : tensor<?x64xbf16>
+// CHECK-DAG: %[[EMPTY:.+]] = tensor.empty(%[[T]]) : tensor<?xi32>
+// CHECK-DAG: %[[SRE:.+]] = linalg.fill ins(%[[ZERO]] : i32) outs(%[[EMPTY]] : tensor<?xi32>)
+// CHECK-DAG: %[[S13E:.+]] = tensor.expand_shape %[[S13]] {{\[\[}}0, 1], [2]] output_shape [1, 48, 64] : tensor<48x64xbf16> into tensor<1x48x64xbf16>
+// CHECK-DAG: %[[S2E:.+]] = tensor.expand_shape %[[S2]] {{\[\[}}0, 1], [2]] output_shape [1, 64, 24] : tensor<64x24xbf16> into tensor<1x64x24xbf16>
+// CHECK: %[[SH:.+]] = moe.grouped_matmul %[[X]], %[[S13E]], %[[SRE]] : (tensor<?x64xbf16>, tensor<1x48x64xbf16>, tensor<?xi32>) -> tensor<?x48xbf16>
+// CHECK: %[[SA:.+]] = moe.activation %[[SH]] kind swiglu {{.*}} -> tensor<?x24xbf16>
+// CHECK: %[[SO:.+]] = moe.grouped_matmul %[[SA]], %[[S2E]], %[[SRE]] : (tensor<?x24xbf16>, tensor<1x64x24xbf16>, tensor<?xi32>) -> tensor<?x64xbf16>
+// CHECK: %[[INIT:.+]] = tensor.empty(%{{.+}}) : tensor<?x64xbf16>
+// CHECK: %[[Y:.+]] = linalg.add ins(%[[ROUTED]], %[[SO]] : tensor<?x64xbf16>, tensor<?x64xbf16>) outs(%[[INIT]] : tensor<?x64xbf16>)
+// CHECK-NOT: moe.layer
+// CHECK: return %[[Y]]
+func.func @layer_shared(%x: tensor<?x64xbf16>, %wr: tensor<32x64xbf16>,
+                        %b: tensor<32xf32>, %w13: tensor<32x48x64xbf16>,
+                        %w2: tensor<32x64x24xbf16>, %s13: tensor<48x64xbf16>,
+                        %s2: tensor<64x24xbf16>) -> tensor<?x64xbf16> {
+  %y = moe.layer %x router(%wr bias %b) experts(%w13, %w2) shared(%s13, %s2)
+         routing <sigmoid, top_k = 4, n_group = 8, topk_group = 4, normalize,
+                  scale = 2.5, correction_bias>
+         activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xbf16>, tensor<32x64xbf16>, tensor<32xf32>,
+          tensor<32x48x64xbf16>, tensor<32x64x24xbf16>, tensor<48x64xbf16>,
+          tensor<64x24xbf16>) -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
+}
+
+// -----
+
+// Tests that with ep > 1 the experts run on rows from moe.ep_dispatch (local ids, capacity max_tokens_per_rank * ep) and moe.ep_combine returns them.
+// CHECK-LABEL: func.func @layer_ep
+// CHECK-SAME: (%[[X:.+]]: tensor<?x16xf32>, %[[WR:.+]]: tensor<8x16xf32>, %[[W13:.+]]: tensor<2x8x16xf32>, %[[W2:.+]]: tensor<2x16x4xf32>, %[[ER:.+]]: tensor<8xi32>)
+// CHECK: %[[IDS:.+]], %[[WTS:.+]] = moe.route %[[X]], %[[WR]] routing <softmax, top_k = 2>
+// CHECK: %[[RX:.+]], %[[LIDS:.+]], %[[LW:.+]], %[[H:.+]] = moe.ep_dispatch %[[X]], %[[IDS]], %[[WTS]], %[[ER]] capacity = 64
+// CHECK-SAME: -> (tensor<?x16xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+// CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]] = moe.dispatch %[[RX]], %[[LIDS]] num_experts = 2
+// CHECK: %[[G:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]]
+// CHECK: %[[A:.+]] = moe.activation %[[G]]
+// CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]]
+// CHECK: %[[P:.+]] = moe.combine %[[O]], %[[SLOT]], %[[LW]]
+// CHECK: %[[Y:.+]] = moe.ep_combine %[[P]], %[[H]] : (tensor<?x16xf32>, i64) -> tensor<?x16xf32>
+// CHECK: return %[[Y]]
+func.func @layer_ep(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>,
+                    %w13: tensor<2x8x16xf32>, %w2: tensor<2x16x4xf32>,
+                    %er: tensor<8xi32>) -> tensor<?x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 4, tp = 1>
+         {max_tokens_per_rank = 16 : i64}
+       : (tensor<?x16xf32>, tensor<8x16xf32>, tensor<2x8x16xf32>,
+          tensor<2x16x4xf32>, tensor<8xi32>) -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+// Tests that two chained layers in one function are both decomposed.
+// CHECK-LABEL: func.func @two_layers
+// CHECK-NOT: moe.layer
+// CHECK: %[[Y1:.+]] = moe.combine
+// CHECK: %[[IDS:.+]], %{{.+}} = moe.route %[[Y1]],
+// CHECK: %[[Y2:.+]] = moe.combine
+// CHECK-NOT: moe.layer
+// CHECK: return %[[Y2]]
+func.func @two_layers(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+                      %w13: tensor<4x8x16xf32>, %w2: tensor<4x16x4xf32>)
+    -> tensor<?x16xf32> {
+  %y1 = moe.layer %x router(%wr) experts(%w13, %w2)
+          routing <softmax, top_k = 1> activation swiglu layout <ep = 1, tp = 1>
+        : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x8x16xf32>,
+           tensor<4x16x4xf32>) -> tensor<?x16xf32>
+  %y2 = moe.layer %y1 router(%wr) experts(%w13, %w2)
+          routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+        : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x8x16xf32>,
+           tensor<4x16x4xf32>) -> tensor<?x16xf32>
+  return %y2 : tensor<?x16xf32>
+}
+
+// -----
+
+// Tests that a function without moe.layer (decomposed moe ops included) is left unchanged.
+// CHECK-LABEL: func.func @no_layer
+// CHECK-SAME: (%[[H:.+]]: tensor<?x64xf32>, %[[B:.+]]: tensor<?x32xf32>, %[[N:.+]]: index)
+// CHECK-NEXT: %[[A:.+]] = moe.activation %[[H]] kind swiglu : (tensor<?x64xf32>) -> tensor<?x32xf32>
+// CHECK-NEXT: %[[E:.+]] = tensor.empty(%[[N]]) : tensor<?x32xf32>
+// CHECK-NEXT: %[[S:.+]] = linalg.add ins(%[[A]], %[[B]] : tensor<?x32xf32>, tensor<?x32xf32>) outs(%[[E]] : tensor<?x32xf32>)
+// CHECK-NEXT: return %[[S]]
+func.func @no_layer(%h: tensor<?x64xf32>, %b: tensor<?x32xf32>, %n: index)
+    -> tensor<?x32xf32> {
+  %a = moe.activation %h kind swiglu : (tensor<?x64xf32>) -> tensor<?x32xf32>
+  %e = tensor.empty(%n) : tensor<?x32xf32>
+  %s = linalg.add ins(%a, %b : tensor<?x32xf32>, tensor<?x32xf32>)
+                  outs(%e : tensor<?x32xf32>) -> tensor<?x32xf32>
+  return %s : tensor<?x32xf32>
+}
