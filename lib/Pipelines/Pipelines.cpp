@@ -4,6 +4,8 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cstdlib>
+
 using namespace mlir;
 using namespace mlir::moe;
 
@@ -43,6 +45,12 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
 
 LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
                                      const CudaPipelineOptions &options) {
+  // Upstream's NVVM serialization finds libdevice (for expf and friends)
+  // only through these variables; without it the PTX keeps unresolved calls.
+  if (!options.cudaPath.empty())
+    setenv("CUDA_HOME", options.cudaPath.c_str(), /*overwrite=*/1);
+  else if (!getenv("CUDA_HOME") && !getenv("CUDA_ROOT") && !getenv("CUDA_PATH"))
+    setenv("CUDA_HOME", "/usr/local/cuda", /*overwrite=*/0);
   std::string text = llvm::formatv(
       "{0},func.func(convert-linalg-to-parallel-loops,gpu-map-parallel-loops),"
       "convert-parallel-loops-to-gpu,canonicalize,"

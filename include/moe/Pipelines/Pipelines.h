@@ -26,6 +26,11 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
                              llvm::cl::desc("Kernel format: isa (PTX), bin "
                                             "(cubin, needs ptxas), fatbin"),
                              llvm::cl::init("isa")};
+  Option<std::string> cudaPath{
+      *this, "cuda-path",
+      llvm::cl::desc("CUDA toolkit (libdevice, ptxas); default: $CUDA_HOME, "
+                     "$CUDA_ROOT or $CUDA_PATH, else /usr/local/cuda"),
+      llvm::cl::init("")};
   Option<int> optLevel{*this, "opt-level",
                        llvm::cl::desc("Optimization level for the kernels"),
                        llvm::cl::init(3)};

@@ -311,6 +311,17 @@ func.func @layer_c2_shape(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
 
 // -----
 
+// Tests that layer_c2: the intermediate size is static (the activation splits w13).
+func.func @layer_c2_dynamic_intermediate(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+    %w13: tensor<8x?x64xf32>, %w2: tensor<8x64x32xf32>) {
+  // expected-error @+1 {{layer_c2: expert weights must be w13[E/ep=8, 2I, H=64]}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+    : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x?x64xf32>, tensor<8x64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
 // Tests that layer_c2: with ep = 1 the expert weights hold all E experts.
 func.func @layer_c2_experts(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
                             %w13: tensor<4x64x64xf32>, %w2: tensor<4x64x32xf32>) {
@@ -529,9 +540,19 @@ func.func @dispatch_c1_rank(%x: tensor<?x64xf32>, %ids: tensor<?xi32>) {
 
 // Tests that dispatch_c1: expert_ids and x agree on the number of tokens.
 func.func @dispatch_c1_tokens(%x: tensor<4x64xf32>, %ids: tensor<5x2xi32>) {
-  // expected-error @+1 {{dispatch_c1: expert_ids 'tensor<5x2xi32>' and x 'tensor<4x64xf32>' disagree on the number of tokens}}
+  // expected-error @+1 {{dispatch_c1: expert_ids 'tensor<5x2xi32>' must be [T, k] with a static k and T of x 'tensor<4x64xf32>'}}
   %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
     : (tensor<4x64xf32>, tensor<5x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<5x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c1: top-k is static.
+func.func @dispatch_c1_dynamic_k(%x: tensor<?x64xf32>, %ids: tensor<?x?xi32>) {
+  // expected-error @+1 {{dispatch_c1: expert_ids 'tensor<?x?xi32>' must be [T, k] with a static k}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<?x64xf32>, tensor<?x?xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x?xi32>)
   return
 }
 
@@ -860,5 +881,24 @@ func.func @ep_combine_c1_element(%p: tensor<?x64xbf16>, %h: i64) {
 func.func @ep_combine_c1_hidden(%p: tensor<?x64xf32>, %h: i64) {
   // expected-error @+1 {{ep_combine_c1: result 'tensor<?x32xf32>' and partial 'tensor<?x64xf32>' disagree on the hidden size}}
   %y = moe.ep_combine %p, %h : (tensor<?x64xf32>, i64) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that combine_c1: expert_out has one row per slot.
+func.func @combine_c1_rows(%o: tensor<3x64xf32>, %s: tensor<4x2xi32>, %w: tensor<4x2xf32>) {
+  // expected-error @+1 {{combine_c1: expert_out 'tensor<3x64xf32>' must have one row per slot (T*k = 8)}}
+  %y = moe.combine %o, %s, %w : (tensor<3x64xf32>, tensor<4x2xi32>, tensor<4x2xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+// Tests that a routing field may not be given twice.
+func.func @routing_field_twice(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>) {
+  // expected-error @+1 {{routing field 'top_k' given twice}}
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2, top_k = 3>
+    : (tensor<?x64xf32>, tensor<8x64xf32>) -> (tensor<?x3xi32>, tensor<?x3xf32>)
   return
 }

@@ -2,6 +2,7 @@
 #include "moe/Dialect/MoE/IR/MoEAttrs.h"
 #include "moe/Dialect/MoE/IR/MoEDialect.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include <cmath>
 
@@ -39,11 +40,16 @@ Attribute RoutingAttr::parse(AsmParser &parser, Type) {
   int64_t topK = 0, nGroup = 1, topkGroup = 1;
   bool normalize = false, correctionBias = false, sawTopK = false;
   double scale = 1.0;
+  llvm::StringSet<> seen;
   while (succeeded(parser.parseOptionalComma())) {
     SMLoc keyLoc = parser.getCurrentLocation();
     StringRef key;
     if (parser.parseKeyword(&key))
       return {};
+    if (!seen.insert(key).second) {
+      parser.emitError(keyLoc) << "routing field '" << key << "' given twice";
+      return {};
+    }
     if (key == "normalize") {
       normalize = true;
     } else if (key == "correction_bias") {

@@ -128,10 +128,11 @@ LogicalResult LayerOp::verify() {
     return failure();
   ArrayRef<int64_t> w13 = getW13().getType().getShape();
   ArrayRef<int64_t> w2 = getW2().getType().getShape();
+  // The intermediate size must be static: the activation splits w13's rows.
   if (!agree(w13[0], localExperts) || !agree(w2[0], localExperts) ||
       !agree(w13[2], hidden) || !agree(w2[1], hidden) ||
-      (!ShapedType::isDynamic(w13[1]) && !ShapedType::isDynamic(w2[2]) &&
-       w13[1] != 2 * w2[2]))
+      ShapedType::isDynamic(w13[1]) || ShapedType::isDynamic(w2[2]) ||
+      w13[1] != 2 * w2[2])
     return emitOpError() << "layer_c2: expert weights must be w13[E/ep="
                          << localExperts << ", 2I, H=" << dimStr(hidden)
                          << "] and w2[E/ep, H, I], got " << getW13().getType()
@@ -158,8 +159,8 @@ LogicalResult LayerOp::verify() {
     ArrayRef<int64_t> s13 = tensorType(getSharedW13()).getShape();
     ArrayRef<int64_t> s2 = tensorType(getSharedW2()).getShape();
     if (!agree(s13[1], hidden) || !agree(s2[0], hidden) ||
-        (!ShapedType::isDynamic(s13[0]) && !ShapedType::isDynamic(s2[1]) &&
-         s13[0] != 2 * s2[1]))
+        ShapedType::isDynamic(s13[0]) || ShapedType::isDynamic(s2[1]) ||
+        s13[0] != 2 * s2[1])
       return emitOpError() << "layer_c3: shared expert weights must be "
                               "shared_w13[2Is, H] and shared_w2[H, Is], got "
                            << getSharedW13().getType() << " and "
@@ -210,10 +211,10 @@ LogicalResult DispatchOp::verify() {
     return failure();
   ArrayRef<int64_t> x = getX().getType().getShape();
   ArrayRef<int64_t> ids = getExpertIds().getType().getShape();
-  if (!agree(x[0], ids[0]))
+  if (!agree(x[0], ids[0]) || ShapedType::isDynamic(ids[1]))
     return emitOpError() << "dispatch_c1: expert_ids " << getExpertIds().getType()
-                         << " and x " << getX().getType()
-                         << " disagree on the number of tokens";
+                         << " must be [T, k] with a static k and T of x "
+                         << getX().getType();
   if (failed(expectRank(op, "dispatch_c2", "dispatched", getDispatched(), 2)) ||
       failed(expectSameElementType(op, "dispatch_c2", "dispatched",
                                    getDispatched(), getX().getType().getElementType())))
@@ -311,6 +312,11 @@ LogicalResult CombineOp::verify() {
   if (!agree(slot[0], weights[0]) || !agree(slot[1], weights[1]))
     return emitOpError() << "combine_c1: weights " << getWeights().getType()
                          << " must have the shape of slot " << getSlot().getType();
+  if (!ShapedType::isDynamic(slot[0]) && !ShapedType::isDynamic(slot[1]) &&
+      !agree(getExpertOut().getType().getDimSize(0), slot[0] * slot[1]))
+    return emitOpError() << "combine_c1: expert_out " << getExpertOut().getType()
+                         << " must have one row per slot (T*k = "
+                         << slot[0] * slot[1] << ")";
   auto result = getResult().getType();
   if (failed(expectRank(op, "combine_c2", "result", getResult(), 2)) ||
       failed(expectSameElementType(op, "combine_c2", "result", getResult(),

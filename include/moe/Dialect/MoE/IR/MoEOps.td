@@ -32,8 +32,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     With `ep > 1` the op describes one rank: `x` holds this rank's tokens,
     `w13`/`w2` its `E/ep` local experts, `expert_rank[E]` (i32) the rank that
     owns each expert, and `max_tokens_per_rank` bounds the tokens of any rank
-    (the planned capacity is `max_tokens_per_rank * ep` received rows). Rules: `layer_c1`..`layer_c5` and the expert-count rules of
-    `#moe.routing` (`route_c3`..`route_c7`), see docs/MoEVerifierRules.md.
+    (the planned capacity is `max_tokens_per_rank * ep` received rows). Rules: `layer_c1`..`layer_c6` and the expert-count rules of
+    `#moe.routing` (`route_c2`..`route_c7`), see docs/MoEVerifierRules.md.
 
     ```mlir
     %y = moe.layer %x router(%wr) experts(%w13, %w2)
