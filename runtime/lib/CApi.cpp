@@ -217,6 +217,16 @@ int moert_barrier(const char *name) {
   return check(runtime.collectives->barrier(name));
 }
 
+int64_t moert_agree_chunks(int64_t localChunks) {
+  Collectives &coll = collectivesOrDie();
+  int64_t chunks = localChunks;
+  if (Status e = coll.allReduce("chunks.count", &chunks, 1, ReduceOp::Max))
+    die(*e);
+  coll.counters().totals["chunk_loops"] += 1;
+  coll.counters().totals["chunks_run"] += chunks;
+  return chunks;
+}
+
 void _mlir_ciface_moert_ep_dispatch_f32(moert_dispatch_result *result,
                                         moert_memref2d *x, moert_memref2d *ids,
                                         moert_memref2d *weights,

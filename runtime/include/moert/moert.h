@@ -31,6 +31,11 @@ int moert_allreduce_i64(const char *name, int64_t *values, int64_t count, int op
 int moert_allgather(const char *name, const void *send, int64_t bytes, void *recv);
 int moert_barrier(const char *name);
 
+/* Called by compiled chunk loops: the number of chunks every rank of the
+ * group runs, max over ranks of `local_chunks` (collective "chunks.count").
+ * Ends the process on failure, like the other entry points for compiled code. */
+int64_t moert_agree_chunks(int64_t local_chunks);
+
 /* MLIR's ranked memref descriptors, as compiled code passes them. */
 typedef struct {
   void *allocated;
