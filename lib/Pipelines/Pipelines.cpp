@@ -36,7 +36,7 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
   if (options.lowerToLLVM)
     text += ",arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
             "arith-expand{include-bf16},convert-scf-to-cf,expand-strided-metadata,lower-affine,"
-            "finalize-memref-to-llvm,convert-math-to-llvm,"
+            "finalize-memref-to-llvm{use-generic-functions},convert-math-to-llvm,"
             "convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm,"
             "convert-index-to-llvm,convert-ub-to-llvm,"
             "reconcile-unrealized-casts";

@@ -9,8 +9,17 @@ _CTYPES = {
     np.dtype(np.int32): ctypes.c_int32,
     np.dtype(ml_dtypes.bfloat16): ctypes.c_uint16,
 }
-_libc = ctypes.CDLL(None)
-_libc.free.argtypes = [ctypes.c_void_p]
+_runtime = None
+
+
+def _free(pointer):
+    """Buffers from compiled layers come from the runtime's measured heap."""
+    global _runtime
+    if _runtime is None:
+        from .toolchain import build_dir
+        _runtime = ctypes.CDLL(str(build_dir() / "lib" / "libmoert.so"), mode=ctypes.RTLD_GLOBAL)
+        _runtime.moert_free.argtypes = [ctypes.c_void_p]
+    _runtime.moert_free(pointer)
 
 
 def descriptor_type(rank, dtype):
@@ -55,7 +64,7 @@ def take_result(desc, dtype):
         span = (sum((s - 1) * st for s, st in zip(shape, strides)) + np.dtype(dtype).itemsize)
         raw = (ctypes.c_char * span).from_address(base + desc.offset * np.dtype(dtype).itemsize)
         out = np.ndarray(shape, dtype, buffer=raw, strides=strides).copy()
-    _libc.free(ctypes.cast(desc.allocated, ctypes.c_void_p))
+    _free(ctypes.cast(desc.allocated, ctypes.c_void_p))
     return out
 
 

@@ -64,10 +64,9 @@ Error moe_compile::linkShared(StringRef objectPath, StringRef path,
     return emitterError("cannot link a shared library: no 'cc' on PATH");
   std::string libDir = ("-L" + runtimeDir).str();
   std::string rpath = ("-Wl,-rpath," + runtimeDir).str();
-  // --as-needed: layers that never call the runtime do not depend on it.
-  SmallVector<StringRef> args = {*cc,   "-shared",          "-o",   path,
-                                 objectPath, "-Wl,--as-needed", libDir, rpath,
-                                 "-lmoert",  "-lm"};
+  // Every layer allocates through the runtime (its heap is measured).
+  SmallVector<StringRef> args = {*cc,    "-shared", "-o",      path, objectPath,
+                                 libDir, rpath,     "-lmoert", "-lm"};
   std::string message;
   int rc = sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
   if (rc != 0)

@@ -31,6 +31,15 @@ int moert_allreduce_i64(const char *name, int64_t *values, int64_t count, int op
 int moert_allgather(const char *name, const void *send, int64_t bytes, void *recv);
 int moert_barrier(const char *name);
 
+/* The heap of compiled layers (they allocate through MLIR's generic
+ * _mlir_memref_to_llvm_alloc/free, which the runtime provides): bytes live
+ * now and the high-water mark since the last reset. Free a buffer a compiled
+ * layer returned with moert_free (plain malloc'ed pointers are accepted). */
+void moert_free(void *pointer);
+int64_t moert_heap_live_bytes(void);
+int64_t moert_heap_peak_bytes(void);
+void moert_heap_reset_peak(void);
+
 /* Called by compiled chunk loops: the number of chunks every rank of the
  * group runs, max over ranks of `local_chunks` (collective "chunks.count").
  * Ends the process on failure, like the other entry points for compiled code. */
