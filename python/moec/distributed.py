@@ -49,13 +49,17 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scenario", choices=SCENARIOS, default="uniform")
     parser.add_argument("--tolerance", type=float, required=True)
+    parser.add_argument("--token-counts", help="tokens of each rank, e.g. 500,200,256")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
     runtime = Runtime("mpi")
     rank, ranks = runtime.rank, runtime.size
     plan = json.loads(Path(args.plan).read_text())
-    counts = tokens_per_rank(args.scenario, ranks, args.tokens)
+    counts = ([int(c) for c in args.token_counts.split(",")] if args.token_counts
+              else tokens_per_rank(args.scenario, ranks, args.tokens))
+    if len(counts) != ranks:
+        raise SystemExit(f"--token-counts gives {len(counts)} ranks, mpirun started {ranks}")
     x_all, weights = make_inputs(plan, sum(counts), args.seed)
     if args.scenario == "one-rank":
         steer_to_last_rank(plan, x_all, weights, ranks)
@@ -70,7 +74,12 @@ def main(argv=None):
     if ranks > 1:
         args_in_order["expert_rank"] = (np.arange(plan["experts"]) // local).astype(np.int32)
 
+    runtime.reset_counters()
+    heap_before = runtime.heap_live()
+    runtime.reset_heap_peak()
     y = run_layer(args.library, plan, x, args_in_order).astype(np.float64)
+    heap_peak = runtime.heap_peak() - heap_before
+    np.save(Path(args.out, f"y{rank}.npy"), y)
     ref = reference.layer(x, weights, plan)
     ids, _ = reference.route(x, weights["router_weight"], plan["routing"],
                              weights.get("correction_bias"))
@@ -83,6 +92,9 @@ def main(argv=None):
         "experts_hit_ranks": sorted({int(e) // local for e in ids.ravel()}),
         "distinct_token_ranks": int(sum(len({int(e) // local for e in row}) for row in ids)),
         "counters": runtime.counters(),
+        "heap_peak_bytes": heap_peak,
+        "output_file": str(Path(args.out, f"y{rank}.npy")),
+        "output_bytes": int(x.shape[0] * x.shape[1] * x.dtype.itemsize),
     }
     result["ok"] = bool(result["shape_ok"] and np.all(np.isfinite(y))
                         and result["max_rel"] <= args.tolerance)

@@ -42,13 +42,16 @@ def mpirun(ranks, *command, timeout=600):
                            *command], env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def run_ranks(library, plan_path, ranks, tokens, seed, scenario, tolerance, work):
+def run_ranks(library, plan_path, ranks, tokens, seed, scenario, tolerance, work,
+              token_counts=None):
     """Runs the layer on `ranks` MPI ranks; returns (per-rank results, mpirun)."""
     out = Path(work) / f"ranks-{Path(library).stem}-{scenario}-{ranks}"
     out.mkdir(exist_ok=True)
+    extra = ["--token-counts", ",".join(map(str, token_counts))] if token_counts else []
     done = mpirun(ranks, sys.executable, "-m", "moec.distributed", "--library", str(library),
                   "--plan", str(plan_path), "--tokens", str(tokens), "--seed", str(seed),
-                  "--scenario", scenario, "--tolerance", str(tolerance), "--out", str(out))
+                  "--scenario", scenario, "--tolerance", str(tolerance), "--out", str(out),
+                  *extra)
     results = [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
     return results, done
 

@@ -26,6 +26,18 @@ class Runtime:
         self.lib.moert_counters_json(buffer, length + 1)
         return json.loads(buffer.value.decode())
 
+    def heap_live(self):
+        """Bytes that compiled layers hold now (their measured heap)."""
+        self.lib.moert_heap_live_bytes.restype = ctypes.c_int64
+        return self.lib.moert_heap_live_bytes()
+
+    def heap_peak(self):
+        self.lib.moert_heap_peak_bytes.restype = ctypes.c_int64
+        return self.lib.moert_heap_peak_bytes()
+
+    def reset_heap_peak(self):
+        self.lib.moert_heap_reset_peak()
+
     def reset_counters(self):
         self.lib.moert_counters_reset()
 

@@ -11,6 +11,8 @@
 #include "moert/moert.h"
 
 #include <atomic>
+#include <cstring>
+#include <vector>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -57,6 +59,44 @@ void _mlir_memref_to_llvm_free(void *p) {
     }
   }
   std::free(p);
+}
+
+/// MLIR's unranked memref: the rank and a pointer to a ranked descriptor
+/// {allocated, aligned, offset, sizes[rank], strides[rank]}.
+struct UnrankedMemref {
+  int64_t rank;
+  void *descriptor;
+};
+
+/// Strided copy that memref.copy lowers to when a side is not contiguous
+/// (e.g. writing a chunk's rows into the layer's output).
+void memrefCopy(int64_t elementSize, UnrankedMemref *src, UnrankedMemref *dst) {
+  struct View {
+    char *base;
+    const int64_t *sizes, *strides;
+  };
+  auto view = [&](UnrankedMemref *m) {
+    auto *d = static_cast<char *>(m->descriptor);
+    char *aligned = *reinterpret_cast<char **>(d + sizeof(void *));
+    int64_t offset = *reinterpret_cast<int64_t *>(d + 2 * sizeof(void *));
+    auto *sizes = reinterpret_cast<const int64_t *>(d + 2 * sizeof(void *) + 8);
+    return View{aligned + offset * elementSize, sizes, sizes + m->rank};
+  };
+  View from = view(src), to = view(dst);
+  int64_t rank = src->rank, count = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    count *= from.sizes[d];
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t n = 0; n < count; ++n) {
+    int64_t a = 0, b = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      a += index[d] * from.strides[d];
+      b += index[d] * to.strides[d];
+    }
+    std::memcpy(to.base + b * elementSize, from.base + a * elementSize, elementSize);
+    for (int64_t d = rank - 1; d >= 0 && ++index[d] == from.sizes[d]; --d)
+      index[d] = 0;
+  }
 }
 
 void moert_free(void *p) { _mlir_memref_to_llvm_free(p); }

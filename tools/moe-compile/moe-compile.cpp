@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ObjectEmitter.h"
+#include "PlanReport.h"
+#include "moe/Dialect/MoE/Transforms/Passes.h"
 #include "moe/Import/HFConfig.h"
 #include "moe/InitAll.h"
 #include "moe/Pipelines/Pipelines.h"
@@ -60,6 +62,11 @@ cl::opt<std::string> runtimeDir(
     "runtime-dir", cl::desc("Directory of libmoert.so (default: ../lib next "
                             "to this tool)"),
     cl::init(""), cl::cat(category));
+cl::opt<int64_t> chunkBudget(
+    "chunk-budget-bytes",
+    cl::desc("Activation-memory budget of the layer's MoE buffers; chunks the "
+             "layer (moe-plan-chunks) when its tokens do not fit. 0: no limit"),
+    cl::init(0), cl::cat(category));
 cl::opt<std::string> entry("entry", cl::desc("Name of the layer function"),
                            cl::init("moe_layer"), cl::cat(category));
 cl::opt<Emit> emit(
@@ -168,6 +175,16 @@ int main(int argc, char **argv) {
   if (!module || failed(verify(*module)))
     return 1;
 
+  if (chunkBudget > 0) {
+    PassManager planning(&context);
+    moe::MoEPlanChunksOptions options;
+    options.budgetBytes = chunkBudget;
+    options.maxTokensPerRank = maxTokensPerRank;
+    planning.addPass(moe::createMoEPlanChunks(options));
+    if (failed(planning.run(*module)))
+      return 1;
+  }
+
   if (!planFile.empty()) {
     if (!config)
       return fail("--plan needs --config");
@@ -175,8 +192,8 @@ int main(int argc, char **argv) {
     auto out = openOutputFile(planFile, &error);
     if (!out)
       return fail(error);
-    out->os() << llvm::formatv("{0:2}",
-                               moe::layerPlan(*config, layout(), dtype, entry))
+    out->os() << llvm::formatv("{0:2}", moe_compile::planReport(
+                                           *module, *config, layout(), dtype, entry))
               << "\n";
     out->keep();
   }

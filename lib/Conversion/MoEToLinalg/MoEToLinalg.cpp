@@ -5,6 +5,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -447,17 +449,72 @@ struct CombineLowering : OpRewritePattern<CombineOp> {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// moe.chunk_loop -> scf.for over slices of x
+//===----------------------------------------------------------------------===//
+
+struct ChunkLoopLowering : OpRewritePattern<ChunkLoopOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ChunkLoopOp op,
+                                PatternRewriter &rewriter) const override {
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    Value x = op.getX();
+    Value tokens = tensor::DimOp::create(b, x, 0);
+    OpFoldResult hidden = tensor::getMixedSize(b, b.getLoc(), x, 1);
+    Value chunk = arith::ConstantIndexOp::create(b, op.getChunkSize());
+    Value zero = arith::ConstantIndexOp::create(b, 0);
+    Value one = arith::ConstantIndexOp::create(b, 1);
+    Value count = arith::CeilDivUIOp::create(b, tokens, chunk);
+    if (op.getAgreed())
+      count = AgreeCountOp::create(b, b.getIndexType(), count);
+    Value init = tensor::EmptyOp::create(
+        b, SmallVector<OpFoldResult>{tokens, hidden},
+        op.getX().getType().getElementType());
+    Block &body = op.getBody().front();
+    auto loop = scf::ForOp::create(
+        b, zero, count, one, ValueRange{init},
+        [&](OpBuilder &nb, Location loc, Value i, ValueRange acc) {
+          ImplicitLocOpBuilder lb(loc, nb);
+          // Chunks past this rank's tokens are empty: start = min(i*C, T).
+          Value start = arith::MinUIOp::create(
+              lb, arith::MulIOp::create(lb, i, chunk), tokens);
+          Value size = arith::MinUIOp::create(
+              lb, chunk, arith::SubIOp::create(lb, tokens, start));
+          SmallVector<OpFoldResult> offsets = {start, lb.getIndexAttr(0)};
+          SmallVector<OpFoldResult> sizes = {size, hidden};
+          SmallVector<OpFoldResult> strides = {lb.getIndexAttr(1), lb.getIndexAttr(1)};
+          Value slice = tensor::ExtractSliceOp::create(
+              lb, cast<RankedTensorType>(body.getArgument(0).getType()), x,
+              offsets, sizes, strides);
+          IRMapping map;
+          map.map(body.getArgument(0), slice);
+          for (Operation &inner : body.without_terminator())
+            lb.clone(inner, map);
+          Value rows = map.lookup(cast<YieldOp>(body.getTerminator()).getValue());
+          Value updated = tensor::InsertSliceOp::create(lb, rows, acc[0], offsets,
+                                                        sizes, strides);
+          scf::YieldOp::create(lb, updated);
+        });
+    Value result = loop.getResult(0);
+    if (result.getType() != op.getType())
+      result = tensor::CastOp::create(b, op.getType(), result);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
 struct ConvertMoEToLinalgPass
     : moe::impl::ConvertMoEToLinalgBase<ConvertMoEToLinalgPass> {
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     ConversionTarget target(*ctx);
     target.addIllegalOp<LayerOp, RouteOp, DispatchOp, GroupedMatmulOp, ActivationOp,
-                        CombineOp>();
+                        CombineOp, ChunkLoopOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
     patterns.add<RouteLowering, DispatchLowering, GroupedMatmulLowering,
-                 ActivationLowering, CombineLowering>(ctx);
+                 ActivationLowering, CombineLowering, ChunkLoopLowering>(ctx);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

@@ -49,6 +49,19 @@ struct ConvertMoEToRuntimePass
     ModuleOp module = getOperation();
     module.walk([&](EpDispatchOp op) { lowerDispatch(module, op); });
     module.walk([&](EpCombineOp op) { lowerCombine(module, op); });
+    module.walk([&](AgreeCountOp op) { lowerAgreeCount(module, op); });
+  }
+
+  void lowerAgreeCount(ModuleOp module, AgreeCountOp op) {
+    ImplicitLocOpBuilder b(op.getLoc(), op);
+    Value local = arith::IndexCastOp::create(b, b.getI64Type(), op.getLocal());
+    auto callee = declare(module, "moert_agree_chunks",
+                          b.getFunctionType({b.getI64Type()}, {b.getI64Type()}));
+    callee->removeAttr("llvm.emit_c_interface"); // scalars only: plain C
+    Value agreed = func::CallOp::create(b, callee, ValueRange{local}).getResult(0);
+    op.getAgreed().replaceAllUsesWith(
+        arith::IndexCastOp::create(b, b.getIndexType(), agreed).getResult());
+    op.erase();
   }
 
   void lowerDispatch(ModuleOp module, EpDispatchOp op) {

@@ -381,5 +381,31 @@ LogicalResult EpCombineOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// ChunkLoopOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ChunkLoopOp::verify() {
+  auto x = getX().getType();
+  Block &body = getBody().front();
+  if (x.getRank() != 2 || getY().getType() != x)
+    return emitOpError() << "chunk_c1: x must be [T,H] and the result of the "
+                            "same type, got "
+                         << x << " -> " << getY().getType();
+  auto chunk = RankedTensorType::get({ShapedType::kDynamic, x.getDimSize(1)},
+                                     x.getElementType());
+  if (body.getNumArguments() != 1 || body.getArgument(0).getType() != chunk)
+    return emitOpError() << "chunk_c2: the body takes one argument of type "
+                         << chunk;
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getValue().getType().getRank() != 2 ||
+      yield.getValue().getType().getElementType() != x.getElementType() ||
+      !agree(yield.getValue().getType().getDimSize(1), x.getDimSize(1)))
+    return emitOpError() << "chunk_c3: the body must end in moe.yield of [?, "
+                         << dimStr(x.getDimSize(1)) << "] rows of "
+                         << x.getElementType();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "moe/Dialect/MoE/IR/MoEOps.cpp.inc"

@@ -3,6 +3,7 @@
 #define MOE_DIALECT_MOE_IR_MOEOPS_TD
 
 include "moe/Dialect/MoE/IR/MoEAttrs.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def MoE_FloatTensor : RankedTensorOf<[F32, BF16]>;
@@ -255,6 +256,65 @@ def MoE_EpCombineOp : MoE_Op<"ep_combine"> {
     $partial `,` $handle attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// moe.chunk_loop, moe.yield, moe.agree_count
+//===----------------------------------------------------------------------===//
+
+def MoE_ChunkLoopOp : MoE_Op<"chunk_loop", [RecursiveMemoryEffects]> {
+  let summary = "Runs its body over chunks of at most chunk_size tokens";
+  let description = [{
+    Splits `x[T,H]` into `ceil(T / chunk_size)` chunks (one split, no copy),
+    runs the body on each (its argument is the chunk) and puts each chunk's
+    yielded rows at the chunk's place in the result (one concatenation).
+    With `agreed`, the trip count is the maximum over the expert-parallel
+    group (`moe.agree_count`), so every rank joins every collective in the
+    body: a rank with fewer chunks runs empty chunks (zero tokens), never
+    compute on fake data. `moe-plan-chunks` creates it.
+
+    ```mlir
+    %y = moe.chunk_loop %x chunk_size = 256 agreed
+        : (tensor<?x64xf32>) -> tensor<?x64xf32> {
+    ^bb0(%chunk: tensor<?x64xf32>):
+      %c = moe.layer %chunk ... : (...) -> tensor<?x64xf32>
+      moe.yield %c : tensor<?x64xf32>
+    }
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$x,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$chunk_size,
+                       UnitAttr:$agreed);
+  let results = (outs MoE_FloatTensor:$y);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $x `chunk_size` `=` $chunk_size (`agreed` $agreed^)? attr-dict `:`
+    functional-type($x, $y) $body
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_YieldOp : MoE_Op<"yield", [Pure, Terminator, ReturnLike,
+                                   HasParent<"ChunkLoopOp">]> {
+  let summary = "The rows a chunk_loop body produces for its chunk";
+  let arguments = (ins MoE_FloatTensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+def MoE_AgreeCountOp : MoE_Op<"agree_count"> {
+  let summary = "The maximum of a count over the expert-parallel group";
+  let description = [{
+    A collective: every rank passes its local count and gets the maximum over
+    all ranks, so that loops bounded by it run the same number of times
+    everywhere. Lowered to `moert_agree_chunks` by `convert-moe-to-runtime`.
+
+    ```mlir
+    %n = moe.agree_count %local : index
+    ```
+  }];
+  let arguments = (ins Index:$local);
+  let results = (outs Index:$agreed);
+  let assemblyFormat = "$local attr-dict `:` type($local)";
 }
 
 #endif // MOE_DIALECT_MOE_IR_MOEOPS_TD

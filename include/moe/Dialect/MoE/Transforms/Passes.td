@@ -36,4 +36,41 @@ def MoEDecomposeLayer : Pass<"moe-decompose-layer"> {
   ];
 }
 
+def MoEPlanChunks : Pass<"moe-plan-chunks"> {
+  let summary = "Chunk MoE layers so their buffers fit an activation-memory budget";
+  let description = [{
+    For each `moe.layer`, computes the bytes of MoE buffers one token needs
+    (router temporaries, dispatch rows, expert intermediates of tokens x top-k
+    x 2 x intermediate, combine rows, shared expert: `moeBytesPerToken`) and
+    the largest chunk that fits `budget-bytes`. When a rank's
+    `max-tokens-per-rank` tokens do not fit at once, the layer is wrapped in a
+    `moe.chunk_loop`; with `ep > 1` the loop is `agreed`: its trip count is
+    the maximum over the EP group (one small all-reduce), so every rank joins
+    every collective and ranks with fewer chunks run empty chunks. The
+    decision is recorded as `moe.chunk_plan` for the plan report.
+
+    Before:
+    ```mlir
+    %y = moe.layer %x ... layout <ep = 2, tp = 1> {max_tokens_per_rank = 4096 : i64}
+    ```
+    After (budget for 256 tokens):
+    ```mlir
+    %y = moe.chunk_loop %x chunk_size = 256 agreed : (...) -> tensor<?x64xf32> {
+    ^bb0(%chunk: tensor<?x64xf32>):
+      %c = moe.layer %chunk ... {max_tokens_per_rank = 256 : i64}
+      moe.yield %c : tensor<?x64xf32>
+    } {moe.chunk_plan = {bytes_per_token = ..., chunk_size = 256, max_chunks = 16}}
+    ```
+  }];
+  let options = [
+    Option<"budgetBytes", "budget-bytes", "int64_t", /*default=*/"0",
+           "Activation-memory budget for the MoE buffers of one layer, in bytes">,
+    Option<"maxTokensPerRank", "max-tokens-per-rank", "int64_t", /*default=*/"4096",
+           "Most tokens a rank holds (layers with ep > 1 carry their own)">
+  ];
+  let statistics = [
+    Statistic<"numChunked", "num-chunked", "Number of layers wrapped in a chunk loop">
+  ];
+}
+
 #endif // MOE_DIALECT_MOE_TRANSFORMS_PASSES_TD
