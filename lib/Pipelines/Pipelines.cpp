@@ -12,7 +12,8 @@ using namespace mlir::moe;
 namespace {
 /// Shared front half: moe -> linalg on tensors -> buffers.
 constexpr const char *kToBuffers =
-    "moe-decompose-layer,convert-moe-to-linalg,convert-moe-to-runtime,"
+    "moe-decompose-layer,convert-moe-to-linalg,moe-verify-collectives,"
+    "convert-moe-to-runtime,"
     "canonicalize,cse,"
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"

@@ -10,15 +10,15 @@
 // RUN:       --implicit-check-not=llvm.func
 
 // Tests that a softmax top-2 f32 layer with a C interface ends in llvm with an _mlir_ciface_ wrapper.
-// CHECK-DAG: llvm.func @malloc(i64) -> !llvm.ptr
-// CHECK-DAG: llvm.func @free(!llvm.ptr)
+// CHECK-DAG: llvm.func @_mlir_memref_to_llvm_alloc(i64) -> !llvm.ptr
+// CHECK-DAG: llvm.func @_mlir_memref_to_llvm_free(!llvm.ptr)
 // CHECK-LABEL: llvm.func @qwen_layer(
 // CHECK-SAME: %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: i64
 // CHECK-SAME: -> !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)>
 // CHECK-SAME: attributes {llvm.emit_c_interface}
-// CHECK: llvm.call @malloc
+// CHECK: llvm.call @_mlir_memref_to_llvm_alloc
 // CHECK: llvm.intr.exp
-// CHECK: llvm.call @free
+// CHECK: llvm.call @_mlir_memref_to_llvm_free
 // CHECK: llvm.return
 // CHECK-LABEL: llvm.func @_mlir_ciface_qwen_layer(
 // CHECK-SAME: %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr)

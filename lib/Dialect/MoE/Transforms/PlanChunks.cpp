@@ -48,6 +48,9 @@ struct MoEPlanChunksPass : moe::impl::MoEPlanChunksBase<MoEPlanChunksPass> {
 
   LogicalResult plan(LayerOp layer) {
     int64_t maxTokens = layer.getMaxTokensPerRank().value_or(maxTokensPerRank);
+    int64_t staticTokens = layer.getX().getType().getDimSize(0);
+    if (!ShapedType::isDynamic(staticTokens))
+      maxTokens = std::min(maxTokens, staticTokens);
     if (ShapedType::isDynamic(layer.getX().getType().getDimSize(1)) ||
         ShapedType::isDynamic(layer.getW2().getType().getDimSize(2)))
       return layer.emitError("moe-plan-chunks needs static hidden and "

@@ -73,4 +73,37 @@ def MoEPlanChunks : Pass<"moe-plan-chunks"> {
   ];
 }
 
+def MoEVerifyCollectives : Pass<"moe-verify-collectives"> {
+  let summary = "Prove that every rank issues the same collectives in the same order";
+  let description = [{
+    Rejects a collective (`moe.ep_dispatch`, `moe.ep_combine`,
+    `moe.agree_count`, or a call of a `moert_` runtime collective) that sits
+    under control flow which can differ between ranks:
+
+    * an `scf.if` / `cf.cond_br` whose condition is rank-dependent;
+    * an `scf.for` whose bounds or step are rank-dependent;
+    * a `moe.chunk_loop` that is not `agreed`;
+    * loops whose trip count cannot be analysed (`scf.while`, parallel loops).
+
+    A value is rank-uniform when it is a constant, the result of
+    `moe.agree_count` (a maximum over the group), an argument marked
+    `moe.uniform`, or computed by side-effect-free ops from uniform values;
+    everything else (tokens, their counts, received rows) is rank-local.
+    Runs inside the CPU and CUDA pipelines.
+
+    Rejected:
+    ```mlir
+    %t = tensor.dim %x, %c0 : tensor<?x64xf32>
+    %c = arith.cmpi sgt, %t, %c0 : index
+    scf.if %c {   // error: rank-local condition
+      %r:4 = moe.ep_dispatch ...
+    }
+    ```
+    Accepted: the same loop bounded by `%n = moe.agree_count %local : index`.
+  }];
+  let statistics = [
+    Statistic<"numCollectives", "num-collectives", "Collectives checked">
+  ];
+}
+
 #endif // MOE_DIALECT_MOE_TRANSFORMS_PASSES_TD

@@ -1,0 +1,74 @@
+//===- ChunkPlanTest.cpp - chunk planning without IR ----------------------===//
+#include "moe/Dialect/MoE/Analysis/ChunkPlan.h"
+
+#include "gtest/gtest.h"
+
+using namespace mlir::moe;
+
+namespace {
+LayerShape deepseekLike() {
+  LayerShape s;
+  s.hidden = 7168;
+  s.intermediate = 2048;
+  s.experts = 256;
+  s.topK = 8;
+  s.ep = 8;
+  s.elementBytes = 2;
+  s.sharedIntermediate = 2048;
+  return s;
+}
+} // namespace
+
+TEST(ChunkPlan, BuffersAddUpToBytesPerToken) {
+  LayerShape s = deepseekLike();
+  int64_t sum = 0;
+  for (const BufferFootprint &b : moeBuffers(s)) {
+    EXPECT_GT(b.bytesPerToken, 0) << b.name;
+    EXPECT_FALSE(b.formula.empty()) << b.name;
+    sum += b.bytesPerToken;
+  }
+  EXPECT_EQ(sum, moeBytesPerToken(s));
+}
+
+TEST(ChunkPlan, ExpertIntermediatesFollowTheFormula) {
+  LayerShape s = deepseekLike();
+  for (const BufferFootprint &b : moeBuffers(s))
+    if (b.name == "experts.gate_up") // tokens x top-k x 2 x intermediate, per received row
+      EXPECT_EQ(b.bytesPerToken, s.ep * s.topK * 2 * s.intermediate * (4 + 2));
+}
+
+TEST(ChunkPlan, ChunkIsTheLargestThatFits) {
+  LayerShape s = deepseekLike();
+  int64_t perToken = moeBytesPerToken(s);
+  std::string error;
+  auto plan = planChunks(s, 256 * perToken + perToken - 1, 4096, error);
+  ASSERT_TRUE(plan) << error;
+  EXPECT_EQ(plan->chunkSize, 256);
+  EXPECT_EQ(plan->maxChunks, 16);
+  EXPECT_TRUE(plan->chunked);
+  EXPECT_LE(plan->chunkSize * perToken, 256 * perToken + perToken - 1);
+}
+
+TEST(ChunkPlan, NoChunkingWhenEverythingFits) {
+  LayerShape s = deepseekLike();
+  std::string error;
+  auto plan = planChunks(s, int64_t(1) << 50, 4096, error);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->chunkSize, 4096);
+  EXPECT_EQ(plan->maxChunks, 1);
+  EXPECT_FALSE(plan->chunked);
+}
+
+TEST(ChunkPlan, BudgetBelowOneTokenIsAnError) {
+  LayerShape s = deepseekLike();
+  std::string error;
+  EXPECT_FALSE(planChunks(s, moeBytesPerToken(s) - 1, 4096, error));
+  EXPECT_NE(error.find("does not fit one token"), std::string::npos);
+}
+
+TEST(ChunkPlan, MoreRanksMeanMoreReceiveBuffers) {
+  LayerShape one = deepseekLike(), many = deepseekLike();
+  one.ep = 1;
+  many.ep = 64;
+  EXPECT_LT(moeBytesPerToken(one), moeBytesPerToken(many));
+}
