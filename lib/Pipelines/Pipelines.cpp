@@ -11,9 +11,10 @@ using namespace mlir::moe;
 
 namespace {
 /// Shared front half: moe -> linalg on tensors -> buffers.
-constexpr const char *kToBuffers =
+constexpr const char *kToLinalg =
     "moe-decompose-layer,convert-moe-to-linalg,moe-verify-collectives,"
-    "convert-moe-to-runtime,"
+    "convert-moe-to-runtime,";
+constexpr const char *kToBuffers =
     "canonicalize,cse,"
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
@@ -31,7 +32,11 @@ LogicalResult addPipeline(OpPassManager &pm, StringRef text) {
 
 LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
                                     const CpuPipelineOptions &options) {
-  std::string text = std::string(kToBuffers) +
+  std::string front = kToLinalg;
+  if (options.dispatchQuantization != "none")
+    front = "moe-decompose-layer,moe-fuse-quant-dispatch{scheme=" +
+            options.dispatchQuantization + "}," + front;
+  std::string text = front + kToBuffers +
                      ",buffer-deallocation-pipeline,"
                      "func.func(convert-linalg-to-loops)";
   if (options.lowerToLLVM)
@@ -53,12 +58,12 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
   else if (!getenv("CUDA_HOME") && !getenv("CUDA_ROOT") && !getenv("CUDA_PATH"))
     setenv("CUDA_HOME", "/usr/local/cuda", /*overwrite=*/0);
   std::string text = llvm::formatv(
-      "{0},func.func(convert-linalg-to-parallel-loops,gpu-map-parallel-loops),"
+      "{5}{0},func.func(convert-linalg-to-parallel-loops,gpu-map-parallel-loops),"
       "convert-parallel-loops-to-gpu,canonicalize,"
       "gpu-lower-to-nvvm-pipeline{{cubin-chip={1} cubin-features={2} "
       "cubin-format={3} opt-level={4}}",
       kToBuffers, options.chip.getValue(), options.features.getValue(),
-      options.format.getValue(), options.optLevel.getValue());
+      options.format.getValue(), options.optLevel.getValue(), kToLinalg);
   return addPipeline(pm, text);
 }
 

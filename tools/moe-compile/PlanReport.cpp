@@ -10,6 +10,7 @@ json::Value moe_compile::planReport(ModuleOp module,
                                     const moe::MoELayerConfig &config,
                                     const moe::ParallelLayout &layout,
                                     llvm::StringRef elementType,
+                                    llvm::StringRef dispatchQuantization,
                                     llvm::StringRef funcName) {
   json::Object plan =
       *moe::layerPlan(config, layout, elementType, funcName).getAsObject();
@@ -55,13 +56,21 @@ json::Value moe_compile::planReport(ModuleOp module,
   plan["buffers"] = json::Object{{"tokens_per_chunk", tokens},
                                  {"list", std::move(buffers)},
                                  {"total_bytes", total}};
-  int64_t rowBytes = config.hiddenSize * shape.elementBytes + config.topK * 8;
+  // A dispatched row: activations (FP8 plus scales when quantized), then
+  // top-k local ids and weights.
+  bool quantized = layout.ep > 1 && dispatchQuantization != "none";
+  int64_t h = config.hiddenSize;
+  int64_t activationBytes =
+      !quantized ? h * shape.elementBytes
+      : dispatchQuantization == "fp8-e4m3-g128" ? h + h / 128 * 4
+                                                 : h + h / 32;
+  int64_t rowBytes = activationBytes + config.topK * 8;
   plan["wire_bytes_per_token"] = json::Object{
       {"dispatch_row", rowBytes},
       {"dispatch_rows_per_token", "distinct destination ranks, at most " +
                                       std::to_string(std::min<int64_t>(
                                           config.topK, layout.ep))},
       {"combine_row", config.hiddenSize * shape.elementBytes},
-      {"quantization", "none"}};
+      {"quantization", quantized ? dispatchQuantization : "none"}};
   return plan;
 }

@@ -16,6 +16,7 @@ llvm::json::Value planReport(mlir::ModuleOp module,
                              const mlir::moe::MoELayerConfig &config,
                              const mlir::moe::ParallelLayout &layout,
                              llvm::StringRef elementType,
+                             llvm::StringRef dispatchQuantization,
                              llvm::StringRef funcName);
 
 } // namespace moe_compile

@@ -67,6 +67,11 @@ cl::opt<int64_t> chunkBudget(
     cl::desc("Activation-memory budget of the layer's MoE buffers; chunks the "
              "layer (moe-plan-chunks) when its tokens do not fit. 0: no limit"),
     cl::init(0), cl::cat(category));
+cl::opt<std::string> dispatchQuant(
+    "dispatch-quant",
+    cl::desc("Activations on the wire of expert-parallel dispatches: none, "
+             "fp8-e4m3-g128 or fp8-e4m3-g32-ue8m0"),
+    cl::init("none"), cl::cat(category));
 cl::opt<std::string> entry("entry", cl::desc("Name of the layer function"),
                            cl::init("moe_layer"), cl::cat(category));
 cl::opt<Emit> emit(
@@ -152,6 +157,10 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "moe-compile: MoE layer compiler\n");
   if (configFile.empty() == inputFile.empty())
     return fail("give exactly one input: --config config.json or an .mlir file");
+  if (dispatchQuant != "none" && dispatchQuant != "fp8-e4m3-g128" &&
+      dispatchQuant != "fp8-e4m3-g32-ue8m0")
+    return fail("--dispatch-quant must be none, fp8-e4m3-g128 or "
+                "fp8-e4m3-g32-ue8m0, got '" + dispatchQuant + "'");
   if (ep < 1 || maxTokensPerRank < 1)
     return fail("--ep and --max-tokens-per-rank must be positive");
   if (dtype != "f32" && dtype != "bf16")
@@ -193,7 +202,8 @@ int main(int argc, char **argv) {
     if (!out)
       return fail(error);
     out->os() << llvm::formatv("{0:2}", moe_compile::planReport(
-                                           *module, *config, layout(), dtype, entry))
+                                           *module, *config, layout(), dtype,
+                                           dispatchQuant, entry))
               << "\n";
     out->keep();
   }
@@ -203,10 +213,11 @@ int main(int argc, char **argv) {
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
+  moe::CpuPipelineOptions cpuOptions;
+  cpuOptions.dispatchQuantization = dispatchQuant;
   LogicalResult built =
-      target == Target::Cpu
-          ? moe::buildCpuPipeline(pm, moe::CpuPipelineOptions())
-          : moe::buildCudaPipeline(pm, moe::CudaPipelineOptions());
+      target == Target::Cpu ? moe::buildCpuPipeline(pm, cpuOptions)
+                            : moe::buildCudaPipeline(pm, moe::CudaPipelineOptions());
   if (failed(built) || failed(pm.run(*module)))
     return fail("lowering failed");
   if (emit == Emit::Lowered)

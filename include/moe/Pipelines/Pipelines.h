@@ -9,6 +9,11 @@ namespace mlir::moe {
 
 /// Options of `moe-cpu-pipeline`.
 struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
+  Option<std::string> dispatchQuantization{
+      *this, "dispatch-quantization",
+      llvm::cl::desc("FP8 in expert-parallel dispatches: none, fp8-e4m3-g128 "
+                     "or fp8-e4m3-g32-ue8m0 (moe-fuse-quant-dispatch)"),
+      llvm::cl::init("none")};
   Option<bool> lowerToLLVM{*this, "lower-to-llvm",
                            llvm::cl::desc("Go down to the LLVM dialect (off: "
                                           "stop after bufferized loops)"),

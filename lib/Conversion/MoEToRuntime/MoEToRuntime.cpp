@@ -76,7 +76,10 @@ struct ConvertMoEToRuntimePass
                                  erased(op.getLocalIds().getType()),
                                  erased(op.getLocalWeights().getType()),
                                  b.getI64Type()};
-    auto callee = declare(module, "moert_ep_dispatch_" + suffix(op.getX().getType()),
+    std::string scheme;
+    if (auto quant = op.getQuantization())
+      scheme = *quant == DispatchQuantization::fp8_e4m3_g128 ? "fp8g128_" : "fp8g32ue8m0_";
+    auto callee = declare(module, "moert_ep_dispatch_" + scheme + suffix(op.getX().getType()),
                           b.getFunctionType(ValueRange(args).getTypes(), results));
     auto call = func::CallOp::create(b, callee, args);
     op.getReceived().replaceAllUsesWith(castTo(b, call.getResult(0), op.getReceived().getType()));

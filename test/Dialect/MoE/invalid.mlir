@@ -902,3 +902,15 @@ func.func @routing_field_twice(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>) {
     : (tensor<?x64xf32>, tensor<8x64xf32>) -> (tensor<?x3xi32>, tensor<?x3xf32>)
   return
 }
+
+// -----
+
+// Tests that ep_dispatch_c3: a quantized dispatch needs a hidden size that is a multiple of its group.
+func.func @ep_dispatch_c3_group(%x: tensor<?x100xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                                %rank: tensor<8xi32>) {
+  // expected-error @+1 {{ep_dispatch_c3: fp8_e4m3_g128 needs a static hidden size that is a multiple of 128, got 'tensor<?x100xf32>'}}
+  %rx, %rids, %rw, %h = moe.ep_dispatch %x, %ids, %w, %rank capacity = 64 quantization fp8_e4m3_g128
+    : (tensor<?x100xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x100xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  return
+}

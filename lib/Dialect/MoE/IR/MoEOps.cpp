@@ -363,6 +363,13 @@ LogicalResult EpDispatchOp::verify() {
       !agree(getLocalWeights().getType().getDimSize(0), received.getDimSize(0)))
     return emitOpError() << "ep_dispatch_c2: results must be [R,H], [R,k], [R,k] "
                             "with H and k of the operands";
+  if (auto quant = getQuantization()) {
+    int64_t group = *quant == DispatchQuantization::fp8_e4m3_g128 ? 128 : 32;
+    if (ShapedType::isDynamic(x[1]) || x[1] % group != 0)
+      return emitOpError() << "ep_dispatch_c3: " << stringifyDispatchQuantization(*quant)
+                           << " needs a static hidden size that is a multiple of "
+                           << group << ", got " << getX().getType();
+  }
   return success();
 }
 

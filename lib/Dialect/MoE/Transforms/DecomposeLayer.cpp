@@ -92,7 +92,8 @@ struct MoEDecomposeLayerPass
           RankedTensorType::get({dyn, topK}, b.getF32Type()), b.getI64Type(), x,
           ids, weights, layer.getExpertRank(),
           b.getI64IntegerAttr(*layer.getMaxTokensPerRank() *
-                              layer.getLayout().getEp()));
+                              layer.getLayout().getEp()),
+          DispatchQuantizationAttr());
       expertInput = exchange.getReceived();
       ids = exchange.getLocalIds();
       weights = exchange.getLocalWeights();

@@ -12,6 +12,8 @@ class MoE_Attr<string name, string attrMnemonic, list<Trait> traits = []>
 }
 
 def MoE_ActivationAttr : EnumAttr<MoE_Dialect, MoE_Activation, "activation">;
+def MoE_DispatchQuantizationAttr
+    : EnumAttr<MoE_Dialect, MoE_DispatchQuantization, "dispatch_quantization">;
 
 def MoE_RoutingAttr : MoE_Attr<"Routing", "routing"> {
   let summary = "How router logits become top-k expert ids and weights";

@@ -21,4 +21,13 @@ def MoE_Activation : I32EnumAttr<"Activation",
   let genSpecializedAttr = 0;
 }
 
+def MoE_DispatchQuantization : I32EnumAttr<"DispatchQuantization",
+    "how activations travel in an expert-parallel dispatch", [
+      I32EnumAttrCase<"fp8_e4m3_g128", 1>,
+      I32EnumAttrCase<"fp8_e4m3_g32_ue8m0", 2>
+    ]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
 #endif // MOE_DIALECT_MOE_IR_MOEENUMS_TD

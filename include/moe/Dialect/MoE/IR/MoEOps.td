@@ -218,6 +218,10 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch"> {
     exchanged first; a rank that would receive more than `capacity` rows
     fails on every rank before anything is written. Returns the received
     rows, their local ids and weights, and a handle for `moe.ep_combine`.
+    With `quantization`, the pack step quantizes each row to FP8 E4M3 with
+    per-group scales (`fp8_e4m3_g128`: groups of 128, f32 scales;
+    `fp8_e4m3_g32_ue8m0`: groups of 32, power-of-two scales rounded up) so
+    only FP8 payload and scales travel; the received rows are dequantized.
     Lowered to the runtime (`convert-moe-to-runtime`).
 
     ```mlir
@@ -228,12 +232,13 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch"> {
   }];
   let arguments = (ins MoE_FloatTensor:$x, MoE_I32Tensor:$expert_ids,
                        MoE_F32Tensor:$expert_weights, MoE_I32Tensor:$expert_rank,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$capacity);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$capacity,
+                       OptionalAttr<MoE_DispatchQuantizationAttr>:$quantization);
   let results = (outs MoE_FloatTensor:$received, MoE_I32Tensor:$local_ids,
                       MoE_F32Tensor:$local_weights, I64:$handle);
   let assemblyFormat = [{
     $x `,` $expert_ids `,` $expert_weights `,` $expert_rank `capacity` `=` $capacity
-    attr-dict `:` functional-type(operands, results)
+    (`quantization` $quantization^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

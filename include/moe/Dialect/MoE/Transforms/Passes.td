@@ -106,4 +106,34 @@ def MoEVerifyCollectives : Pass<"moe-verify-collectives"> {
   ];
 }
 
+def MoEFuseQuantDispatch : Pass<"moe-fuse-quant-dispatch"> {
+  let summary = "Quantize activations to FP8 inside the expert-parallel dispatch";
+  let description = [{
+    Sets the quantization of every `moe.ep_dispatch` whose hidden size is a
+    multiple of the scheme's group: the dispatch's pack step then writes FP8
+    E4M3 values and per-group scales straight into the send buffer (no
+    separate quantize kernel, no BF16 copy on the wire) and the receiver
+    dequantizes. Dispatches that cannot take the scheme are left alone with
+    a remark. The decision is recorded as `moe.dispatch_quantization`.
+
+    Before:
+    ```mlir
+    %r:4 = moe.ep_dispatch %x, %ids, %w, %rank capacity = 64 : ...
+    ```
+    After (`scheme=fp8-e4m3-g128`):
+    ```mlir
+    %r:4 = moe.ep_dispatch %x, %ids, %w, %rank capacity = 64
+             quantization fp8_e4m3_g128 : ...
+    ```
+  }];
+  let options = [
+    Option<"scheme", "scheme", "std::string", /*default=*/"\"fp8-e4m3-g128\"",
+           "fp8-e4m3-g128 (f32 scale per 128) or fp8-e4m3-g32-ue8m0 "
+           "(power-of-two scale per 32)">
+  ];
+  let statistics = [
+    Statistic<"numFused", "num-fused", "Dispatches that quantize in their pack step">
+  ];
+}
+
 #endif // MOE_DIALECT_MOE_TRANSFORMS_PASSES_TD
