@@ -198,7 +198,8 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
   auto layer = LayerOp::create(
       b, loc, xType, args[0], args[1], bias, w13, w2, sharedW13, sharedW2,
       expertRank, routing, ActivationAttr::get(&context, Activation::swiglu),
-      LayoutAttr::get(&context, ep, 1),
+      LayoutAttr::getChecked([&] { return emitError(loc); }, &context, ep,
+                             layout.tp),
       ep > 1 ? b.getI64IntegerAttr(maxTokensPerRank) : IntegerAttr());
   func::ReturnOp::create(b, loc, layer.getY());
   return module;
@@ -218,7 +219,7 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
   }
   if (layout.ep > 1)
     args.push_back("expert_rank[E] (i32)");
-  json::Object parallel{{"ep", layout.ep}, {"tp", 1}};
+  json::Object parallel{{"ep", layout.ep}, {"tp", layout.tp}};
   if (layout.ep > 1) {
     parallel["max_tokens_per_rank"] = layout.maxTokensPerRank;
     parallel["received_rows_capacity"] = layout.maxTokensPerRank * layout.ep;

@@ -11,9 +11,16 @@ using namespace mlir::moe;
 
 namespace {
 /// Shared front half: moe -> linalg on tensors -> buffers.
-constexpr const char *kToLinalg =
-    "moe-decompose-layer,convert-moe-to-linalg,moe-verify-collectives,"
-    "convert-moe-to-runtime,";
+/// moe ops -> linalg on tensors + runtime calls, with the optional planning
+/// passes in their place: TP dedupe before decomposition, quantization after.
+std::string toLinalg(bool dedupeTp, StringRef quantization) {
+  std::string text = dedupeTp ? "moe-dedupe-tp-dispatch," : "";
+  text += "moe-decompose-layer,";
+  if (quantization != "none")
+    text += "moe-fuse-quant-dispatch{scheme=" + quantization.str() + "},";
+  return text + "convert-moe-to-linalg,moe-verify-collectives,"
+                "convert-moe-to-runtime,";
+}
 constexpr const char *kToBuffers =
     "canonicalize,cse,"
     "one-shot-bufferize{bufferize-function-boundaries "
@@ -32,11 +39,8 @@ LogicalResult addPipeline(OpPassManager &pm, StringRef text) {
 
 LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
                                     const CpuPipelineOptions &options) {
-  std::string front = kToLinalg;
-  if (options.dispatchQuantization != "none")
-    front = "moe-decompose-layer,moe-fuse-quant-dispatch{scheme=" +
-            options.dispatchQuantization + "}," + front;
-  std::string text = front + kToBuffers +
+  std::string text = toLinalg(options.dedupeTp, options.dispatchQuantization) +
+                     kToBuffers +
                      ",buffer-deallocation-pipeline,"
                      "func.func(convert-linalg-to-loops)";
   if (options.lowerToLLVM)
@@ -63,7 +67,8 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       "gpu-lower-to-nvvm-pipeline{{cubin-chip={1} cubin-features={2} "
       "cubin-format={3} opt-level={4}}",
       kToBuffers, options.chip.getValue(), options.features.getValue(),
-      options.format.getValue(), options.optLevel.getValue(), kToLinalg);
+      options.format.getValue(), options.optLevel.getValue(),
+      toLinalg(/*dedupeTp=*/true, "none"));
   return addPipeline(pm, text);
 }
 

@@ -4,6 +4,7 @@
 #include "Collectives.h"
 #include "ExpertParallel.h"
 #include "LocalCommunicator.h"
+#include "TensorParallel.h"
 #ifdef MOERT_HAVE_MPI
 #include "MPICommunicator.h"
 #endif
@@ -73,7 +74,7 @@ void requireDense(const moert_memref2d *m, const char *name) {
 void dispatch(moert_dispatch_result *result, moert_memref2d *x,
               moert_memref2d *ids, moert_memref2d *weights,
               moert_memref1d *expertRank, int64_t capacity,
-              int64_t elementBytes) {
+              int64_t elementBytes, QuantScheme quant = QuantScheme::None) {
   collectivesOrDie();
   requireDense(x, "x");
   requireDense(ids, "expert_ids");
@@ -95,6 +96,7 @@ void dispatch(moert_dispatch_result *result, moert_memref2d *x,
   in.expertRank = static_cast<const int32_t *>(expertRank->aligned) + expertRank->offset;
   in.experts = expertRank->sizes[0];
   in.capacity = capacity;
+  in.quant = quant;
   const int64_t k = in.topK, h = in.hidden;
   int64_t rows = 0, handle = 0;
   Status status = runtime.expertParallel->dispatch(
@@ -248,6 +250,83 @@ void _mlir_ciface_moert_ep_combine_f32(moert_memref2d *result,
 void _mlir_ciface_moert_ep_combine_bf16(moert_memref2d *result,
                                         moert_memref2d *partial, int64_t handle) {
   combine(result, partial, handle, 2);
+}
+
+// FP8 dispatch: rows travel as E4M3 plus scales (docs/FP8Dispatch.md) and
+// arrive dequantized into the element type.
+void _mlir_ciface_moert_ep_dispatch_fp8g128_f32(
+    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *expertRank, int64_t capacity) {
+  dispatch(result, x, ids, weights, expertRank, capacity, 4,
+           QuantScheme::Fp8Group128F32);
+}
+void _mlir_ciface_moert_ep_dispatch_fp8g128_bf16(
+    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *expertRank, int64_t capacity) {
+  dispatch(result, x, ids, weights, expertRank, capacity, 2,
+           QuantScheme::Fp8Group128F32);
+}
+void _mlir_ciface_moert_ep_dispatch_fp8g32ue8m0_f32(
+    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *expertRank, int64_t capacity) {
+  dispatch(result, x, ids, weights, expertRank, capacity, 4,
+           QuantScheme::Fp8Group32Ue8m0);
+}
+void _mlir_ciface_moert_ep_dispatch_fp8g32ue8m0_bf16(
+    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *expertRank, int64_t capacity) {
+  dispatch(result, x, ids, weights, expertRank, capacity, 2,
+           QuantScheme::Fp8Group32Ue8m0);
+}
+
+static int checkQuantHook(int scheme, const void *a, const void *b,
+                          const void *c, int64_t n) {
+  if (scheme != int(QuantScheme::Fp8Group128F32) &&
+      scheme != int(QuantScheme::Fp8Group32Ue8m0))
+    return failWith("unknown FP8 scheme " + std::to_string(scheme) +
+                    " (expected 1 = fp8g128 or 2 = fp8g32ue8m0)");
+  if (!a || !b || !c)
+    return failWith("null buffer");
+  return check(checkQuantShape(QuantScheme(scheme), n));
+}
+
+int moert_quantize_row(int scheme, const float *x, int64_t n, uint8_t *q,
+                       uint8_t *scales) {
+  if (checkQuantHook(scheme, x, q, scales, n))
+    return 1;
+  quantizeRow(QuantScheme(scheme), x, n, q, scales);
+  return 0;
+}
+
+int moert_dequantize_row(int scheme, const uint8_t *q, const uint8_t *scales,
+                         int64_t n, float *out) {
+  if (checkQuantHook(scheme, q, scales, out, n))
+    return 1;
+  dequantizeRow(QuantScheme(scheme), q, scales, n, out);
+  return 0;
+}
+
+static void tpGatherEntry(moert_memref2d *result, moert_memref2d *slice,
+                          int64_t tokens, int64_t tp, int64_t elementBytes) {
+  Collectives &coll = collectivesOrDie();
+  requireDense(slice, "slice");
+  int64_t hidden = slice->sizes[1];
+  *result = makeMemref(allocate(tokens * hidden * elementBytes), tokens, hidden);
+  if (Status e = tpGather(coll,
+                          static_cast<const uint8_t *>(slice->aligned) +
+                              slice->offset * elementBytes,
+                          slice->sizes[0], hidden * elementBytes, tokens, tp,
+                          static_cast<uint8_t *>(result->aligned)))
+    die(*e);
+}
+
+void _mlir_ciface_moert_tp_gather_f32(moert_memref2d *result, moert_memref2d *slice,
+                                      int64_t tokens, int64_t tp) {
+  tpGatherEntry(result, slice, tokens, tp, 4);
+}
+void _mlir_ciface_moert_tp_gather_bf16(moert_memref2d *result, moert_memref2d *slice,
+                                       int64_t tokens, int64_t tp) {
+  tpGatherEntry(result, slice, tokens, tp, 2);
 }
 
 } // extern "C"

@@ -49,6 +49,9 @@ struct Timer {
 Status validate(const DispatchInput &in, int ranks) {
   if (in.elementBytes != 4 && in.elementBytes != 2)
     return "dispatch: element size must be 4 (f32) or 2 (bf16)";
+  if (in.quant != QuantScheme::None)
+    if (Status e = checkQuantShape(in.quant, in.hidden))
+      return "dispatch: " + *e;
   for (int64_t e = 0; e < in.experts; ++e)
     if (in.expertRank[e] < 0 || in.expertRank[e] >= ranks) {
       std::ostringstream os;
@@ -146,21 +149,39 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
       return os.str();
     }
 
+  // Bytes of x in the output element type, and on the wire.
+  const bool quantized = in.quant != QuantScheme::None;
   const int64_t xBytes = in.hidden * in.elementBytes;
-  const int64_t rowBytes = xBytes + in.topK * int64_t(sizeof(int32_t) + sizeof(float));
+  const int64_t wireXBytes = quantized ? quantRowBytes(in.quant, in.hidden) : xBytes;
+  const int64_t routeBytes = in.topK * int64_t(sizeof(int32_t) + sizeof(float));
+  const int64_t rowBytes = wireXBytes + routeBytes;
   std::vector<uint8_t> send(state.sentToken.size() * rowBytes);
+  // A token going to several ranks is quantized once per destination; the
+  // result is the same bytes each time.
+  std::vector<float> values(quantized ? in.hidden : 0);
+  std::vector<int32_t> ids(in.topK);
+  std::vector<float> weights(in.topK);
   uint8_t *out = send.data();
   for (int d = 0; d < ranks; ++d)
     for (int32_t t : tokensFor[d]) {
-      std::memcpy(out, in.x + t * in.xRowStride * in.elementBytes, xBytes);
-      auto *ids = reinterpret_cast<int32_t *>(out + xBytes);
-      auto *weights = reinterpret_cast<float *>(ids + in.topK);
+      const uint8_t *x = in.x + t * in.xRowStride * in.elementBytes;
+      if (quantized) {
+        for (int64_t h = 0; h < in.hidden; ++h)
+          values[h] = loadElement(x + h * in.elementBytes, in.elementBytes);
+        quantizeRow(in.quant, values.data(), in.hidden, out, out + in.hidden);
+      } else {
+        std::memcpy(out, x, xBytes);
+      }
       for (int64_t j = 0; j < in.topK; ++j) {
         int32_t expert = in.expertIds[t * in.topK + j];
         bool mine = in.expertRank[expert] == d;
         ids[j] = mine ? localIndex[expert] : -1;
         weights[j] = mine ? in.weights[t * in.topK + j] : 0.0f;
       }
+      // memcpy: with UE8M0 scales the ids need not be 4-byte aligned.
+      std::memcpy(out + wireXBytes, ids.data(), in.topK * sizeof(int32_t));
+      std::memcpy(out + wireXBytes + in.topK * sizeof(int32_t), weights.data(),
+                  in.topK * sizeof(float));
       out += rowBytes;
     }
   std::vector<uint8_t> recv(received * rowBytes);
@@ -178,16 +199,28 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   DispatchOutput dest = allocate(received);
   for (int64_t r = 0; r < received; ++r) {
     const uint8_t *row = recv.data() + r * rowBytes;
-    std::memcpy(dest.x + r * xBytes, row, xBytes);
-    std::memcpy(dest.localIds + r * in.topK, row + xBytes, in.topK * sizeof(int32_t));
+    if (quantized) {
+      dequantizeRow(in.quant, row, row + in.hidden, in.hidden, values.data());
+      uint8_t *x = dest.x + r * xBytes;
+      for (int64_t h = 0; h < in.hidden; ++h)
+        storeElement(x + h * in.elementBytes, in.elementBytes, values[h]);
+    } else {
+      std::memcpy(dest.x + r * xBytes, row, xBytes);
+    }
+    std::memcpy(dest.localIds + r * in.topK, row + wireXBytes, in.topK * sizeof(int32_t));
     std::memcpy(dest.weights + r * in.topK,
-                row + xBytes + in.topK * sizeof(int32_t), in.topK * sizeof(float));
+                row + wireXBytes + in.topK * sizeof(int32_t), in.topK * sizeof(float));
   }
   counters.noteBuffer("expert.rows", received * xBytes);
   counters.totals["dispatch_rows_sent"] += int64_t(state.sentToken.size());
   counters.totals["dispatch_payload_bytes_sent"] += int64_t(send.size());
   counters.totals["dispatch_bytes_per_token_expert_pair"] +=
-      in.tokens * in.topK * (xBytes + int64_t(sizeof(int32_t) + sizeof(float)));
+      in.tokens * in.topK * (wireXBytes + int64_t(sizeof(int32_t) + sizeof(float)));
+  // The scheme of the latest dispatch (QuantScheme's value; 0 = none), and
+  // what its rows would have cost in the element type.
+  counters.totals["dispatch_quantization"] = int64_t(in.quant);
+  counters.totals["dispatch_payload_bytes_unquantized"] +=
+      int64_t(state.sentToken.size()) * (xBytes + routeBytes);
 
   rows = received;
   for (handle = 0; handle < int64_t(inFlight.size()); ++handle)

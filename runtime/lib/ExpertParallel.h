@@ -3,6 +3,7 @@
 #define MOERT_LIB_EXPERTPARALLEL_H
 
 #include "Collectives.h"
+#include "Quantize.h"
 
 #include <cstdint>
 #include <functional>
@@ -20,6 +21,10 @@ struct DispatchInput {
   const int32_t *expertRank = nullptr; ///< [experts]: the rank owning each expert.
   int64_t experts = 0;
   int64_t capacity = 0; ///< Most rows this rank may receive (from the plan).
+  /// None: rows travel in the element type. FP8: each row travels as
+  /// [H FP8 bytes][scales][ids][weights] and the receiver dequantizes it
+  /// into the element type; `hidden` must be a multiple of the group size.
+  QuantScheme quant = QuantScheme::None;
 };
 
 /// Where the received rows go; allocated once their number is known.

@@ -11,7 +11,7 @@ json::Value moe_compile::planReport(ModuleOp module,
                                     const moe::ParallelLayout &layout,
                                     llvm::StringRef elementType,
                                     llvm::StringRef dispatchQuantization,
-                                    llvm::StringRef funcName) {
+                                    bool dedupeTp, llvm::StringRef funcName) {
   json::Object plan =
       *moe::layerPlan(config, layout, elementType, funcName).getAsObject();
 
@@ -35,6 +35,14 @@ json::Value moe_compile::planReport(ModuleOp module,
                                                : "ceil(tokens / chunk_size)"}};
   });
   plan["chunking"] = std::move(chunking);
+  bool sliced = layout.tp > 1 && dedupeTp;
+  plan["tensor_parallel"] = json::Object{
+      {"tp", layout.tp},
+      {"dedupe", sliced ? "slice" : "none"},
+      {"tokens_dispatched_per_rank",
+       sliced ? "ceil(T / tp): each TP rank dispatches its share, then "
+                "tp.gather rebuilds all T rows"
+              : "T"}};
 
   moe::LayerShape shape;
   shape.hidden = config.hiddenSize;

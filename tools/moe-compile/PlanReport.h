@@ -17,7 +17,7 @@ llvm::json::Value planReport(mlir::ModuleOp module,
                              const mlir::moe::ParallelLayout &layout,
                              llvm::StringRef elementType,
                              llvm::StringRef dispatchQuantization,
-                             llvm::StringRef funcName);
+                             bool dedupeTp, llvm::StringRef funcName);
 
 } // namespace moe_compile
 

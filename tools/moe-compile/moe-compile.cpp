@@ -54,6 +54,13 @@ cl::opt<std::string> dtype("dtype", cl::desc("Element type of activations and "
 cl::opt<int64_t> ep("ep", cl::desc("Expert-parallel ranks (> 1 links the "
                                    "layer against the runtime, libmoert)"),
                    cl::init(1), cl::cat(category));
+cl::opt<int64_t> tp("tp", cl::desc("Tensor-parallel group size: groups of tp "
+                                   "consecutive EP ranks hold the same tokens"),
+                   cl::init(1), cl::cat(category));
+cl::opt<bool> noTpDedupe("no-tp-dedupe",
+                         cl::desc("With --tp > 1, let every TP rank dispatch "
+                                  "all its tokens (no moe-dedupe-tp-dispatch)"),
+                         cl::init(false), cl::cat(category));
 cl::opt<int64_t> maxTokensPerRank(
     "max-tokens-per-rank",
     cl::desc("Most tokens any rank holds (sizes the dispatch capacity)"),
@@ -88,7 +95,7 @@ cl::opt<Target> target(
                clEnumValN(Target::Cuda, "cuda", "CUDA kernels (PTX) + host")),
     cl::cat(category));
 
-moe::ParallelLayout layout() { return {ep, maxTokensPerRank}; }
+moe::ParallelLayout layout() { return {ep, maxTokensPerRank, tp}; }
 
 int fail(const llvm::Twine &message) {
   llvm::errs() << "moe-compile: error: " << message << "\n";
@@ -161,8 +168,8 @@ int main(int argc, char **argv) {
       dispatchQuant != "fp8-e4m3-g32-ue8m0")
     return fail("--dispatch-quant must be none, fp8-e4m3-g128 or "
                 "fp8-e4m3-g32-ue8m0, got '" + dispatchQuant + "'");
-  if (ep < 1 || maxTokensPerRank < 1)
-    return fail("--ep and --max-tokens-per-rank must be positive");
+  if (ep < 1 || maxTokensPerRank < 1 || tp < 1)
+    return fail("--ep, --tp and --max-tokens-per-rank must be positive");
   if (dtype != "f32" && dtype != "bf16")
     return fail("--dtype must be f32 or bf16, got '" + dtype + "'");
   if (target == Target::Cuda && emit != Emit::Mlir && emit != Emit::Lowered)
@@ -203,7 +210,7 @@ int main(int argc, char **argv) {
       return fail(error);
     out->os() << llvm::formatv("{0:2}", moe_compile::planReport(
                                            *module, *config, layout(), dtype,
-                                           dispatchQuant, entry))
+                                           dispatchQuant, !noTpDedupe, entry))
               << "\n";
     out->keep();
   }
@@ -215,6 +222,7 @@ int main(int argc, char **argv) {
     return 1;
   moe::CpuPipelineOptions cpuOptions;
   cpuOptions.dispatchQuantization = dispatchQuant;
+  cpuOptions.dedupeTp = !noTpDedupe;
   LogicalResult built =
       target == Target::Cpu ? moe::buildCpuPipeline(pm, cpuOptions)
                             : moe::buildCudaPipeline(pm, moe::CudaPipelineOptions());

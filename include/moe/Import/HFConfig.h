@@ -39,6 +39,7 @@ llvm::Expected<MoELayerConfig> parseHFConfig(llvm::StringRef jsonText);
 struct ParallelLayout {
   int64_t ep = 1;
   int64_t maxTokensPerRank = 0;
+  int64_t tp = 1; ///< Consecutive EP ranks holding the same tokens.
 };
 
 /// Builds a module with one public function `funcName` computing the layer

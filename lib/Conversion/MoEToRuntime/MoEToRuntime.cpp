@@ -50,6 +50,45 @@ struct ConvertMoEToRuntimePass
     module.walk([&](EpDispatchOp op) { lowerDispatch(module, op); });
     module.walk([&](EpCombineOp op) { lowerCombine(module, op); });
     module.walk([&](AgreeCountOp op) { lowerAgreeCount(module, op); });
+    module.walk([&](TpSliceOp op) { lowerTpSlice(module, op); });
+    module.walk([&](TpGatherOp op) { lowerTpGather(module, op); });
+  }
+
+  /// Rows [j*c, min((j+1)*c, T)) of x, c = ceil(T / tp), j = rank % tp.
+  void lowerTpSlice(ModuleOp module, TpSliceOp op) {
+    ImplicitLocOpBuilder b(op.getLoc(), op);
+    auto rankFn = declare(module, "moert_rank", b.getFunctionType({}, {b.getI32Type()}));
+    rankFn->removeAttr("llvm.emit_c_interface");
+    Value rank = func::CallOp::create(b, rankFn, ValueRange{}).getResult(0);
+    Value tp = arith::ConstantIndexOp::create(b, op.getTp());
+    Value index = arith::RemUIOp::create(
+        b, arith::IndexCastOp::create(b, b.getIndexType(), rank), tp);
+    Value tokens = tensor::DimOp::create(b, op.getX(), 0);
+    Value share = arith::CeilDivUIOp::create(b, tokens, tp);
+    Value start = arith::MinUIOp::create(b, arith::MulIOp::create(b, index, share), tokens);
+    Value size = arith::MinUIOp::create(b, share, arith::SubIOp::create(b, tokens, start));
+    SmallVector<OpFoldResult> offsets = {start, b.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes = {size, tensor::getMixedSize(b, b.getLoc(), op.getX(), 1)};
+    SmallVector<OpFoldResult> strides = {b.getIndexAttr(1), b.getIndexAttr(1)};
+    Value slice = tensor::ExtractSliceOp::create(b, op.getType(), op.getX(), offsets,
+                                                 sizes, strides);
+    op.getSlice().replaceAllUsesWith(slice);
+    op.erase();
+  }
+
+  void lowerTpGather(ModuleOp module, TpGatherOp op) {
+    ImplicitLocOpBuilder b(op.getLoc(), op);
+    Value tokens = arith::IndexCastOp::create(
+        b, b.getI64Type(), tensor::DimOp::create(b, op.getFull(), 0));
+    SmallVector<Value> args = {
+        castTo(b, op.getSlice(), erased(op.getSlice().getType())), tokens,
+        arith::ConstantOp::create(b, b.getI64IntegerAttr(op.getTp()))};
+    Type result = erased(op.getType());
+    auto callee = declare(module, "moert_tp_gather_" + suffix(op.getType()),
+                          b.getFunctionType(ValueRange(args).getTypes(), {result}));
+    auto call = func::CallOp::create(b, callee, args);
+    op.getResult().replaceAllUsesWith(castTo(b, call.getResult(0), op.getType()));
+    op.erase();
   }
 
   void lowerAgreeCount(ModuleOp module, AgreeCountOp op) {

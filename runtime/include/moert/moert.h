@@ -88,6 +88,43 @@ void _mlir_ciface_moert_ep_combine_f32(moert_memref2d *result,
 void _mlir_ciface_moert_ep_combine_bf16(moert_memref2d *result,
                                         moert_memref2d *partial, int64_t handle);
 
+/* Dispatch with FP8 E4M3 rows on the wire (docs/FP8Dispatch.md): x is f32 or
+ * bf16 as in moert_ep_dispatch_{f32,bf16}; the sender quantizes each row,
+ * with one f32 scale (amax / 448) per 128 elements (fp8g128) or one UE8M0
+ * power-of-two scale per 32 elements (fp8g32ue8m0), and the receiver
+ * dequantizes into x's element type. The hidden size must be a multiple of
+ * the group size. Results and combine are as for the unquantized calls. */
+void _mlir_ciface_moert_ep_dispatch_fp8g128_f32(
+    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *expert_rank, int64_t capacity);
+void _mlir_ciface_moert_ep_dispatch_fp8g128_bf16(
+    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *expert_rank, int64_t capacity);
+void _mlir_ciface_moert_ep_dispatch_fp8g32ue8m0_f32(
+    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *expert_rank, int64_t capacity);
+void _mlir_ciface_moert_ep_dispatch_fp8g32ue8m0_bf16(
+    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *expert_rank, int64_t capacity);
+
+/* Test hooks: the row quantization dispatch uses. scheme 1 = fp8g128 (scales:
+ * n/128 f32), 2 = fp8g32ue8m0 (scales: n/32 bytes, 2^(byte-127)); n must be a
+ * multiple of the group size. q holds n E4M3 (e4m3fn) bytes. No runtime
+ * needs to be started. */
+int moert_quantize_row(int scheme, const float *x, int64_t n, uint8_t *q,
+                       uint8_t *scales);
+int moert_dequantize_row(int scheme, const uint8_t *q, const uint8_t *scales,
+                         int64_t n, float *out);
+
+/* All-gather within this rank's tensor-parallel group (`tp` consecutive
+ * ranks holding the same `tokens` rows): `slice` is this rank's share, rows
+ * [j*c, min((j+1)*c, tokens)) with c = ceil(tokens / tp), j = rank % tp;
+ * the result has all `tokens` rows (malloc'ed). */
+void _mlir_ciface_moert_tp_gather_f32(moert_memref2d *result, moert_memref2d *slice,
+                                      int64_t tokens, int64_t tp);
+void _mlir_ciface_moert_tp_gather_bf16(moert_memref2d *result, moert_memref2d *slice,
+                                       int64_t tokens, int64_t tp);
+
 #ifdef __cplusplus
 }
 #endif

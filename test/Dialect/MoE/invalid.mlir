@@ -914,3 +914,30 @@ func.func @ep_dispatch_c3_group(%x: tensor<?x100xf32>, %ids: tensor<?x2xi32>, %w
       -> (tensor<?x100xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
   return
 }
+
+// -----
+
+// Tests that layout_c2: tp divides ep.
+func.func @layout_c2_tp(%x: tensor<?x64xf32>) attributes {
+  // expected-error @+1 {{layout_c2: tp (3) must divide ep (4)}}
+  layout = #moe.layout<ep = 4, tp = 3>} {
+  return
+}
+
+// -----
+
+// Tests that tp_c1: a TP slice has the columns of x.
+func.func @tp_c1_columns(%x: tensor<?x64xf32>) {
+  // expected-error @+1 {{tp_c1: slice 'tensor<?x32xf32>' must be rows of x 'tensor<?x64xf32>'}}
+  %s = moe.tp_slice %x tp = 2 : (tensor<?x64xf32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that tp_c2: a TP gather gives the rows of the full tensor.
+func.func @tp_c2_rows(%s: tensor<?x64xf32>, %x: tensor<8x64xf32>) {
+  // expected-error @+1 {{tp_c2: result 'tensor<4x64xf32>' must have the rows of 'tensor<8x64xf32>'}}
+  %y = moe.tp_gather %s, %x tp = 2 : (tensor<?x64xf32>, tensor<8x64xf32>) -> tensor<4x64xf32>
+  return
+}

@@ -26,7 +26,7 @@ func.func @layer_softmax(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
 // CHECK-SAME: (%[[X:.+]]: tensor<16x64xbf16>, %[[WR:.+]]: tensor<32x64xbf16>, %[[B:.+]]: tensor<32xf32>, %[[W13:.+]]: tensor<32x48x64xbf16>, %[[W2:.+]]: tensor<32x64x24xbf16>, %[[S13:.+]]: tensor<48x64xbf16>, %[[S2:.+]]: tensor<64x24xbf16>)
 // CHECK: %[[Y:.+]] = moe.layer %[[X]] router(%[[WR]] bias %[[B]]) experts(%[[W13]], %[[W2]]) shared(%[[S13]], %[[S2]])
 // CHECK-SAME: routing <sigmoid, top_k = 4, n_group = 8, topk_group = 4, normalize, scale = 2.500000e+00, correction_bias>
-// CHECK-SAME: activation swiglu layout <ep = 1, tp = 2>
+// CHECK-SAME: activation swiglu layout <ep = 1, tp = 1>
 // CHECK-SAME: -> tensor<16x64xbf16>
 // CHECK: return %[[Y]]
 func.func @layer_deepseek(%x: tensor<16x64xbf16>, %wr: tensor<32x64xbf16>,
@@ -36,7 +36,7 @@ func.func @layer_deepseek(%x: tensor<16x64xbf16>, %wr: tensor<32x64xbf16>,
   %y = moe.layer %x router(%wr bias %b) experts(%w13, %w2) shared(%s13, %s2)
          routing <sigmoid, top_k = 4, n_group = 8, topk_group = 4, normalize,
                   scale = 2.5, correction_bias>
-         activation swiglu layout <ep = 1, tp = 2>
+         activation swiglu layout <ep = 1, tp = 1>
        : (tensor<16x64xbf16>, tensor<32x64xbf16>, tensor<32xf32>,
           tensor<32x48x64xbf16>, tensor<32x64x24xbf16>, tensor<48x64xbf16>,
           tensor<64x24xbf16>) -> tensor<16x64xbf16>

@@ -123,5 +123,9 @@ LogicalResult LayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (ep <= 0 || tp <= 0)
     return emitError() << "layout_c1: ep and tp must be positive, got ep = "
                        << ep << ", tp = " << tp;
+  if (ep % tp != 0)
+    return emitError() << "layout_c2: tp (" << tp
+                       << ") must divide ep (" << ep
+                       << "): the tensor-parallel groups are blocks of the EP group";
   return success();
 }

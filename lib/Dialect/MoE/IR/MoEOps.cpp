@@ -389,6 +389,31 @@ LogicalResult EpCombineOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// TpSliceOp, TpGatherOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult TpSliceOp::verify() {
+  auto x = getX().getType(), slice = getSlice().getType();
+  if (x.getRank() != 2 || slice.getRank() != 2 ||
+      slice.getElementType() != x.getElementType() ||
+      !agree(slice.getDimSize(1), x.getDimSize(1)))
+    return emitOpError() << "tp_c1: slice " << slice << " must be rows of x " << x;
+  return success();
+}
+
+LogicalResult TpGatherOp::verify() {
+  auto slice = getSlice().getType(), full = getFull().getType(),
+       result = getResult().getType();
+  if (slice.getRank() != 2 || full.getRank() != 2 || result.getRank() != 2 ||
+      result.getElementType() != slice.getElementType() ||
+      !agree(result.getDimSize(0), full.getDimSize(0)) ||
+      !agree(result.getDimSize(1), slice.getDimSize(1)))
+    return emitOpError() << "tp_c2: result " << result << " must have the rows of "
+                         << full << " and the columns of " << slice;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // ChunkLoopOp
 //===----------------------------------------------------------------------===//
 

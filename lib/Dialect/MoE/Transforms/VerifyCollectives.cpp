@@ -20,11 +20,11 @@ namespace {
 constexpr StringLiteral kUniformArg = "moe.uniform";
 
 bool isRuntimeCollective(func::CallOp call) {
-  return call.getCallee().starts_with("moert_");
+  return call.getCallee().starts_with("moert_") && call.getCallee() != "moert_rank";
 }
 
 bool isCollective(Operation *op) {
-  if (isa<EpDispatchOp, EpCombineOp, AgreeCountOp>(op))
+  if (isa<EpDispatchOp, EpCombineOp, AgreeCountOp, TpGatherOp>(op))
     return true;
   auto call = dyn_cast<func::CallOp>(op);
   return call && isRuntimeCollective(call);
@@ -52,7 +52,8 @@ private:
       return true;
     if (auto call = dyn_cast<func::CallOp>(def))
       return call.getCallee() == "moert_agree_chunks";
-    if (isa<EpDispatchOp, EpCombineOp>(def) || !isMemoryEffectFree(def) ||
+    if (isa<EpDispatchOp, EpCombineOp, TpSliceOp, TpGatherOp>(def) ||
+        !isMemoryEffectFree(def) ||
         def->getNumRegions() != 0)
       return false;
     return llvm::all_of(def->getOperands(), [&](Value o) { return isUniform(o); });

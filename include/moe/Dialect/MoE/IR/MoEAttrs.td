@@ -50,8 +50,10 @@ def MoE_RoutingAttr : MoE_Attr<"Routing", "routing"> {
 def MoE_LayoutAttr : MoE_Attr<"Layout", "layout"> {
   let summary = "Parallel layout of a MoE layer: expert- and tensor-parallel sizes";
   let description = [{
-    `ep` ranks share the experts (each holds `experts / ep` of them); `tp`
-    ranks of a tensor-parallel group hold the same tokens.
+    `ep` ranks share the experts (each holds `experts / ep` of them). The
+    EP group is made of tensor-parallel groups of `tp` consecutive ranks;
+    the ranks of a TP group hold the same tokens (`moe-dedupe-tp-dispatch`
+    then dispatches each token from one of them only).
 
     ```mlir
     #moe.layout<ep = 4, tp = 1>

@@ -264,6 +264,48 @@ def MoE_EpCombineOp : MoE_Op<"ep_combine"> {
 }
 
 //===----------------------------------------------------------------------===//
+// moe.tp_slice / moe.tp_gather
+//===----------------------------------------------------------------------===//
+
+def MoE_TpSliceOp : MoE_Op<"tp_slice", [Pure]> {
+  let summary = "This rank's share of the tokens its tensor-parallel group holds";
+  let description = [{
+    The `tp` ranks of a tensor-parallel group (consecutive ranks) hold the
+    same `x[T,H]`; the rank with TP index `j = rank % tp` takes rows
+    `[j*c, min((j+1)*c, T))` with `c = ceil(T / tp)` (possibly none).
+
+    ```mlir
+    %mine = moe.tp_slice %x tp = 2 : (tensor<?x64xf32>) -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$x, ConfinedAttr<I64Attr, [IntPositive]>:$tp);
+  let results = (outs MoE_FloatTensor:$slice);
+  let assemblyFormat = "$x `tp` `=` $tp attr-dict `:` functional-type($x, $slice)";
+  let hasVerifier = 1;
+}
+
+def MoE_TpGatherOp : MoE_Op<"tp_gather"> {
+  let summary = "All-gather of the tensor-parallel group's slices back to [T,H]";
+  let description = [{
+    A collective within each tensor-parallel group: every rank contributes
+    the rows it computed for its `moe.tp_slice` of `full` and receives all
+    `T` rows (`full` gives `T`; its values are not read).
+
+    ```mlir
+    %y = moe.tp_gather %mine_y, %x tp = 2
+      : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$slice, MoE_FloatTensor:$full,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$tp);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $slice `,` $full `tp` `=` $tp attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // moe.chunk_loop, moe.yield, moe.agree_count
 //===----------------------------------------------------------------------===//
 

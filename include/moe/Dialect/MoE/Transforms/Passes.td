@@ -77,7 +77,8 @@ def MoEVerifyCollectives : Pass<"moe-verify-collectives"> {
   let summary = "Prove that every rank issues the same collectives in the same order";
   let description = [{
     Rejects a collective (`moe.ep_dispatch`, `moe.ep_combine`,
-    `moe.agree_count`, or a call of a `moert_` runtime collective) that sits
+    `moe.agree_count`, `moe.tp_gather`, or a call of a `moert_` runtime
+    collective) that sits
     under control flow which can differ between ranks:
 
     * an `scf.if` / `cf.cond_br` whose condition is rank-dependent;
@@ -133,6 +134,36 @@ def MoEFuseQuantDispatch : Pass<"moe-fuse-quant-dispatch"> {
   ];
   let statistics = [
     Statistic<"numFused", "num-fused", "Dispatches that quantize in their pack step">
+  ];
+}
+
+def MoEDedupeTpDispatch : Pass<"moe-dedupe-tp-dispatch"> {
+  let summary = "Dispatch each token once per tensor-parallel group, not once per TP rank";
+  let description = [{
+    With `tp > 1` the `tp` ranks of a tensor-parallel group hold the same
+    tokens, so a plain layer dispatches every token `tp` times. This pass
+    gives each TP rank a `1/tp` slice of the tokens (`moe.tp_slice`), runs the
+    whole layer on the slice — routed and shared experts alike, so the shared
+    expert is computed on exactly the tokens it is added to — and gathers the
+    slices back (`moe.tp_gather`), so every TP rank gets the full output.
+    Slicing rather than a single dispatching leader keeps every TP rank's
+    links and experts busy and needs no broadcast afterwards. Layers with
+    `tp = 1` are left alone. The decision is recorded as `moe.tp_plan`.
+
+    Before:
+    ```mlir
+    %y = moe.layer %x ... layout <ep = 4, tp = 2> {max_tokens_per_rank = 64 : i64}
+    ```
+    After:
+    ```mlir
+    %s = moe.tp_slice %x tp = 2 : (tensor<?x64xf32>) -> tensor<?x64xf32>
+    %l = moe.layer %s ... layout <ep = 4, tp = 1> {max_tokens_per_rank = 32 : i64}
+    %y = moe.tp_gather %l, %x tp = 2 {moe.tp_plan = {mode = "slice", tp = 2 : i64}}
+      : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numDeduped", "num-deduped", "Layers whose dispatch is split over TP ranks">
   ];
 }
 
