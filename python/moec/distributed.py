@@ -50,21 +50,25 @@ def main(argv=None):
     parser.add_argument("--scenario", choices=SCENARIOS, default="uniform")
     parser.add_argument("--tolerance", type=float, required=True)
     parser.add_argument("--token-counts", help="tokens of each rank, e.g. 500,200,256")
+    parser.add_argument("--tp", type=int, default=1,
+                        help="tensor-parallel group size: tp consecutive ranks hold the same tokens")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
     runtime = Runtime("mpi")
     rank, ranks = runtime.rank, runtime.size
     plan = json.loads(Path(args.plan).read_text())
+    groups = ranks // args.tp  # token sets: one per tensor-parallel group
     counts = ([int(c) for c in args.token_counts.split(",")] if args.token_counts
-              else tokens_per_rank(args.scenario, ranks, args.tokens))
-    if len(counts) != ranks:
-        raise SystemExit(f"--token-counts gives {len(counts)} ranks, mpirun started {ranks}")
+              else tokens_per_rank(args.scenario, groups, args.tokens))
+    if len(counts) != groups:
+        raise SystemExit(f"--token-counts gives {len(counts)} token sets, expected {groups}")
     x_all, weights = make_inputs(plan, sum(counts), args.seed)
     if args.scenario == "one-rank":
         steer_to_last_rank(plan, x_all, weights, ranks)
-    start = sum(counts[:rank])
-    x = x_all[start:start + counts[rank]]
+    group = rank // args.tp
+    start = sum(counts[:group])
+    x = x_all[start:start + counts[group]]
 
     local = plan["experts"] // ranks
     mine = slice(rank * local, (rank + 1) * local)
@@ -86,7 +90,7 @@ def main(argv=None):
     scale = float(np.max(np.abs(ref))) if ref.size else 1.0
     max_abs = float(np.max(np.abs(y - ref))) if ref.size else 0.0
     result = {
-        "rank": rank, "ranks": ranks, "tokens": counts[rank],
+        "rank": rank, "ranks": ranks, "tokens": counts[group],
         "shape_ok": y.shape == ref.shape,
         "max_abs": max_abs, "max_rel": max_abs / scale if scale else 0.0,
         "experts_hit_ranks": sorted({int(e) // local for e in ids.ravel()}),

@@ -43,11 +43,12 @@ def mpirun(ranks, *command, timeout=600):
 
 
 def run_ranks(library, plan_path, ranks, tokens, seed, scenario, tolerance, work,
-              token_counts=None):
+              token_counts=None, tp=1):
     """Runs the layer on `ranks` MPI ranks; returns (per-rank results, mpirun)."""
     out = Path(work) / f"ranks-{Path(library).stem}-{scenario}-{ranks}"
     out.mkdir(exist_ok=True)
     extra = ["--token-counts", ",".join(map(str, token_counts))] if token_counts else []
+    extra += ["--tp", str(tp)]
     done = mpirun(ranks, sys.executable, "-m", "moec.distributed", "--library", str(library),
                   "--plan", str(plan_path), "--tokens", str(tokens), "--seed", str(seed),
                   "--scenario", scenario, "--tolerance", str(tolerance), "--out", str(out),
