@@ -1,0 +1,85 @@
+//===- Placement.h - Expert placement on devices and its load -*- C++ -*-===//
+#ifndef MOE_EPLB_PLACEMENT_H
+#define MOE_EPLB_PLACEMENT_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::moe::eplb {
+
+/// A cluster: `slots` physical expert slots spread evenly over `devices`
+/// devices (slot p lives on device p / slotsPerDevice()), the devices spread
+/// evenly over `nodes` nodes. The logical experts fall into `groups` groups of
+/// consecutive ids; node-aware placement keeps a group on one node.
+struct Topology {
+  int64_t slots = 0;
+  int64_t devices = 0;
+  int64_t nodes = 1;
+  int64_t groups = 1;
+
+  int64_t slotsPerDevice() const { return slots / devices; }
+  int64_t devicesPerNode() const { return devices / nodes; }
+  /// DeepSeek's rule: place node-aware when the groups split over the nodes.
+  bool hierarchical() const { return nodes > 1 && groups % nodes == 0; }
+};
+
+/// Returns why `topology` cannot hold `experts` logical experts, or "".
+/// Messages name the option: "--slots (6) must be at least ...".
+std::string checkTopology(const Topology &topology, int64_t experts);
+
+/// One layer to place without nodes: expert loads on `devices` devices of
+/// `perDevice` slots each.
+struct Problem {
+  std::vector<double> load;
+  int64_t devices = 0;
+  int64_t perDevice = 0;
+
+  int64_t experts() const { return static_cast<int64_t>(load.size()); }
+  int64_t slots() const { return devices * perDevice; }
+  double total() const;
+};
+
+/// One layer's placement: physical slot p holds a replica of logical expert
+/// phy2log[p] that takes the fraction share[p] of that expert's tokens.
+struct Placement {
+  std::vector<int64_t> phy2log;
+  std::vector<double> share;
+};
+
+/// Number of replicas of each logical expert.
+std::vector<int64_t> replicaCounts(const Placement &placement, int64_t experts);
+
+/// The physical slots of each logical expert, in slot order.
+std::vector<std::vector<int64_t>> logicalToPhysical(const Placement &placement,
+                                                    int64_t experts);
+
+/// Sets every share to 1 / (replicas of its expert): the even split.
+void setEvenShares(Placement &placement, int64_t experts);
+
+/// Tokens each device processes when the experts see `load`.
+std::vector<double> deviceLoads(const Placement &placement,
+                                const std::vector<double> &load,
+                                int64_t devices);
+
+/// The most loaded device's load.
+double peakLoad(const Placement &placement, const std::vector<double> &load,
+                int64_t devices);
+
+/// Peak device load over the mean device load (1 is perfect balance; 1 when
+/// there is no load at all).
+double peakOverAverage(const Placement &placement,
+                       const std::vector<double> &load, int64_t devices);
+
+/// Returns what is wrong with `placement` for `experts` experts on
+/// `topology`, or "": a slot per physical slot, every expert with a replica,
+/// no device holding two replicas of one expert, shares in [0, 1] summing to
+/// 1 per expert. DeepSeek's baseline may put two replicas of an expert on one
+/// device: `allowSameDevice` accepts that.
+std::string checkPlacement(const Placement &placement, int64_t experts,
+                           const Topology &topology,
+                           bool allowSameDevice = false);
+
+} // namespace mlir::moe::eplb
+
+#endif // MOE_EPLB_PLACEMENT_H

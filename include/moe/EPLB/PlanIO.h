@@ -1,0 +1,48 @@
+//===- PlanIO.h - Expert loads and placements as JSON -*- C++ -*-===//
+#ifndef MOE_EPLB_PLANIO_H
+#define MOE_EPLB_PLANIO_H
+
+#include "moe/EPLB/Placement.h"
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+namespace mlir::moe::eplb {
+
+/// Expert loads: [window][layer][expert] (one window for a 2-D input).
+struct LoadTrace {
+  std::vector<std::vector<std::vector<double>>> windows;
+
+  int64_t layers() const { return static_cast<int64_t>(windows[0].size()); }
+  int64_t experts() const { return static_cast<int64_t>(windows[0][0].size()); }
+  /// The loads of `layer` in every window: [window][expert].
+  std::vector<std::vector<double>> layer(int64_t layer) const;
+};
+
+/// Parses [layers][experts], [windows][layers][experts], or either under the
+/// key "logical_count" of an object (the SGLang traces). Loads must be
+/// finite and non-negative, rows equally long. Errors name the JSON path,
+/// e.g. `$.logical_count[3][7]: expected a number, got "x"`.
+llvm::Expected<LoadTrace> parseLoadTrace(llvm::StringRef json);
+
+/// Reads and parses a load file; errors start with the path.
+llvm::Expected<LoadTrace> readLoadTrace(llvm::StringRef path);
+
+/// Parses the current placement of each layer: moe-eplb's own output
+/// ({"layers": [{"phy2log": [...], "share": [...]}, ...]}, share optional)
+/// or DeepSeek's ({"phy2log": [[...], ...]}), checked against `topology`
+/// and `experts` (a second replica of an expert on one device is accepted:
+/// DeepSeek's placements have them). Shares default to even.
+llvm::Expected<std::vector<Placement>>
+parsePlacements(llvm::StringRef json, int64_t experts,
+                const Topology &topology);
+
+/// One layer's placement as JSON: phy2log, log2phy, replica_count, share,
+/// device_load (for `load`), peak and average.
+llvm::json::Object placementJSON(const Placement &placement,
+                                 const std::vector<double> &load,
+                                 int64_t devices);
+
+} // namespace mlir::moe::eplb
+
+#endif // MOE_EPLB_PLANIO_H

@@ -1,0 +1,58 @@
+//===- Planner.h - Plan one layer's expert placement -*- C++ -*-===//
+#ifndef MOE_EPLB_PLANNER_H
+#define MOE_EPLB_PLANNER_H
+
+#include "moe/EPLB/Placement.h"
+
+namespace mlir::moe::eplb {
+
+/// Which balancer plans.
+enum class Algorithm {
+  DeepSeek, ///< deepseek-ai/EPLB, the baseline.
+  Ours,     ///< Joint replica counts and packing, never worse than DeepSeek.
+};
+
+/// How to plan.
+struct PlanOptions {
+  Algorithm algorithm = Algorithm::Ours;
+  /// Replicas may take uneven shares of their expert's tokens.
+  bool shares = false;
+  /// Branch-and-bound nodes for instances with at most `exactMaxExperts`
+  /// experts per node (0 turns the exact search off).
+  int64_t exactBudget = 2000000;
+  int64_t exactMaxExperts = 16;
+};
+
+/// A planned layer.
+struct LayerPlan {
+  Placement placement;
+  double peak = 0;      ///< Predicted peak device load.
+  double mean = 0;      ///< Mean device load.
+  bool optimal = false; ///< Proven optimal for its algorithm's rules.
+  double ratio() const { return mean > 0 ? peak / mean : 1.0; }
+};
+
+/// Ours on devices without nodes. `start`, if given, is a placement to beat
+/// (with even shares); the result's peak is never above a valid start's.
+LayerPlan planFlat(const Problem &problem, const Placement *start,
+                   const PlanOptions &options);
+
+/// Plans one layer for `load` on `topology`: DeepSeek's placement, or ours,
+/// node-aware when topology.hierarchical() (each node gets whole expert
+/// groups; ours tries DeepSeek's group-to-node packing and its own and keeps
+/// the better). Ours starts from DeepSeek's placement, so its peak is at
+/// most DeepSeek's whenever DeepSeek's is valid (DeepSeek may put two
+/// replicas of an expert on one device; ours never does).
+LayerPlan planLayer(const std::vector<double> &load, const Topology &topology,
+                    const PlanOptions &options);
+
+/// A lower bound on the peak of any placement of `load` on `topology` under
+/// the rules of `shares`: the mean device load, the least possible largest
+/// piece (even shares), and node-aware, the best split of the groups over
+/// the nodes when there are few enough splits to try them all.
+double peakLowerBound(const std::vector<double> &load, const Topology &topology,
+                      bool shares);
+
+} // namespace mlir::moe::eplb
+
+#endif // MOE_EPLB_PLANNER_H

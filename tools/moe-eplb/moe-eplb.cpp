@@ -1,0 +1,278 @@
+//===- moe-eplb.cpp - Expert placement planner driver ---------------------===//
+//
+// Reads expert loads ([layers][experts], [windows][layers][experts] or
+// {"logical_count": ...}), plans each layer's placement with DeepSeek's EPLB
+// or ours, optionally decides per layer whether to leave a current placement,
+// prints a summary table and writes the plans as JSON.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/EPLB/PlanIO.h"
+#include "moe/EPLB/Planner.h"
+#include "moe/EPLB/Redeploy.h"
+#include "moe/EPLB/Robust.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cstdio>
+
+using namespace mlir::moe::eplb;
+namespace cl = llvm::cl;
+namespace json = llvm::json;
+
+namespace {
+cl::OptionCategory category("moe-eplb options");
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<loads.json>"),
+                               cl::cat(category));
+cl::opt<int64_t> slots("slots", cl::desc("Physical expert slots in total"),
+                       cl::init(0), cl::cat(category));
+cl::opt<int64_t> devices("devices", cl::desc("Devices (expert-parallel ranks)"),
+                         cl::init(0), cl::cat(category));
+cl::opt<int64_t> nodes("nodes", cl::desc("Nodes the devices are spread over"),
+                       cl::init(1), cl::cat(category));
+cl::opt<int64_t> groups("groups",
+                        cl::desc("Expert groups (node-aware placement keeps a "
+                                 "group on one node when nodes divide groups)"),
+                        cl::init(1), cl::cat(category));
+cl::opt<Algorithm> algorithm(
+    "algorithm", cl::desc("Balancer"),
+    cl::values(clEnumValN(Algorithm::DeepSeek, "deepseek",
+                          "deepseek-ai/EPLB (the baseline)"),
+               clEnumValN(Algorithm::Ours, "ours",
+                          "joint replica counts and packing (default)")),
+    cl::init(Algorithm::Ours), cl::cat(category));
+cl::opt<bool> shares("shares",
+                     cl::desc("Replicas may take uneven shares of their "
+                              "expert's tokens (ours only)"),
+                     cl::cat(category));
+cl::opt<Robust> robust(
+    "robust", cl::desc("Load to plan for with several windows"),
+    cl::values(clEnumValN(Robust::Mean, "mean", "per-expert mean (default)"),
+               clEnumValN(Robust::Max, "max", "per-expert maximum"),
+               clEnumValN(Robust::MeanStd, "mean+kstd",
+                          "mean + k standard deviations (--robust-k)"),
+               clEnumValN(Robust::Worst, "worst",
+                          "the plan with the best worst window")),
+    cl::init(Robust::Mean), cl::cat(category));
+cl::opt<double> robustK("robust-k", cl::desc("k of --robust=mean+kstd"),
+                        cl::init(1.0), cl::cat(category));
+cl::opt<std::string> currentFile(
+    "current",
+    cl::desc("Current placement (moe-eplb output or {\"phy2log\": ...}): "
+             "decide per layer whether to redeploy"),
+    cl::value_desc("placement.json"), cl::cat(category));
+cl::opt<double> threshold(
+    "redeploy-threshold",
+    cl::desc("Redeploy a layer when peak/average drops by at least this"),
+    cl::init(0.05), cl::cat(category));
+cl::opt<int64_t> exactBudget(
+    "exact-budget",
+    cl::desc("Branch-and-bound nodes for small layers (0: no exact search)"),
+    cl::init(2000000), cl::cat(category));
+cl::opt<std::string> outputFile("o", cl::desc("Write the plans as JSON here"),
+                                cl::value_desc("path"), cl::cat(category));
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "moe-eplb: error: " << message << "\n";
+  return 1;
+}
+
+const char *robustName(Robust kind) {
+  switch (kind) {
+  case Robust::Mean:
+    return "mean";
+  case Robust::Max:
+    return "max";
+  case Robust::MeanStd:
+    return "mean+kstd";
+  case Robust::Worst:
+    return "worst";
+  }
+  return "";
+}
+
+double worst(const std::vector<double> &v) {
+  return *std::max_element(v.begin(), v.end());
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "moe-eplb: expert-parallel load balancer (DeepSeek's EPLB and ours)\n");
+
+  if (inputFile.empty())
+    return fail("give the expert loads: moe-eplb <loads.json> --slots N "
+                "--devices N");
+  if (slots <= 0)
+    return fail("--slots must be a positive number of physical expert slots");
+  if (devices <= 0)
+    return fail("--devices must be a positive number of devices");
+  if (threshold < 0)
+    return fail("--redeploy-threshold must be >= 0");
+  if (shares && algorithm == Algorithm::DeepSeek)
+    return fail("--shares needs --algorithm=ours (DeepSeek's EPLB splits "
+                "evenly)");
+
+  llvm::Expected<LoadTrace> trace = readLoadTrace(inputFile);
+  if (!trace)
+    return fail(llvm::toString(trace.takeError()));
+  int64_t experts = trace->experts(), layers = trace->layers();
+  int64_t windows = static_cast<int64_t>(trace->windows.size());
+  Topology topology{slots, devices, nodes, groups};
+  std::string problem = checkTopology(topology, experts);
+  if (!problem.empty())
+    return fail(problem);
+
+  std::vector<Placement> current;
+  if (!currentFile.empty()) {
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+        llvm::MemoryBuffer::getFile(currentFile);
+    if (!buffer)
+      return fail(currentFile +
+                  ": cannot read: " + buffer.getError().message());
+    llvm::Expected<std::vector<Placement>> parsed =
+        parsePlacements((*buffer)->getBuffer(), experts, topology);
+    if (!parsed)
+      return fail(currentFile + ": " + llvm::toString(parsed.takeError()));
+    current = std::move(*parsed);
+    if (static_cast<int64_t>(current.size()) != layers)
+      return fail(currentFile + ": has " + std::to_string(current.size()) +
+                  " layers, the loads have " + std::to_string(layers));
+  }
+
+  PlanOptions options;
+  options.algorithm = algorithm;
+  options.shares = shares;
+  options.exactBudget = exactBudget;
+  PlanOptions deepseek;
+  deepseek.algorithm = Algorithm::DeepSeek;
+
+  std::printf(
+      "moe-eplb: %lld layers x %lld experts%s, %lld slots on %lld "
+      "devices (%lld per device), %lld node(s), %lld group(s); %s, %s "
+      "shares%s%s\n",
+      (long long)layers, (long long)experts,
+      windows > 1 ? (", " + std::to_string(windows) + " windows").c_str() : "",
+      (long long)slots, (long long)devices,
+      (long long)topology.slotsPerDevice(), (long long)nodes, (long long)groups,
+      algorithm == Algorithm::Ours ? "ours" : "deepseek",
+      shares ? "uneven" : "even", windows > 1 ? ", robust=" : "",
+      windows > 1 ? robustName(robust) : "");
+  std::printf("%5s %12s %9s %9s %9s %7s", "layer", "peak", "deepseek",
+              "planned", "bound", "optimal");
+  if (windows > 1)
+    std::printf(" %11s %11s", "ds worst-w", "plan worst-w");
+  if (!current.empty())
+    std::printf(" %9s %7s %8s %6s", "current", "gain", "redeploy", "moved");
+  std::printf("\n");
+
+  json::Array layerPlans;
+  double sumDeepSeek = 0, sumPlanned = 0, maxDeepSeek = 0, maxPlanned = 0;
+  int64_t worse = 0, redeployed = 0, moved = 0;
+  for (int64_t l = 0; l < layers; ++l) {
+    std::vector<std::vector<double>> loads = trace->layer(l);
+    std::vector<double> planningLoad = robustLoad(
+        loads, robust == Robust::Worst ? Robust::Mean : robust, robustK);
+    LayerPlan plan = planWindows(loads, topology, options, robust, robustK);
+    LayerPlan baseline = planLayer(planningLoad, topology, deepseek);
+    double planned = peakOverAverage(plan.placement, planningLoad, devices);
+    double base = peakOverAverage(baseline.placement, planningLoad, devices);
+    double mean = plan.mean > 0 ? plan.mean : 1;
+    double bound = peakLowerBound(planningLoad, topology, shares) / mean;
+    if (plan.mean <= 0)
+      bound = 1;
+
+    Placement chosen = plan.placement;
+    json::Object redeploy;
+    std::optional<RedeployDecision> decision;
+    if (!current.empty()) {
+      decision = decideRedeploy(current[l], planningLoad, topology, options,
+                                threshold);
+      chosen = decision->placement;
+      redeployed += decision->redeploy;
+      moved += decision->movedReplicas;
+      redeploy = json::Object{
+          {"redeploy", decision->redeploy},
+          {"current_peak_over_average", decision->currentRatio},
+          {"planned_peak_over_average", decision->plannedRatio},
+          {"gain", decision->gain()},
+          {"moved_replicas", decision->movedReplicas},
+      };
+    }
+
+    sumDeepSeek += base;
+    sumPlanned += planned;
+    maxDeepSeek = std::max(maxDeepSeek, base);
+    maxPlanned = std::max(maxPlanned, planned);
+    // --robust=worst optimises the worst window, the others the planning
+    // load: compare with DeepSeek on what was optimised.
+    if (windows == 1 || robust != Robust::Worst)
+      worse += planned > base * (1 + 1e-9);
+    std::printf("%5lld %12.6g %9.4f %9.4f %9.4f %7s", (long long)l,
+                peakLoad(chosen, planningLoad, devices), base, planned, bound,
+                plan.optimal ? "yes" : "-");
+    json::Object layer = placementJSON(chosen, planningLoad, devices);
+    layer["layer"] = l;
+    layer["peak_over_average"] = peakOverAverage(chosen, planningLoad, devices);
+    layer["deepseek_peak_over_average"] = base;
+    layer["lower_bound_peak_over_average"] = bound;
+    layer["optimal"] = plan.optimal;
+    if (windows > 1) {
+      std::vector<double> ours = windowRatios(chosen, loads, devices);
+      std::vector<double> theirs =
+          windowRatios(baseline.placement, loads, devices);
+      std::printf(" %11.4f %11.4f", worst(theirs), worst(ours));
+      if (robust == Robust::Worst)
+        worse += worst(ours) > worst(theirs) * (1 + 1e-9);
+      layer["window_peak_over_average"] = json::Array(ours);
+      layer["deepseek_window_peak_over_average"] = json::Array(theirs);
+    }
+    if (decision) {
+      std::printf(" %9.4f %7.4f %8s %6lld", decision->currentRatio,
+                  decision->gain(), decision->redeploy ? "yes" : "no",
+                  (long long)decision->movedReplicas);
+      layer["redeploy"] = std::move(redeploy);
+    }
+    std::printf("\n");
+    layerPlans.push_back(std::move(layer));
+  }
+  std::printf("%5s %12s %9.4f %9.4f\n", "mean", "", sumDeepSeek / layers,
+              sumPlanned / layers);
+  std::printf("%5s %12s %9.4f %9.4f\n", "max", "", maxDeepSeek, maxPlanned);
+  std::printf("layers where the plan is worse than deepseek%s: %lld\n",
+              windows > 1 && robust == Robust::Worst ? " (worst window)" : "",
+              (long long)worse);
+  if (!current.empty())
+    std::printf("layers redeployed: %lld of %lld, replicas moved: %lld\n",
+                (long long)redeployed, (long long)layers, (long long)moved);
+
+  if (outputFile.empty())
+    return 0;
+  json::Object out{
+      {"algorithm", algorithm == Algorithm::Ours ? "ours" : "deepseek"},
+      {"shares", shares ? "uneven" : "even"},
+      {"robust", robustName(robust)},
+      {"robust_k", robustK.getValue()},
+      {"experts", experts},
+      {"windows", windows},
+      {"slots", slots.getValue()},
+      {"devices", devices.getValue()},
+      {"nodes", nodes.getValue()},
+      {"groups", groups.getValue()},
+      {"layers", std::move(layerPlans)},
+  };
+  json::Value value(std::move(out));
+  if (llvm::Error e =
+          llvm::writeToOutput(outputFile, [&](llvm::raw_ostream &os) {
+            os << llvm::formatv("{0:2}", value) << "\n";
+            return llvm::Error::success();
+          }))
+    return fail(outputFile + ": cannot write: " + llvm::toString(std::move(e)));
+  return 0;
+}
