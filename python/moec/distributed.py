@@ -93,6 +93,8 @@ def main(argv=None):
         "rank": rank, "ranks": ranks, "tokens": counts[group],
         "shape_ok": y.shape == ref.shape,
         "max_abs": max_abs, "max_rel": max_abs / scale if scale else 0.0,
+        "checksum": [float(y.sum()), float(np.abs(y).sum())],
+        "tokens_per_expert": np.bincount(ids.ravel(), minlength=plan["experts"]).tolist(),
         "experts_hit_ranks": sorted({int(e) // local for e in ids.ravel()}),
         "distinct_token_ranks": int(sum(len({int(e) // local for e in row}) for row in ids)),
         "counters": runtime.counters(),

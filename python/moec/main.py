@@ -66,9 +66,16 @@ def check(config, dtype, ranks, tokens, seed, scenario, work):
     results, done = run_ranks(library, plan_path, ranks, tokens, seed, scenario,
                               TOLERANCE[dtype], work)
     ok = done.returncode == 0 and len(results) == ranks
+    layout = plan["layout"]
+    print(f"  layout: ep={layout['ep']} tp={layout['tp']}, "
+          f"{layout.get('local_experts', plan['experts'])} experts per rank, "
+          f"chunking {plan['chunking']}")
+    for r in results:
+        print(f"  rank {r['rank']} routing, tokens per expert: {r['tokens_per_expert']}")
     for r in results:
         ok &= r["ok"]
-        print(f"  rank {r['rank']}/{ranks}: {r['tokens']} tokens, error vs reference: "
+        print(f"  rank {r['rank']}/{ranks}: {r['tokens']} tokens, checksum sum(y)={r['checksum'][0]:.6f} "
+              f"sum|y|={r['checksum'][1]:.6f}, error vs reference: "
               f"max_abs={r['max_abs']:.3e} max_rel={r['max_rel']:.3e} "
               f"(tolerance {TOLERANCE[dtype]:.0e}) {'OK' if r['ok'] else 'FAIL'}")
     if done.returncode != 0 or len(results) != ranks:
