@@ -31,15 +31,11 @@ struct LocalRun {
   Collectives coll{createLocalCommunicator(), std::chrono::milliseconds(1000)};
   ExpertParallel ep{coll};
 };
-} // namespace
 
-TEST(ExpertParallel, OneRankRoundTrip) {
-  LocalRun run;
-  const int64_t tokens = 3, hidden = 2, k = 2, experts = 4;
-  float x[tokens * hidden] = {1, 2, 3, 4, 5, 6};
-  int32_t ids[tokens * k] = {0, 3, 2, 1, 3, 0};
-  float weights[tokens * k] = {0.5f, 0.25f, 1.0f, 2.0f, 0.125f, 4.0f};
-  int32_t expertRank[experts] = {0, 0, 0, 0};
+/// A dense f32 dispatch of `tokens` rows of `hidden` with top-`k` choices.
+DispatchInput denseInput(const float *x, const int32_t *ids, const float *weights,
+                         const int32_t *expertRank, int64_t tokens, int64_t hidden,
+                         int64_t k, int64_t experts, int64_t capacity) {
   DispatchInput in;
   in.x = reinterpret_cast<const uint8_t *>(x);
   in.tokens = tokens;
@@ -50,7 +46,20 @@ TEST(ExpertParallel, OneRankRoundTrip) {
   in.topK = k;
   in.expertRank = expertRank;
   in.experts = experts;
-  in.capacity = tokens;
+  in.capacity = capacity;
+  return in;
+}
+} // namespace
+
+TEST(ExpertParallel, OneRankRoundTrip) {
+  LocalRun run;
+  const int64_t tokens = 3, hidden = 2, k = 2, experts = 4;
+  float x[tokens * hidden] = {1, 2, 3, 4, 5, 6};
+  int32_t ids[tokens * k] = {0, 3, 2, 1, 3, 0};
+  float weights[tokens * k] = {0.5f, 0.25f, 1.0f, 2.0f, 0.125f, 4.0f};
+  int32_t expertRank[experts] = {0, 0, 0, 0};
+  DispatchInput in =
+      denseInput(x, ids, weights, expertRank, tokens, hidden, k, experts, tokens);
   std::vector<float> rx;
   std::vector<int32_t> rid;
   std::vector<float> rw;
@@ -93,17 +102,7 @@ TEST(ExpertParallel, RejectsBadExpertIdsByName) {
   int32_t ids[1] = {7};
   float weights[1] = {1};
   int32_t expertRank[2] = {0, 0};
-  DispatchInput in;
-  in.x = reinterpret_cast<const uint8_t *>(x);
-  in.tokens = 1;
-  in.hidden = 2;
-  in.xRowStride = 2;
-  in.expertIds = ids;
-  in.weights = weights;
-  in.topK = 1;
-  in.expertRank = expertRank;
-  in.experts = 2;
-  in.capacity = 1;
+  DispatchInput in = denseInput(x, ids, weights, expertRank, 1, 2, 1, 2, 1);
   int64_t rows, handle;
   Status error = run.ep.dispatch(in, [](int64_t) { return DispatchOutput(); }, rows, handle);
   ASSERT_TRUE(error);
@@ -116,17 +115,7 @@ TEST(ExpertParallel, OverCapacityFailsBeforeWriting) {
   int32_t ids[2] = {0, 1};
   float weights[2] = {1, 1};
   int32_t expertRank[2] = {0, 0};
-  DispatchInput in;
-  in.x = reinterpret_cast<const uint8_t *>(x);
-  in.tokens = 2;
-  in.hidden = 2;
-  in.xRowStride = 2;
-  in.expertIds = ids;
-  in.weights = weights;
-  in.topK = 1;
-  in.expertRank = expertRank;
-  in.experts = 2;
-  in.capacity = 1;
+  DispatchInput in = denseInput(x, ids, weights, expertRank, 2, 2, 1, 2, 1);
   bool allocated = false;
   int64_t rows, handle;
   Status error = run.ep.dispatch(
