@@ -75,64 +75,52 @@ void Collectives::count(const char *name, int64_t sent, int64_t received,
   c.seconds += std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-Status Collectives::allToAllV(const char *name, const void *send,
-                              const int64_t *sendBytes, void *recv,
-                              const int64_t *recvBytes) {
+Status Collectives::run(const char *name, int64_t elements, int64_t sent,
+                        int64_t received,
+                        const std::function<Status(Clock::time_point)> &call) {
   if (injectedSkip(name))
     return std::nullopt;
   auto start = Clock::now();
   Clock::time_point deadline;
-  if (Status e = agree(name, 0, deadline))
+  if (Status e = agree(name, elements, deadline))
     return e;
-  if (Status e = comm->allToAllV(send, sendBytes, recv, recvBytes, deadline))
+  if (Status e = call(deadline))
     return "collective '" + std::string(name) + "': " + *e;
+  count(name, sent, received, start);
+  return std::nullopt;
+}
+
+Status Collectives::allToAllV(const char *name, const void *send,
+                              const int64_t *sendBytes, void *recv,
+                              const int64_t *recvBytes) {
   int64_t sent = 0, received = 0;
   for (int p = 0; p < size(); ++p) {
     sent += sendBytes[p];
     received += recvBytes[p];
   }
-  count(name, sent, received, start);
-  return std::nullopt;
+  return run(name, 0, sent, received, [&](Clock::time_point deadline) {
+    return comm->allToAllV(send, sendBytes, recv, recvBytes, deadline);
+  });
 }
 
 Status Collectives::allReduce(const char *name, int64_t *values, int64_t count_,
                               ReduceOp op) {
-  if (injectedSkip(name))
-    return std::nullopt;
-  auto start = Clock::now();
-  Clock::time_point deadline;
-  if (Status e = agree(name, count_, deadline))
-    return e;
-  if (Status e = comm->allReduce(values, count_, op, deadline))
-    return "collective '" + std::string(name) + "': " + *e;
   int64_t bytes = size() > 1 ? count_ * int64_t(sizeof(int64_t)) : 0;
-  count(name, bytes, bytes, start);
-  return std::nullopt;
+  return run(name, count_, bytes, bytes, [&](Clock::time_point deadline) {
+    return comm->allReduce(values, count_, op, deadline);
+  });
 }
 
 Status Collectives::allGather(const char *name, const void *send, int64_t bytes,
                               void *recv) {
-  if (injectedSkip(name))
-    return std::nullopt;
-  auto start = Clock::now();
-  Clock::time_point deadline;
-  if (Status e = agree(name, bytes, deadline))
-    return e;
-  if (Status e = comm->allGather(send, bytes, recv, deadline))
-    return "collective '" + std::string(name) + "': " + *e;
-  count(name, bytes * (size() - 1), bytes * (size() - 1), start);
-  return std::nullopt;
+  int64_t moved = bytes * (size() - 1);
+  return run(name, bytes, moved, moved, [&](Clock::time_point deadline) {
+    return comm->allGather(send, bytes, recv, deadline);
+  });
 }
 
 Status Collectives::barrier(const char *name) {
-  if (injectedSkip(name))
-    return std::nullopt;
-  auto start = Clock::now();
-  Clock::time_point deadline;
-  if (Status e = agree(name, 0, deadline))
-    return e;
-  if (Status e = comm->barrier(deadline))
-    return "collective '" + std::string(name) + "': " + *e;
-  count(name, 0, 0, start);
-  return std::nullopt;
+  return run(name, 0, 0, 0, [&](Clock::time_point deadline) {
+    return comm->barrier(deadline);
+  });
 }

@@ -5,6 +5,7 @@
 #include "Communicator.h"
 #include "Counters.h"
 
+#include <functional>
 #include <memory>
 
 namespace moert {
@@ -36,6 +37,9 @@ private:
   /// The agreement step; returns the deadline for the collective itself.
   Status agree(const char *name, int64_t elements,
                Clock::time_point &deadline);
+  /// Skip check, agreement, the call itself within the deadline, counting.
+  Status run(const char *name, int64_t elements, int64_t sent, int64_t received,
+             const std::function<Status(Clock::time_point)> &call);
   /// True when MOERT_INJECT_SKIP names this rank and collective (tests).
   bool injectedSkip(const char *name) const;
   void count(const char *name, int64_t sent, int64_t received,
