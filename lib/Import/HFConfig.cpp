@@ -200,7 +200,8 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
       expertRank, routing, ActivationAttr::get(&context, Activation::swiglu),
       LayoutAttr::getChecked([&] { return emitError(loc); }, &context, ep,
                              layout.tp),
-      ep > 1 ? b.getI64IntegerAttr(maxTokensPerRank) : IntegerAttr());
+      ep > 1 ? b.getI64IntegerAttr(maxTokensPerRank) : IntegerAttr(),
+      PhaseAttr());
   func::ReturnOp::create(b, loc, layer.getY());
   return module;
 }

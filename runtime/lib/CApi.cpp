@@ -73,9 +73,16 @@ void requireDense(const moert_memref2d *m, const char *name) {
 
 void dispatch(moert_dispatch_result *result, moert_memref2d *x,
               moert_memref2d *ids, moert_memref2d *weights,
-              moert_memref1d *expertRank, int64_t capacity,
-              int64_t elementBytes, QuantScheme quant = QuantScheme::None) {
+              moert_memref1d *expertRank, moert_memref1d *plan,
+              int64_t elementBytes) {
   collectivesOrDie();
+  if (plan->sizes[0] != MOERT_DISPATCH_PLAN_FIELDS || plan->strides[0] != 1)
+    die("dispatch: the plan must be a dense i64[" +
+        std::to_string(MOERT_DISPATCH_PLAN_FIELDS) + "]");
+  const int64_t *fields = static_cast<const int64_t *>(plan->aligned) + plan->offset;
+  const int64_t scheme = fields[MOERT_PLAN_QUANTIZATION];
+  if (scheme < 0 || scheme > int64_t(QuantScheme::Fp8Group32Ue8m0))
+    die("dispatch: plan names unknown quantization " + std::to_string(scheme));
   requireDense(x, "x");
   requireDense(ids, "expert_ids");
   requireDense(weights, "expert_weights");
@@ -95,8 +102,10 @@ void dispatch(moert_dispatch_result *result, moert_memref2d *x,
   in.topK = ids->sizes[1];
   in.expertRank = static_cast<const int32_t *>(expertRank->aligned) + expertRank->offset;
   in.experts = expertRank->sizes[0];
-  in.capacity = capacity;
-  in.quant = quant;
+  in.capacity = fields[MOERT_PLAN_CAPACITY];
+  in.maxTokens = fields[MOERT_PLAN_MAX_TOKENS];
+  in.slots = fields[MOERT_PLAN_SLOTS];
+  in.quant = QuantScheme(scheme);
   const int64_t k = in.topK, h = in.hidden;
   int64_t rows = 0, handle = 0;
   Status status = runtime.expertParallel->dispatch(
@@ -233,15 +242,15 @@ void _mlir_ciface_moert_ep_dispatch_f32(moert_dispatch_result *result,
                                         moert_memref2d *x, moert_memref2d *ids,
                                         moert_memref2d *weights,
                                         moert_memref1d *expertRank,
-                                        int64_t capacity) {
-  dispatch(result, x, ids, weights, expertRank, capacity, 4);
+                                        moert_memref1d *plan) {
+  dispatch(result, x, ids, weights, expertRank, plan, 4);
 }
 void _mlir_ciface_moert_ep_dispatch_bf16(moert_dispatch_result *result,
                                          moert_memref2d *x, moert_memref2d *ids,
                                          moert_memref2d *weights,
                                          moert_memref1d *expertRank,
-                                         int64_t capacity) {
-  dispatch(result, x, ids, weights, expertRank, capacity, 2);
+                                         moert_memref1d *plan) {
+  dispatch(result, x, ids, weights, expertRank, plan, 2);
 }
 void _mlir_ciface_moert_ep_combine_f32(moert_memref2d *result,
                                        moert_memref2d *partial, int64_t handle) {
@@ -250,33 +259,6 @@ void _mlir_ciface_moert_ep_combine_f32(moert_memref2d *result,
 void _mlir_ciface_moert_ep_combine_bf16(moert_memref2d *result,
                                         moert_memref2d *partial, int64_t handle) {
   combine(result, partial, handle, 2);
-}
-
-// FP8 dispatch: rows travel as E4M3 plus scales (docs/FP8Dispatch.md) and
-// arrive dequantized into the element type.
-void _mlir_ciface_moert_ep_dispatch_fp8g128_f32(
-    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
-    moert_memref2d *weights, moert_memref1d *expertRank, int64_t capacity) {
-  dispatch(result, x, ids, weights, expertRank, capacity, 4,
-           QuantScheme::Fp8Group128F32);
-}
-void _mlir_ciface_moert_ep_dispatch_fp8g128_bf16(
-    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
-    moert_memref2d *weights, moert_memref1d *expertRank, int64_t capacity) {
-  dispatch(result, x, ids, weights, expertRank, capacity, 2,
-           QuantScheme::Fp8Group128F32);
-}
-void _mlir_ciface_moert_ep_dispatch_fp8g32ue8m0_f32(
-    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
-    moert_memref2d *weights, moert_memref1d *expertRank, int64_t capacity) {
-  dispatch(result, x, ids, weights, expertRank, capacity, 4,
-           QuantScheme::Fp8Group32Ue8m0);
-}
-void _mlir_ciface_moert_ep_dispatch_fp8g32ue8m0_bf16(
-    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
-    moert_memref2d *weights, moert_memref1d *expertRank, int64_t capacity) {
-  dispatch(result, x, ids, weights, expertRank, capacity, 2,
-           QuantScheme::Fp8Group32Ue8m0);
 }
 
 static int checkQuantHook(int scheme, const void *a, const void *b,

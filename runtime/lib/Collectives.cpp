@@ -31,11 +31,13 @@ bool Collectives::injectedSkip(const char *name) const {
 }
 
 Status Collectives::agree(const char *name, int64_t elements,
-                          Clock::time_point &deadline) {
+                          Clock::time_point &deadline,
+                          const std::string &problem) {
   CollectiveDescriptor mine;
   mine.sequence = sequence++;
   std::strncpy(mine.name, name, sizeof(mine.name) - 1);
   mine.elements = elements;
+  std::strncpy(mine.problem, problem.c_str(), sizeof(mine.problem) - 1);
   deadline = Clock::now() + limit;
   std::vector<CollectiveDescriptor> all;
   std::vector<int> missing;
@@ -52,6 +54,16 @@ Status Collectives::agree(const char *name, int64_t elements,
     }
     return os.str();
   }
+  // A reported problem explains more than the disagreement it causes.
+  std::string problems;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r].problem[0])
+      problems += (problems.empty() ? "" : "; ") + ("rank " + std::to_string(r)) +
+                  ": " +
+                  std::string(all[r].problem,
+                              strnlen(all[r].problem, sizeof(all[r].problem)));
+  if (!problems.empty())
+    return problems;
   bool agreed = true;
   for (const CollectiveDescriptor &d : all)
     agreed &= d.sequence == mine.sequence &&
@@ -88,6 +100,13 @@ Status Collectives::run(const char *name, int64_t elements, int64_t sent,
     return "collective '" + std::string(name) + "': " + *e;
   count(name, sent, received, start);
   return std::nullopt;
+}
+
+Status Collectives::failTogether(const char *name, const std::string &problem) {
+  Clock::time_point deadline;
+  if (Status e = agree(name, 0, deadline, problem.empty() ? "failed" : problem))
+    return e;
+  return problem; // not reached: agree reports every problem
 }
 
 Status Collectives::allToAllV(const char *name, const void *send,

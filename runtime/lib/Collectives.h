@@ -33,10 +33,15 @@ public:
                    void *recv);
   Status barrier(const char *name);
 
+  /// Joins the next collective only to report `problem`: every rank, at
+  /// whichever collective it is, fails with this rank's message. Use for a
+  /// precondition that fails on some ranks, so none of them hangs.
+  Status failTogether(const char *name, const std::string &problem);
+
 private:
   /// The agreement step; returns the deadline for the collective itself.
   Status agree(const char *name, int64_t elements,
-               Clock::time_point &deadline);
+               Clock::time_point &deadline, const std::string &problem = "");
   /// Skip check, agreement, the call itself within the deadline, counting.
   Status run(const char *name, int64_t elements, int64_t sent, int64_t received,
              const std::function<Status(Clock::time_point)> &call);

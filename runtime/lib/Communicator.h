@@ -22,6 +22,9 @@ struct CollectiveDescriptor {
   uint64_t sequence = 0; ///< Index of this collective on this communicator.
   char name[48] = {};    ///< e.g. "dispatch.counts".
   int64_t elements = 0;  ///< Must agree for allreduce / allgather.
+  /// Why this rank cannot go on (empty: it can). Every rank then fails with
+  /// it instead of running the collective.
+  char problem[200] = {};
 };
 
 /// One communicator backend (MPI, NCCL, or a single local rank). Buffers are

@@ -33,6 +33,8 @@ std::string Counters::toJson(int rank, int size, const char *backend) const {
   writeObject(os, phaseSeconds, [&](double s) { os << s; });
   os << ", \"high_water_bytes\": ";
   writeObject(os, highWaterBytes, [&](int64_t b) { os << b; });
+  os << ", \"planned_bytes\": ";
+  writeObject(os, plannedBytes, [&](int64_t b) { os << b; });
   os << ", \"totals\": ";
   writeObject(os, totals, [&](int64_t b) { os << b; });
   os << "}";

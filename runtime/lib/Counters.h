@@ -20,12 +20,20 @@ struct Counters {
   std::map<std::string, CollectiveCounter> collectives;
   std::map<std::string, double> phaseSeconds;
   std::map<std::string, int64_t> highWaterBytes;
+  /// The size each runtime workspace was planned with (the largest plan
+  /// seen); requests are checked against it before anything is written.
+  std::map<std::string, int64_t> plannedBytes;
   std::map<std::string, int64_t> totals; ///< e.g. rows dispatched.
 
   void noteBuffer(const std::string &name, int64_t bytes) {
     int64_t &mark = highWaterBytes[name];
     if (bytes > mark)
       mark = bytes;
+  }
+  void notePlan(const std::string &name, int64_t bytes) {
+    int64_t &plan = plannedBytes[name];
+    if (bytes > plan)
+      plan = bytes;
   }
   void reset() { *this = Counters(); }
   /// One JSON object; `rank` and `backend` label it.

@@ -1,6 +1,7 @@
 //===- ExpertParallel.cpp - dispatch and combine across EP ranks ----------===//
 #include "ExpertParallel.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -84,14 +85,46 @@ Status validate(const DispatchInput &in, int ranks) {
 }
 } // namespace
 
+Status ExpertParallel::reserve(std::vector<uint8_t> &space, const char *name,
+                               int64_t planned, int64_t requested) {
+  Counters &counters = coll.counters();
+  counters.notePlan(name, planned);
+  if (requested > planned)
+    return std::string("workspace '") + name + "': " + std::to_string(requested) +
+           " bytes requested but the plan sized it for " + std::to_string(planned) +
+           "; nothing was written";
+  if (int64_t(space.size()) < planned)
+    space.resize(planned);
+  counters.noteBuffer(name, requested);
+  return std::nullopt;
+}
+
+namespace {
+/// A local precondition that some rank may fail, checked before any
+/// collective of the dispatch so that every rank fails together.
+Status localProblem(const DispatchInput &in, int ranks) {
+  if (Status e = validate(in, ranks))
+    return e;
+  const int64_t limit = in.slots ? in.slots : in.maxTokens;
+  if (limit && in.tokens > limit) {
+    std::ostringstream os;
+    os << "dispatch: " << in.tokens << " tokens but the plan allows at most "
+       << limit << " per rank" << (in.slots ? " in the decode layout" : "")
+       << "; nothing was written";
+    return os.str();
+  }
+  return std::nullopt;
+}
+} // namespace
+
 Status ExpertParallel::dispatch(const DispatchInput &in,
                                 const DispatchAllocator &allocate,
                                 int64_t &rows, int64_t &handle) {
   Counters &counters = coll.counters();
   Timer timer{counters, "dispatch"};
   const int ranks = coll.size();
-  if (Status e = validate(in, ranks))
-    return e;
+  if (Status e = localProblem(in, ranks))
+    return coll.failTogether("dispatch", *e);
 
   // Local index of each expert on its rank: experts keep their order.
   std::vector<int32_t> localIndex(in.experts);
@@ -115,39 +148,46 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   state.tokens = in.tokens;
   state.hidden = in.hidden;
   state.elementBytes = in.elementBytes;
+  state.slots = in.slots;
   state.sentRows.resize(ranks);
-  state.receivedRows.resize(ranks);
+  state.receivedRows.assign(ranks, in.slots);
   for (int d = 0; d < ranks; ++d) {
     state.sentRows[d] = int64_t(tokensFor[d].size());
     state.sentToken.insert(state.sentToken.end(), tokensFor[d].begin(),
                            tokensFor[d].end());
   }
 
-  // Counts first: everyone learns how many rows it will receive.
-  std::vector<int64_t> countBytes(ranks, sizeof(int64_t));
-  if (Status e = coll.allToAllV("dispatch.counts", state.sentRows.data(),
-                                countBytes.data(), state.receivedRows.data(),
-                                countBytes.data()))
-    return e;
-  int64_t received = 0;
-  for (int64_t r : state.receivedRows)
-    received += r;
-
-  // Every rank learns every rank's load, so an overflow fails all of them
-  // with the same message, before any payload is written.
-  std::vector<int64_t> loads(ranks, 0);
-  loads[coll.rank()] = received;
-  if (Status e = coll.allReduce("dispatch.capacity", loads.data(), ranks,
-                                ReduceOp::Sum))
-    return e;
-  for (int r = 0; r < ranks; ++r)
-    if (loads[r] > in.capacity) {
-      std::ostringstream os;
-      os << "dispatch: rank " << r << " would receive " << loads[r]
-         << " rows but the plan's capacity is " << in.capacity
-         << " rows; nothing was written";
-      return os.str();
-    }
+  if (!in.slots) {
+    // Counts first: everyone learns how many rows it will receive.
+    std::vector<int64_t> countBytes(ranks, sizeof(int64_t));
+    if (Status e = coll.allToAllV("dispatch.counts", state.sentRows.data(),
+                                  countBytes.data(), state.receivedRows.data(),
+                                  countBytes.data()))
+      return e;
+    // Every rank learns every rank's load, so an overflow fails all of them
+    // with the same message, before any payload is written.
+    int64_t received = 0;
+    for (int64_t r : state.receivedRows)
+      received += r;
+    std::vector<int64_t> loads(ranks, 0);
+    loads[coll.rank()] = received;
+    if (Status e = coll.allReduce("dispatch.capacity", loads.data(), ranks,
+                                  ReduceOp::Sum))
+      return e;
+    for (int r = 0; r < ranks; ++r)
+      if (loads[r] > in.capacity) {
+        std::ostringstream os;
+        os << "dispatch: rank " << r << " would receive " << loads[r]
+           << " rows but the plan's capacity is " << in.capacity
+           << " rows; nothing was written";
+        return os.str();
+      }
+  }
+  int64_t sendRows = 0, recvRows = 0;
+  for (int p = 0; p < ranks; ++p) {
+    sendRows += state.sendBlock(p);
+    recvRows += state.recvBlock(p);
+  }
 
   // Bytes of x in the output element type, and on the wire.
   const bool quantized = in.quant != QuantScheme::None;
@@ -155,14 +195,26 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   const int64_t wireXBytes = quantized ? quantRowBytes(in.quant, in.hidden) : xBytes;
   const int64_t routeBytes = in.topK * int64_t(sizeof(int32_t) + sizeof(float));
   const int64_t rowBytes = wireXBytes + routeBytes;
-  std::vector<uint8_t> send(state.sentToken.size() * rowBytes);
+  // The plan: each token reaches at most min(ranks, top-k) ranks.
+  const int64_t maxTokens = in.maxTokens ? in.maxTokens : in.tokens;
+  state.plannedSendRows =
+      in.slots ? ranks * in.slots : maxTokens * std::min<int64_t>(ranks, in.topK);
+  const int64_t plannedRecvRows = in.slots ? ranks * in.slots : in.capacity;
+  if (Status e = reserve(sendSpace, "dispatch.send",
+                         state.plannedSendRows * rowBytes, sendRows * rowBytes))
+    return coll.failTogether("dispatch.payload", *e);
+  if (Status e = reserve(recvSpace, "dispatch.recv", plannedRecvRows * rowBytes,
+                         recvRows * rowBytes))
+    return coll.failTogether("dispatch.payload", *e);
+
   // A token going to several ranks is quantized once per destination; the
-  // result is the same bytes each time.
+  // result is the same bytes each time. Masked rows are zero bytes: x = 0,
+  // weights 0, ids -1 (written below).
   std::vector<float> values(quantized ? in.hidden : 0);
   std::vector<int32_t> ids(in.topK);
   std::vector<float> weights(in.topK);
-  uint8_t *out = send.data();
-  for (int d = 0; d < ranks; ++d)
+  uint8_t *out = sendSpace.data();
+  for (int d = 0; d < ranks; ++d) {
     for (int32_t t : tokensFor[d]) {
       const uint8_t *x = in.x + t * in.xRowStride * in.elementBytes;
       if (quantized) {
@@ -184,21 +236,26 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
                   in.topK * sizeof(float));
       out += rowBytes;
     }
-  std::vector<uint8_t> recv(received * rowBytes);
+    for (int64_t pad = state.sentRows[d]; pad < state.sendBlock(d); ++pad) {
+      std::memset(out, 0, rowBytes);
+      std::fill(ids.begin(), ids.end(), -1);
+      std::memcpy(out + wireXBytes, ids.data(), in.topK * sizeof(int32_t));
+      out += rowBytes;
+    }
+  }
   std::vector<int64_t> sendBytes(ranks), recvBytes(ranks);
   for (int p = 0; p < ranks; ++p) {
-    sendBytes[p] = state.sentRows[p] * rowBytes;
-    recvBytes[p] = state.receivedRows[p] * rowBytes;
+    sendBytes[p] = state.sendBlock(p) * rowBytes;
+    recvBytes[p] = state.recvBlock(p) * rowBytes;
   }
-  counters.noteBuffer("dispatch.send", int64_t(send.size()));
-  counters.noteBuffer("dispatch.recv", int64_t(recv.size()));
-  if (Status e = coll.allToAllV("dispatch.payload", send.data(), sendBytes.data(),
-                                recv.data(), recvBytes.data()))
+  if (Status e = coll.allToAllV("dispatch.payload", sendSpace.data(),
+                                sendBytes.data(), recvSpace.data(),
+                                recvBytes.data()))
     return e;
 
-  DispatchOutput dest = allocate(received);
-  for (int64_t r = 0; r < received; ++r) {
-    const uint8_t *row = recv.data() + r * rowBytes;
+  DispatchOutput dest = allocate(recvRows);
+  for (int64_t r = 0; r < recvRows; ++r) {
+    const uint8_t *row = recvSpace.data() + r * rowBytes;
     if (quantized) {
       dequantizeRow(in.quant, row, row + in.hidden, in.hidden, values.data());
       uint8_t *x = dest.x + r * xBytes;
@@ -211,18 +268,20 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
     std::memcpy(dest.weights + r * in.topK,
                 row + wireXBytes + in.topK * sizeof(int32_t), in.topK * sizeof(float));
   }
-  counters.noteBuffer("expert.rows", received * xBytes);
+  counters.notePlan("expert.rows", plannedRecvRows * xBytes);
+  counters.noteBuffer("expert.rows", recvRows * xBytes);
   counters.totals["dispatch_rows_sent"] += int64_t(state.sentToken.size());
-  counters.totals["dispatch_payload_bytes_sent"] += int64_t(send.size());
+  counters.totals["dispatch_payload_bytes_sent"] += sendRows * rowBytes;
   counters.totals["dispatch_bytes_per_token_expert_pair"] +=
       in.tokens * in.topK * (wireXBytes + int64_t(sizeof(int32_t) + sizeof(float)));
   // The scheme of the latest dispatch (QuantScheme's value; 0 = none), and
   // what its rows would have cost in the element type.
   counters.totals["dispatch_quantization"] = int64_t(in.quant);
   counters.totals["dispatch_payload_bytes_unquantized"] +=
-      int64_t(state.sentToken.size()) * (xBytes + routeBytes);
+      sendRows * (xBytes + routeBytes);
+  counters.totals[in.slots ? "dispatch_calls_decode" : "dispatch_calls_prefill"] += 1;
 
-  rows = received;
+  rows = recvRows;
   for (handle = 0; handle < int64_t(inFlight.size()); ++handle)
     if (!inFlight[handle].live)
       break;
@@ -248,33 +307,42 @@ Status ExpertParallel::combine(int64_t handle, const uint8_t *partial,
   InFlight state = std::move(inFlight[handle]);
   inFlight[handle].live = false;
   const int ranks = coll.size();
-  int64_t expectedRows = 0;
-  for (int64_t r : state.receivedRows)
-    expectedRows += r;
+  int64_t expectedRows = 0, backRows = 0;
+  for (int p = 0; p < ranks; ++p) {
+    expectedRows += state.recvBlock(p);
+    backRows += state.sendBlock(p);
+  }
   if (rows != expectedRows)
     return "combine: got " + std::to_string(rows) + " rows but dispatch delivered " +
            std::to_string(expectedRows);
 
   const int64_t xBytes = state.hidden * state.elementBytes;
-  std::vector<uint8_t> back(state.sentToken.size() * xBytes);
+  if (Status e = reserve(combineSpace, "combine.recv",
+                         state.plannedSendRows * xBytes, backRows * xBytes))
+    return coll.failTogether("combine.payload", *e);
   std::vector<int64_t> sendBytes(ranks), recvBytes(ranks);
   for (int p = 0; p < ranks; ++p) {
-    sendBytes[p] = state.receivedRows[p] * xBytes;
-    recvBytes[p] = state.sentRows[p] * xBytes;
+    sendBytes[p] = state.recvBlock(p) * xBytes;
+    recvBytes[p] = state.sendBlock(p) * xBytes;
   }
-  counters.noteBuffer("combine.recv", int64_t(back.size()));
   if (Status e = coll.allToAllV("combine.payload", partial, sendBytes.data(),
-                                back.data(), recvBytes.data()))
+                                combineSpace.data(), recvBytes.data()))
     return e;
 
   // Rows come back grouped by the rank that computed them, in rank order:
-  // adding them in that order makes the sum the same on every run.
+  // adding them in that order makes the sum the same on every run. In the
+  // decode layout each block's masked tail is skipped.
   std::vector<float> sum(state.tokens * state.hidden, 0.0f);
-  for (size_t r = 0; r < state.sentToken.size(); ++r) {
-    float *acc = sum.data() + state.sentToken[r] * state.hidden;
-    const uint8_t *row = back.data() + r * xBytes;
-    for (int64_t h = 0; h < state.hidden; ++h)
-      acc[h] += loadElement(row + h * state.elementBytes, state.elementBytes);
+  const uint8_t *block = combineSpace.data();
+  const int32_t *token = state.sentToken.data();
+  for (int p = 0; p < ranks; ++p) {
+    for (int64_t r = 0; r < state.sentRows[p]; ++r, ++token) {
+      float *acc = sum.data() + *token * state.hidden;
+      const uint8_t *row = block + r * xBytes;
+      for (int64_t h = 0; h < state.hidden; ++h)
+        acc[h] += loadElement(row + h * state.elementBytes, state.elementBytes);
+    }
+    block += state.sendBlock(p) * xBytes;
   }
   for (int64_t i = 0; i < state.tokens * state.hidden; ++i)
     storeElement(y + i * state.elementBytes, state.elementBytes, sum[i]);

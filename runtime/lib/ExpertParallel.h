@@ -21,6 +21,14 @@ struct DispatchInput {
   const int32_t *expertRank = nullptr; ///< [experts]: the rank owning each expert.
   int64_t experts = 0;
   int64_t capacity = 0; ///< Most rows this rank may receive (from the plan).
+  /// Most tokens any rank may hold in one dispatch (from the plan); 0: only
+  /// `capacity` bounds the call. A rank over it fails every rank first.
+  int64_t maxTokens = 0;
+  /// 0: prefill layout (counts travel first, rows arrive packed). > 0:
+  /// decode layout: every rank sends every rank a block of `slots` rows,
+  /// valid ones first, the rest masked (ids -1, weights 0, x 0); no counts
+  /// travel and the result always has ranks * slots rows.
+  int64_t slots = 0;
   /// None: rows travel in the element type. FP8: each row travels as
   /// [H FP8 bytes][scales][ids][weights] and the receiver dequantizes it
   /// into the element type; `hidden` must be a multiple of the group size.
@@ -36,9 +44,11 @@ struct DispatchOutput {
 using DispatchAllocator = std::function<DispatchOutput(int64_t rows)>;
 
 /// Dispatch sends each token once per destination rank (with the local expert
-/// ids and weights that rank needs); counts travel first, then the payload.
-/// Combine sends each received row's partial result back, and the token's
-/// rank adds them.
+/// ids and weights that rank needs); counts travel first, then the payload
+/// (or, in the decode layout, fixed blocks only). Combine sends each received
+/// row's partial result back, and the token's rank adds them. The send,
+/// receive and combine workspaces are sized from the plan (capacity, maximum
+/// tokens, slots) and reused; every request is checked against them first.
 class ExpertParallel {
 public:
   explicit ExpertParallel(Collectives &collectives) : coll(collectives) {}
@@ -55,11 +65,21 @@ private:
   struct InFlight {
     bool live = false;
     int64_t tokens = 0, hidden = 0, elementBytes = 0;
-    std::vector<int64_t> sentRows, receivedRows; ///< per peer
+    int64_t slots = 0;                           ///< 0: prefill layout
+    int64_t plannedSendRows = 0;                 ///< for the combine workspace
+    std::vector<int64_t> sentRows, receivedRows; ///< valid rows per peer
     std::vector<int32_t> sentToken;              ///< token of each sent row
+    /// Rows that travel to / from each peer: the valid ones, or whole blocks.
+    int64_t sendBlock(int peer) const { return slots ? slots : sentRows[peer]; }
+    int64_t recvBlock(int peer) const { return slots ? slots : receivedRows[peer]; }
   };
+  /// Grows `space` to the planned size and checks the request against it.
+  Status reserve(std::vector<uint8_t> &space, const char *name, int64_t planned,
+                 int64_t requested);
+
   Collectives &coll;
   std::vector<InFlight> inFlight;
+  std::vector<uint8_t> sendSpace, recvSpace, combineSpace;
 };
 
 /// Element conversions for the payload types (f32, bf16).

@@ -364,7 +364,7 @@ TEST(ExpertParallel, Fp8DispatchNeedsWholeGroups) {
   int64_t rows = 0;
   Status e = dispatchOnOneRank(run, QuantScheme::Fp8Group128F32, 4, x, 2, 96, rx, rows);
   ASSERT_TRUE(e);
-  EXPECT_EQ(*e, "dispatch: hidden size 96 is not a multiple of the group size 128 "
+  EXPECT_EQ(*e, "rank 0: dispatch: hidden size 96 is not a multiple of the group size 128 "
                 "of FP8 scheme fp8g128");
   EXPECT_EQ(run.coll.counters().collectives.count("dispatch.counts"), 0u);
   EXPECT_FALSE(dispatchOnOneRank(run, QuantScheme::Fp8Group32Ue8m0, 4, x, 2, 96, rx, rows));

@@ -106,7 +106,64 @@ TEST(ExpertParallel, RejectsBadExpertIdsByName) {
   int64_t rows, handle;
   Status error = run.ep.dispatch(in, [](int64_t) { return DispatchOutput(); }, rows, handle);
   ASSERT_TRUE(error);
-  EXPECT_EQ(*error, "dispatch: expert_ids[0,0] = 7 is not an expert in [0, 2)");
+  EXPECT_EQ(*error, "rank 0: dispatch: expert_ids[0,0] = 7 is not an expert in [0, 2)");
+}
+
+TEST(ExpertParallel, TokensOverThePlanFailBeforeAnyCollective) {
+  LocalRun run;
+  float x[4] = {1, 2, 3, 4};
+  int32_t ids[2] = {0, 1};
+  float weights[2] = {1, 1};
+  int32_t expertRank[2] = {0, 0};
+  DispatchInput in = denseInput(x, ids, weights, expertRank, 2, 2, 1, 2, 8);
+  in.maxTokens = 1;
+  bool allocated = false;
+  int64_t rows, handle;
+  Status error = run.ep.dispatch(
+      in, [&](int64_t) { allocated = true; return DispatchOutput(); }, rows, handle);
+  ASSERT_TRUE(error);
+  EXPECT_EQ(*error, "rank 0: dispatch: 2 tokens but the plan allows at most 1 per "
+                    "rank; nothing was written");
+  EXPECT_FALSE(allocated);
+  EXPECT_TRUE(run.coll.counters().collectives.empty());
+}
+
+TEST(ExpertParallel, DecodeLayoutMasksUnusedSlots) {
+  LocalRun run;
+  float x[4] = {1, 2, 3, 4};
+  int32_t ids[2] = {1, 0};
+  float weights[2] = {0.5f, 0.25f};
+  int32_t expertRank[2] = {0, 0};
+  DispatchInput in = denseInput(x, ids, weights, expertRank, 2, 2, 1, 2, 8);
+  in.slots = 3;
+  std::vector<float> rx(3 * 2, -1.0f), rw(3, -1.0f);
+  std::vector<int32_t> rid(3, 7);
+  int64_t rows, handle;
+  ASSERT_FALSE(run.ep.dispatch(
+      in,
+      [&](int64_t n) {
+        EXPECT_EQ(n, 3);
+        return DispatchOutput{reinterpret_cast<uint8_t *>(rx.data()), rid.data(),
+                              rw.data()};
+      },
+      rows, handle));
+  EXPECT_EQ(rows, 3);
+  EXPECT_EQ(rx, (std::vector<float>{1, 2, 3, 4, 0, 0}));
+  EXPECT_EQ(rid, (std::vector<int32_t>{1, 0, -1}));
+  EXPECT_EQ(rw, (std::vector<float>{0.5f, 0.25f, 0.0f}));
+  EXPECT_EQ(run.coll.counters().collectives.count("dispatch.counts"), 0u);
+  // Workspaces are planned from the slots, not from this call's tokens.
+  const int64_t rowBytes = 2 * 4 + 1 * 8;
+  EXPECT_EQ(run.coll.counters().plannedBytes["dispatch.send"], 3 * rowBytes);
+  EXPECT_EQ(run.coll.counters().highWaterBytes["dispatch.send"], 3 * rowBytes);
+  // Combine sums only the valid rows of each block.
+  float partial[6] = {10, 20, 30, 40, 99, 99};
+  float y[4];
+  int64_t tokens;
+  ASSERT_FALSE(run.ep.combine(handle, reinterpret_cast<uint8_t *>(partial), 3,
+                              reinterpret_cast<uint8_t *>(y), tokens));
+  EXPECT_EQ(tokens, 2);
+  EXPECT_EQ(std::vector<float>(y, y + 4), (std::vector<float>{10, 20, 30, 40}));
 }
 
 TEST(ExpertParallel, OverCapacityFailsBeforeWriting) {

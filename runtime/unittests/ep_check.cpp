@@ -102,11 +102,12 @@ int64_t total(const std::string &json, const std::string &name) {
 
 using DispatchFn = void (*)(moert_dispatch_result *, moert_memref2d *,
                             moert_memref2d *, moert_memref2d *, moert_memref1d *,
-                            int64_t);
+                            moert_memref1d *);
 
 struct Problem {
   int rank = 0, ranks = 1;
   int64_t tokens = 0, hidden = 0, capacity = 0;
+  int64_t maxTokens = 0; ///< over all ranks
   std::vector<float> x, weights;
   std::vector<int32_t> ids, expertRank;
 };
@@ -123,8 +124,9 @@ moert_memref2d memref2(void *p, int64_t rows, int64_t cols) {
 }
 
 /// One dispatch, expert compute and combine in f32 (elementBytes 4) or bf16.
+/// `scheme`: 0 none, 1 fp8g128, 2 fp8g32ue8m0; `slots` > 0: decode layout.
 bool runPass(const Problem &p, int elementBytes, DispatchFn dispatch, Result &out,
-             std::string &error) {
+             std::string &error, int64_t scheme = 0, int64_t slots = 0) {
   const int64_t T = p.tokens, H = p.hidden;
   std::vector<uint8_t> x(T * H * elementBytes);
   for (int64_t i = 0; i < T * H; ++i) {
@@ -141,9 +143,14 @@ bool runPass(const Problem &p, int elementBytes, DispatchFn dispatch, Result &ou
   moert_memref2d im = memref2(ids.data(), T, kTopK);
   moert_memref2d wm = memref2(weights.data(), T, kTopK);
   moert_memref1d rm{expertRank.data(), expertRank.data(), 0, {kExperts}, {1}};
+  int64_t plan[MOERT_DISPATCH_PLAN_FIELDS] = {};
+  plan[MOERT_PLAN_CAPACITY] = p.capacity;
+  plan[MOERT_PLAN_SLOTS] = slots;
+  plan[MOERT_PLAN_QUANTIZATION] = scheme;
+  moert_memref1d planm{plan, plan, 0, {MOERT_DISPATCH_PLAN_FIELDS}, {1}};
   moert_counters_reset();
   moert_dispatch_result d;
-  dispatch(&d, &xm, &im, &wm, &rm, p.capacity);
+  dispatch(&d, &xm, &im, &wm, &rm, &planm);
 
   const int64_t rows = d.x.sizes[0];
   const int64_t firstLocal = p.rank * (kExperts / p.ranks);
@@ -240,6 +247,23 @@ int checkUnquantized(const Problem &p) {
     return fail(p.rank, "counters do not show " + expected + ": " + r.json);
   std::printf("rank %d/%d: %ld tokens, %ld rows received: ok\n", p.rank, p.ranks,
               long(p.tokens), long(r.rows));
+
+  // The decode layout: fixed blocks of `slots` rows, no counts exchanged;
+  // the same partial rows are summed in the same order, so y is identical.
+  Result decode;
+  const int64_t slots = std::max<int64_t>(1, p.maxTokens);
+  if (!runPass(p, 4, _mlir_ciface_moert_ep_dispatch_f32, decode, error, 0, slots))
+    return fail(p.rank, error);
+  if (decode.rows != p.ranks * slots)
+    return fail(p.rank, "decode layout returned " + std::to_string(decode.rows) +
+                            " rows, expected ranks x slots = " +
+                            std::to_string(p.ranks * slots));
+  if (decode.y != r.y)
+    return fail(p.rank, "decode layout changed y");
+  if (decode.json.find("dispatch.counts") != std::string::npos)
+    return fail(p.rank, "decode layout exchanged counts: " + decode.json);
+  std::printf("rank %d/%d decode layout: %ld rows (%ld slots per rank), y identical: ok\n",
+              p.rank, p.ranks, long(decode.rows), long(slots));
   return 0;
 }
 
@@ -275,16 +299,11 @@ int checkQuantized(const Problem &p, int scheme) {
     int elementBytes;
     DispatchFn dispatch;
   };
-  const Variant variants[2] = {
-      {"f32", 4,
-       scheme == 1 ? _mlir_ciface_moert_ep_dispatch_fp8g128_f32
-                   : _mlir_ciface_moert_ep_dispatch_fp8g32ue8m0_f32},
-      {"bf16", 2,
-       scheme == 1 ? _mlir_ciface_moert_ep_dispatch_fp8g128_bf16
-                   : _mlir_ciface_moert_ep_dispatch_fp8g32ue8m0_bf16}};
+  const Variant variants[2] = {{"f32", 4, _mlir_ciface_moert_ep_dispatch_f32},
+                               {"bf16", 2, _mlir_ciface_moert_ep_dispatch_bf16}};
   for (const Variant &v : variants) {
     Result r;
-    if (!runPass(p, v.elementBytes, v.dispatch, r, error))
+    if (!runPass(p, v.elementBytes, v.dispatch, r, error, scheme))
       return fail(p.rank, error);
     // What was sent (the input in the element type) and what the experts
     // received (its FP8 round trip, in the element type).
@@ -403,8 +422,10 @@ int main(int argc, char **argv) {
       p.x[t * p.hidden + h] = activation(p.rank, t, h, p.hidden);
     route(p.rank, t, p.ranks, scenario, &p.ids[t * kTopK], &p.weights[t * kTopK]);
   }
-  for (int r = 0; r < p.ranks; ++r)
+  for (int r = 0; r < p.ranks; ++r) {
     p.capacity += tokensOn(r, scenario);
+    p.maxTokens = std::max(p.maxTokens, tokensOn(r, scenario));
+  }
 
   // On failure, leave without finalizing: the other ranks may be waiting in
   // a collective this rank will not join.

@@ -209,10 +209,13 @@ func.func @activation_bf16(%h: tensor<6x16xbf16>) -> tensor<6x8xbf16> {
 // CHECK-SAME: ins(%[[S]], %[[W]] : tensor<?x2xi32>, tensor<?x2xf32>)
 // CHECK: ^bb0(%[[SL:.+]]: i32, %[[WT:.+]]: f32, %[[OUT:.+]]: f32):
 // CHECK: %[[H:.+]] = linalg.index 1
-// CHECK: %[[ROW:.+]] = arith.index_cast %[[SL]] : i32 to index
+// CHECK: %[[NONE:.+]] = arith.cmpi slt, %[[SL]], %{{.+}} : i32
+// CHECK: %[[SAFE:.+]] = arith.select %[[NONE]], %{{.+}}, %[[SL]] : i32
+// CHECK: %[[ROW:.+]] = arith.index_cast %[[SAFE]] : i32 to index
 // CHECK: %[[V:.+]] = tensor.extract %[[O]][%[[ROW]], %[[H]]] : tensor<?x16xf32>
 // CHECK: %[[P:.+]] = arith.mulf %[[WT]], %[[V]]
-// CHECK: arith.addf %[[OUT]], %[[P]]
+// CHECK: %[[SUM:.+]] = arith.addf %[[OUT]], %[[P]]
+// CHECK: arith.select %[[NONE]], %[[OUT]], %[[SUM]] : f32
 // CHECK: return %[[Y]] : tensor<?x16xf32>
 func.func @combine(%o: tensor<?x16xf32>, %s: tensor<?x2xi32>, %w: tensor<?x2xf32>)
     -> tensor<?x16xf32> {

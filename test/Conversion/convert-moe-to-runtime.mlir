@@ -1,7 +1,7 @@
 // RUN: moe-opt %s -split-input-file --convert-moe-to-runtime | FileCheck %s --implicit-check-not=moe.
 
 // Tests that ep_dispatch and ep_combine become calls of C-interface runtime functions on dynamically shaped tensors.
-// CHECK-DAG: func.func private @moert_ep_dispatch_f32(tensor<?x?xf32>, tensor<?x?xi32>, tensor<?x?xf32>, tensor<?xi32>, i64) -> (tensor<?x?xf32>, tensor<?x?xi32>, tensor<?x?xf32>, i64) attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @moert_ep_dispatch_f32(tensor<?x?xf32>, tensor<?x?xi32>, tensor<?x?xf32>, tensor<?xi32>, tensor<?xi64>) -> (tensor<?x?xf32>, tensor<?x?xi32>, tensor<?x?xf32>, i64) attributes {llvm.emit_c_interface}
 // CHECK-DAG: func.func private @moert_ep_combine_f32(tensor<?x?xf32>, i64) -> tensor<?x?xf32> attributes {llvm.emit_c_interface}
 // CHECK-LABEL: func.func @exchange
 // CHECK-SAME: (%[[X:.+]]: tensor<4x64xf32>, %[[IDS:.+]]: tensor<4x2xi32>, %[[W:.+]]: tensor<4x2xf32>, %[[ER:.+]]: tensor<8xi32>)
@@ -9,8 +9,9 @@
 // CHECK-DAG: %[[IDSD:.+]] = tensor.cast %[[IDS]] : tensor<4x2xi32> to tensor<?x?xi32>
 // CHECK-DAG: %[[WD:.+]] = tensor.cast %[[W]] : tensor<4x2xf32> to tensor<?x?xf32>
 // CHECK-DAG: %[[ERD:.+]] = tensor.cast %[[ER]] : tensor<8xi32> to tensor<?xi32>
-// CHECK-DAG: %[[CAP:.+]] = arith.constant 16 : i64
-// CHECK: %[[D:.+]]:4 = call @moert_ep_dispatch_f32(%[[XD]], %[[IDSD]], %[[WD]], %[[ERD]], %[[CAP]])
+// CHECK-DAG: %[[PLAN:.+]] = arith.constant dense<[16, 0, 0, 0]> : tensor<4xi64>
+// CHECK-DAG: %[[PLAND:.+]] = tensor.cast %[[PLAN]] : tensor<4xi64> to tensor<?xi64>
+// CHECK: %[[D:.+]]:4 = call @moert_ep_dispatch_f32(%[[XD]], %[[IDSD]], %[[WD]], %[[ERD]], %[[PLAND]])
 // CHECK: %[[R:.+]] = tensor.cast %[[D]]#0 : tensor<?x?xf32> to tensor<?x64xf32>
 // CHECK: %[[RD:.+]] = tensor.cast %[[R]] : tensor<?x64xf32> to tensor<?x?xf32>
 // CHECK: %[[Y:.+]] = call @moert_ep_combine_f32(%[[RD]], %[[D]]#3)
@@ -44,4 +45,21 @@ func.func @two_exchanges(%x: tensor<?x?xbf16>, %ids: tensor<?x?xi32>,
     : (tensor<?x?xbf16>, tensor<?x?xi32>, tensor<?x?xf32>, tensor<?xi32>)
       -> (tensor<?x?xbf16>, tensor<?x?xi32>, tensor<?x?xf32>, i64)
   return %h2, %h : i64, i64
+}
+
+// -----
+
+// Tests that the plan carries capacity, max_tokens, slots and quantization, in moert.h's order, and the decode layout keeps its static shape.
+// CHECK-LABEL: func.func @decode
+// CHECK: %[[PLAN:.+]] = arith.constant dense<[8, 4, 4, 2]> : tensor<4xi64>
+// CHECK: %[[D:.+]]:4 = call @moert_ep_dispatch_f32({{.+}}, %{{.+}})
+// CHECK: tensor.cast %[[D]]#0 : tensor<?x?xf32> to tensor<8x64xf32>
+func.func @decode(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                  %er: tensor<8xi32>) -> tensor<?x64xf32> {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8 max_tokens = 4 slots = 4
+      quantization fp8_e4m3_g32_ue8m0
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<8x64xf32>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
+  %y = moe.ep_combine %r, %h : (tensor<8x64xf32>, i64) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
 }

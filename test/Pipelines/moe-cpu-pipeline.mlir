@@ -92,7 +92,7 @@ func.func @plain_layer(%x: tensor<2x16xf32>, %wr: tensor<4x16xf32>,
 // -----
 
 // Tests that an ep = 4 layer calls the runtime's exchange through its C interface.
-// CHECK-DAG: llvm.func @_mlir_ciface_moert_ep_dispatch_f32(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64)
+// CHECK-DAG: llvm.func @_mlir_ciface_moert_ep_dispatch_f32(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr)
 // CHECK-DAG: llvm.func @_mlir_ciface_moert_ep_combine_f32(!llvm.ptr, !llvm.ptr, i64)
 // CHECK-LABEL: llvm.func @ep_layer(
 // CHECK: llvm.call @moert_ep_dispatch_f32(

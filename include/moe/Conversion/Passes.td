@@ -33,7 +33,8 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
                            "::mlir::tensor::TensorDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
-                           "::mlir::scf::SCFDialect"];
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::cf::ControlFlowDialect"];
 }
 
 def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {

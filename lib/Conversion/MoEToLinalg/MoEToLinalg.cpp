@@ -4,6 +4,7 @@
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
@@ -256,6 +257,8 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
   LogicalResult matchAndRewrite(DispatchOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    if (op.getCapacity())
+      return lowerMasked(op, b, rewriter);
     int64_t experts = op.getNumExperts();
     int64_t topK = op.getExpertIds().getType().getDimSize(1);
     OpFoldResult tokens = tensor::getMixedSize(b, b.getLoc(), op.getX(), 0);
@@ -333,6 +336,100 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
           Value k = arith::ConstantIndexOp::create(nb, loc, topK);
           Value token = arith::DivUIOp::create(nb, loc, i32ToIndex(nb, loc, a[0]), k);
           return tensor::ExtractOp::create(nb, loc, x, ValueRange{token, idx[1]});
+        });
+    Value slot = expand(b, flatSlot, {tokens, b.getIndexAttr(topK)}, {{0, 1}});
+    rewriter.replaceOp(op, {castTo(b, dispatched, op.getDispatched()),
+                            castTo(b, rowExpert, op.getRowExpert()),
+                            castTo(b, slot, op.getSlot())});
+    return success();
+  }
+
+  /// The masked (decode) layout: expert e owns rows [e*C, (e+1)*C); its
+  /// choices come first in (token, choice) order, the rest are zero rows
+  /// with row_expert -1. Static sizes; the counts only select, never size.
+  static LogicalResult lowerMasked(DispatchOp op, ImplicitLocOpBuilder &b,
+                                   PatternRewriter &rewriter) {
+    const int64_t experts = op.getNumExperts();
+    const int64_t capacity = *op.getCapacity();
+    const int64_t topK = op.getExpertIds().getType().getDimSize(1);
+    Value x = op.getX();
+    OpFoldResult tokens = tensor::getMixedSize(b, b.getLoc(), x, 0);
+    OpFoldResult rows = mulSize(b, tokens, topK);
+    OpFoldResult hidden = tensor::getMixedSize(b, b.getLoc(), x, 1);
+    if (ShapedType::isDynamic(op.getX().getType().getDimSize(0))) {
+      Value fits = arith::CmpIOp::create(
+          b, arith::CmpIPredicate::ule, tensor::DimOp::create(b, x, 0),
+          arith::ConstantIndexOp::create(b, capacity));
+      cf::AssertOp::create(b, fits,
+                           "moe.dispatch: more tokens than the decode layout's "
+                           "capacity of " + std::to_string(capacity) + " per expert");
+    }
+    const int64_t slots = experts * capacity;
+    TypedAttr zero = b.getI32IntegerAttr(0);
+    Value flatIds = collapse(b, op.getExpertIds(), {{0, 1}});
+    // slot[n] = ids[n] * C + #{m < n : ids[m] == ids[n]}, or -1 if ids[n] < 0
+    Value before = buildGeneric(
+        b, {flatIds, flatIds}, buildFilled(b, {rows}, zero),
+        {Dims{0}, Dims{1}, Dims{0}}, 2, {1},
+        [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+          Value same = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq,
+                                             a[0], a[1]);
+          Value earlier = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
+                                                idx[1], idx[0]);
+          return addIf(nb, loc, arith::AndIOp::create(nb, loc, same, earlier),
+                       constI32(nb, loc, 1), a[2]);
+        });
+    Value flatSlot = buildGeneric(
+        b, {flatIds, before}, buildEmpty(b, {rows}, b.getI32Type()),
+        {Dims{0}, Dims{0}, Dims{0}}, 1, {},
+        [capacity](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          Value foreign = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt,
+                                                a[0], constI32(nb, loc, 0));
+          Value base = arith::MulIOp::create(nb, loc, a[0], constI32(nb, loc, capacity));
+          Value slot = arith::AddIOp::create(nb, loc, base, a[1]);
+          return arith::SelectOp::create(nb, loc, foreign, constI32(nb, loc, -1), slot);
+        });
+    // source[r] = the n with slot[n] == r, or -1 for an unused row
+    Value source = buildGeneric(
+        b, flatSlot, buildFilled(b, {b.getIndexAttr(slots)}, b.getI32IntegerAttr(-1)),
+        {Dims{1}, Dims{0}}, 2, {1},
+        [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+          Value hit = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq,
+                                            a[0], indexToI32(nb, loc, idx[0]));
+          return arith::SelectOp::create(nb, loc, hit, indexToI32(nb, loc, idx[1]), a[1]);
+        });
+    Value rowExpert = buildGeneric(
+        b, source, buildEmpty(b, {b.getIndexAttr(slots)}, b.getI32Type()),
+        {Dims{0}, Dims{0}}, 1, {},
+        [capacity](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+          Value unused = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt,
+                                               a[0], constI32(nb, loc, 0));
+          Value expert = arith::DivUIOp::create(
+              nb, loc, indexToI32(nb, loc, idx[0]), constI32(nb, loc, capacity));
+          return arith::SelectOp::create(nb, loc, unused, constI32(nb, loc, -1), expert);
+        });
+    Type element = op.getX().getType().getElementType();
+    Value dispatched = buildGeneric(
+        b, source, buildEmpty(b, {b.getIndexAttr(slots), hidden}, element),
+        {Dims{0}, Dims{0, 1}}, 2, {},
+        [x, topK, element](OpBuilder &nb, Location loc, ValueRange idx,
+                           ValueRange a) -> Value {
+          // An unused row reads nothing (x may have no rows at all).
+          Value used = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::sge,
+                                             a[0], constI32(nb, loc, 0));
+          auto read = scf::IfOp::create(
+              nb, loc, used,
+              [&](OpBuilder &tb, Location tl) {
+                Value k = arith::ConstantIndexOp::create(tb, tl, topK);
+                Value token = arith::DivUIOp::create(tb, tl, i32ToIndex(tb, tl, a[0]), k);
+                Value v = tensor::ExtractOp::create(tb, tl, x, ValueRange{token, idx[1]});
+                scf::YieldOp::create(tb, tl, v);
+              },
+              [&](OpBuilder &eb, Location el) {
+                Value zero = arith::ConstantOp::create(eb, el, eb.getZeroAttr(element));
+                scf::YieldOp::create(eb, el, zero);
+              });
+          return read.getResult(0);
         });
     Value slot = expand(b, flatSlot, {tokens, b.getIndexAttr(topK)}, {{0, 1}});
     rewriter.replaceOp(op, {castTo(b, dispatched, op.getDispatched()),
@@ -436,10 +533,15 @@ struct CombineLowering : OpRewritePattern<CombineOp> {
         buildFilled(b, {tokens, hidden}, b.getF32FloatAttr(0)),
         {Dims{0, 2}, Dims{0, 2}, Dims{0, 1}}, 3, {2},
         [expertOut](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+          // A negative slot (masked layout) adds nothing; read row 0 instead.
+          Value none = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt,
+                                             a[0], constI32(nb, loc, 0));
+          Value slot = arith::SelectOp::create(nb, loc, none, constI32(nb, loc, 0), a[0]);
           Value row = tensor::ExtractOp::create(
-              nb, loc, expertOut, ValueRange{i32ToIndex(nb, loc, a[0]), idx[1]});
+              nb, loc, expertOut, ValueRange{i32ToIndex(nb, loc, slot), idx[1]});
           Value p = arith::MulFOp::create(nb, loc, a[1], toF32(nb, loc, row));
-          return arith::AddFOp::create(nb, loc, a[2], p);
+          Value sum = arith::AddFOp::create(nb, loc, a[2], p);
+          return arith::SelectOp::create(nb, loc, none, a[2], sum);
         });
     Value result = castElements(b, acc, op.getType().getElementType());
     if (result.getType() != op.getType())

@@ -103,6 +103,21 @@ struct ConvertMoEToRuntimePass
     op.erase();
   }
 
+  /// The dispatch plan the runtime checks every request against, in the
+  /// order of moert.h's MOERT_PLAN_* fields.
+  static Value buildPlan(ImplicitLocOpBuilder &b, EpDispatchOp op) {
+    int64_t quantization = 0;
+    if (auto quant = op.getQuantization())
+      quantization = int64_t(*quant); // 1 = fp8g128, 2 = fp8g32ue8m0, as in moert.h
+    SmallVector<int64_t> fields = {int64_t(op.getCapacity()),
+                                   int64_t(op.getMaxTokens().value_or(0)),
+                                   int64_t(op.getSlots().value_or(0)), quantization};
+    auto type = RankedTensorType::get({int64_t(fields.size())}, b.getI64Type());
+    Value plan = arith::ConstantOp::create(
+        b, DenseElementsAttr::get(type, ArrayRef<int64_t>(fields)));
+    return castTo(b, plan, erased(type));
+  }
+
   void lowerDispatch(ModuleOp module, EpDispatchOp op) {
     ImplicitLocOpBuilder b(op.getLoc(), op);
     SmallVector<Value> args = {
@@ -110,15 +125,12 @@ struct ConvertMoEToRuntimePass
         castTo(b, op.getExpertIds(), erased(op.getExpertIds().getType())),
         castTo(b, op.getExpertWeights(), erased(op.getExpertWeights().getType())),
         castTo(b, op.getExpertRank(), erased(op.getExpertRank().getType())),
-        arith::ConstantOp::create(b, b.getI64IntegerAttr(op.getCapacity()))};
+        buildPlan(b, op)};
     SmallVector<Type> results = {erased(op.getReceived().getType()),
                                  erased(op.getLocalIds().getType()),
                                  erased(op.getLocalWeights().getType()),
                                  b.getI64Type()};
-    std::string scheme;
-    if (auto quant = op.getQuantization())
-      scheme = *quant == DispatchQuantization::fp8_e4m3_g128 ? "fp8g128_" : "fp8g32ue8m0_";
-    auto callee = declare(module, "moert_ep_dispatch_" + scheme + suffix(op.getX().getType()),
+    auto callee = declare(module, "moert_ep_dispatch_" + suffix(op.getX().getType()),
                           b.getFunctionType(ValueRange(args).getTypes(), results));
     auto call = func::CallOp::create(b, callee, args);
     op.getReceived().replaceAllUsesWith(castTo(b, call.getResult(0), op.getReceived().getType()));

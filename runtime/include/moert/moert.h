@@ -71,41 +71,45 @@ typedef struct {
   int64_t handle;
 } moert_dispatch_result;
 
+/* The plan of one dispatch (a dense i64 memref of MOERT_DISPATCH_PLAN_FIELDS
+ * values, written by the compiler):
+ *  - capacity: most rows any rank may receive;
+ *  - max_tokens: most tokens any rank may hold (0: unchecked);
+ *  - slots: 0 for the prefill layout (counts travel first, received rows are
+ *    packed); > 0 for the decode layout: every rank sends every rank a fixed
+ *    block of `slots` rows, valid rows first and the rest masked (ids -1,
+ *    weights 0, x 0), no counts travel, and the result has ranks * slots rows;
+ *  - quantization: 0 none; 1 FP8 E4M3 with one f32 scale (amax / 448) per 128
+ *    elements; 2 FP8 E4M3 with one UE8M0 power-of-two scale per 32 elements
+ *    (docs/FP8Dispatch.md). With FP8 only codes and scales travel and the
+ *    receiver dequantizes into x's element type; the hidden size must be a
+ *    multiple of the group size.
+ * A rank that breaks the plan (too many tokens or rows, bad ids) makes every
+ * rank fail before any payload is written. The send, receive and combine
+ * workspaces are sized from the plan once and reused. */
+enum {
+  MOERT_PLAN_CAPACITY = 0,
+  MOERT_PLAN_MAX_TOKENS = 1,
+  MOERT_PLAN_SLOTS = 2,
+  MOERT_PLAN_QUANTIZATION = 3,
+  MOERT_DISPATCH_PLAN_FIELDS = 4
+};
 void _mlir_ciface_moert_ep_dispatch_f32(moert_dispatch_result *result,
                                         moert_memref2d *x, moert_memref2d *ids,
                                         moert_memref2d *weights,
                                         moert_memref1d *expert_rank,
-                                        int64_t capacity);
+                                        moert_memref1d *plan);
 void _mlir_ciface_moert_ep_dispatch_bf16(moert_dispatch_result *result,
                                          moert_memref2d *x, moert_memref2d *ids,
                                          moert_memref2d *weights,
                                          moert_memref1d *expert_rank,
-                                         int64_t capacity);
+                                         moert_memref1d *plan);
 /* Sends each received row's partial result back and sums them per token:
  * result is y[T,H] (malloc'ed). */
 void _mlir_ciface_moert_ep_combine_f32(moert_memref2d *result,
                                        moert_memref2d *partial, int64_t handle);
 void _mlir_ciface_moert_ep_combine_bf16(moert_memref2d *result,
                                         moert_memref2d *partial, int64_t handle);
-
-/* Dispatch with FP8 E4M3 rows on the wire (docs/FP8Dispatch.md): x is f32 or
- * bf16 as in moert_ep_dispatch_{f32,bf16}; the sender quantizes each row,
- * with one f32 scale (amax / 448) per 128 elements (fp8g128) or one UE8M0
- * power-of-two scale per 32 elements (fp8g32ue8m0), and the receiver
- * dequantizes into x's element type. The hidden size must be a multiple of
- * the group size. Results and combine are as for the unquantized calls. */
-void _mlir_ciface_moert_ep_dispatch_fp8g128_f32(
-    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
-    moert_memref2d *weights, moert_memref1d *expert_rank, int64_t capacity);
-void _mlir_ciface_moert_ep_dispatch_fp8g128_bf16(
-    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
-    moert_memref2d *weights, moert_memref1d *expert_rank, int64_t capacity);
-void _mlir_ciface_moert_ep_dispatch_fp8g32ue8m0_f32(
-    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
-    moert_memref2d *weights, moert_memref1d *expert_rank, int64_t capacity);
-void _mlir_ciface_moert_ep_dispatch_fp8g32ue8m0_bf16(
-    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
-    moert_memref2d *weights, moert_memref1d *expert_rank, int64_t capacity);
 
 /* Test hooks: the row quantization dispatch uses. scheme 1 = fp8g128 (scales:
  * n/128 f32), 2 = fp8g32ue8m0 (scales: n/32 bytes, 2^(byte-127)); n must be a

@@ -454,7 +454,7 @@ func.func @layer_c2_local(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
 // Tests that layer_c6: ep > 1 needs expert_rank and max_tokens_per_rank.
 func.func @layer_c6_missing(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
                             %w13: tensor<4x64x64xf32>, %w2: tensor<4x64x32xf32>) {
-  // expected-error @+1 {{layer_c6: expert_rank and max_tokens_per_rank are given if and only if ep > 1}}
+  // expected-error @+1 {{layer_c6: expert_rank is given if and only if ep > 1, and then max_tokens_per_rank too}}
   %y = moe.layer %x router(%wr) experts(%w13, %w2)
          routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>,
@@ -468,7 +468,7 @@ func.func @layer_c6_missing(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
 func.func @layer_c6_capacity(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
                              %w13: tensor<4x64x64xf32>, %w2: tensor<4x64x32xf32>,
                              %er: tensor<8xi32>) {
-  // expected-error @+1 {{layer_c6: expert_rank and max_tokens_per_rank are given if and only if ep > 1}}
+  // expected-error @+1 {{layer_c6: expert_rank is given if and only if ep > 1, and then max_tokens_per_rank too}}
   %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
          routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>,
@@ -482,7 +482,7 @@ func.func @layer_c6_capacity(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
 func.func @layer_c6_ep1(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
                         %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>,
                         %er: tensor<8xi32>) {
-  // expected-error @+1 {{layer_c6: expert_rank and max_tokens_per_rank are given if and only if ep > 1}}
+  // expected-error @+1 {{layer_c6: expert_rank is given if and only if ep > 1, and then max_tokens_per_rank too}}
   %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
          routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
          {max_tokens_per_rank = 16 : i64}
@@ -886,10 +886,59 @@ func.func @ep_combine_c1_hidden(%p: tensor<?x64xf32>, %h: i64) {
 
 // -----
 
-// Tests that combine_c1: expert_out has one row per slot.
-func.func @combine_c1_rows(%o: tensor<3x64xf32>, %s: tensor<4x2xi32>, %w: tensor<4x2xf32>) {
-  // expected-error @+1 {{combine_c1: expert_out 'tensor<3x64xf32>' must have one row per slot (T*k = 8)}}
-  %y = moe.combine %o, %s, %w : (tensor<3x64xf32>, tensor<4x2xi32>, tensor<4x2xf32>) -> tensor<4x64xf32>
+// Tests that layer_c7: the decode phase needs max_tokens_per_rank.
+func.func @layer_c7(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                    %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>) {
+  // expected-error @+1 {{layer_c7: the decode phase needs max_tokens_per_rank (it sizes the fixed layout)}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+         {phase = #moe<phase decode>}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that dispatch_c5: the masked layout has num_experts * capacity rows.
+func.func @dispatch_c5_rows(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  // expected-error @+1 {{dispatch_c5: with capacity, dispatched must be [num_experts*capacity=32, H=64], got 'tensor<?x64xf32>'}}
+  %d, %e, %s = moe.dispatch %x, %ids num_experts = 4 capacity = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c5: static tokens must fit the capacity per expert.
+func.func @dispatch_c5_tokens(%x: tensor<9x64xf32>, %ids: tensor<9x2xi32>) {
+  // expected-error @+1 {{dispatch_c5: 9 tokens do not fit the masked layout's capacity of 8 rows per expert}}
+  %d, %e, %s = moe.dispatch %x, %ids num_experts = 4 capacity = 8
+    : (tensor<9x64xf32>, tensor<9x2xi32>) -> (tensor<32x64xf32>, tensor<32xi32>, tensor<9x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that ep_dispatch_c4: with slots the received rows are static, ep * slots = capacity.
+func.func @ep_dispatch_c4_rows(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
+                               %w: tensor<?x2xf32>, %er: tensor<8xi32>) {
+  // expected-error @+1 {{ep_dispatch_c4: with slots = 4 the received rows are static, a multiple of slots (ep * slots) and equal to capacity, got 'tensor<?x64xf32>' and capacity 8}}
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8 slots = 4
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  return
+}
+
+// -----
+
+// Tests that ep_dispatch_c4: with slots, max_tokens is the slot count.
+func.func @ep_dispatch_c4_max(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
+                              %w: tensor<?x2xf32>, %er: tensor<8xi32>) {
+  // expected-error @+1 {{ep_dispatch_c4: with slots, max_tokens must be slots, got 5 and 4}}
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8 max_tokens = 5 slots = 4
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<8x64xf32>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
   return
 }
 

@@ -139,9 +139,12 @@ LogicalResult LayerOp::verify() {
                          << " and " << getW2().getType();
 
   if (static_cast<bool>(getExpertRank()) != (ep > 1) ||
-      getMaxTokensPerRank().has_value() != (ep > 1))
-    return emitOpError() << "layer_c6: expert_rank and max_tokens_per_rank are "
-                            "given if and only if ep > 1";
+      (ep > 1 && !getMaxTokensPerRank()))
+    return emitOpError() << "layer_c6: expert_rank is given if and only if "
+                            "ep > 1, and then max_tokens_per_rank too";
+  if (getPhase() == Phase::decode && !getMaxTokensPerRank())
+    return emitOpError() << "layer_c7: the decode phase needs "
+                            "max_tokens_per_rank (it sizes the fixed layout)";
   if (getExpertRank()) {
     auto type = tensorType(getExpertRank());
     if (type.getRank() != 1 || !agree(type.getDimSize(0), *experts))
@@ -220,9 +223,23 @@ LogicalResult DispatchOp::verify() {
                                    getDispatched(), getX().getType().getElementType())))
     return failure();
   ArrayRef<int64_t> rows = getDispatched().getType().getShape();
+  if (std::optional<uint64_t> capacity = getCapacity()) {
+    int64_t slots = int64_t(*capacity) * int64_t(getNumExperts());
+    if (!ShapedType::isDynamic(x[0]) && x[0] > int64_t(*capacity))
+      return emitOpError() << "dispatch_c5: " << x[0]
+                           << " tokens do not fit the masked layout's capacity of "
+                           << *capacity << " rows per expert";
+    if (rows[0] != slots || !agree(rows[1], x[1]))
+      return emitOpError() << "dispatch_c5: with capacity, dispatched must be "
+                              "[num_experts*capacity="
+                           << slots << ", H=" << dimStr(x[1]) << "], got "
+                           << getDispatched().getType();
+  }
   int64_t expectedRows = ShapedType::isDynamic(x[0]) || ShapedType::isDynamic(ids[1])
                              ? ShapedType::kDynamic
                              : x[0] * ids[1];
+  if (getCapacity())
+    expectedRows = rows[0];
   if (!agree(rows[0], expectedRows) || !agree(rows[1], x[1]))
     return emitOpError() << "dispatch_c2: dispatched must be [T*k="
                          << dimStr(expectedRows) << ", H=" << dimStr(x[1])
@@ -312,11 +329,6 @@ LogicalResult CombineOp::verify() {
   if (!agree(slot[0], weights[0]) || !agree(slot[1], weights[1]))
     return emitOpError() << "combine_c1: weights " << getWeights().getType()
                          << " must have the shape of slot " << getSlot().getType();
-  if (!ShapedType::isDynamic(slot[0]) && !ShapedType::isDynamic(slot[1]) &&
-      !agree(getExpertOut().getType().getDimSize(0), slot[0] * slot[1]))
-    return emitOpError() << "combine_c1: expert_out " << getExpertOut().getType()
-                         << " must have one row per slot (T*k = "
-                         << slot[0] * slot[1] << ")";
   auto result = getResult().getType();
   if (failed(expectRank(op, "combine_c2", "result", getResult(), 2)) ||
       failed(expectSameElementType(op, "combine_c2", "result", getResult(),
@@ -363,6 +375,19 @@ LogicalResult EpDispatchOp::verify() {
       !agree(getLocalWeights().getType().getDimSize(0), received.getDimSize(0)))
     return emitOpError() << "ep_dispatch_c2: results must be [R,H], [R,k], [R,k] "
                             "with H and k of the operands";
+  if (std::optional<uint64_t> slots = getSlots()) {
+    int64_t rows = received.getDimSize(0);
+    if (ShapedType::isDynamic(rows) || rows % int64_t(*slots) != 0 ||
+        rows != int64_t(getCapacity()))
+      return emitOpError() << "ep_dispatch_c4: with slots = " << *slots
+                           << " the received rows are static, a multiple of "
+                              "slots (ep * slots) and equal to capacity, got "
+                           << received << " and capacity " << getCapacity();
+    if (getMaxTokens() && *getMaxTokens() != *slots)
+      return emitOpError() << "ep_dispatch_c4: with slots, max_tokens must be "
+                              "slots, got "
+                           << *getMaxTokens() << " and " << *slots;
+  }
   if (auto quant = getQuantization()) {
     int64_t group = *quant == DispatchQuantization::fp8_e4m3_g128 ? 128 : 32;
     if (ShapedType::isDynamic(x[1]) || x[1] % group != 0)

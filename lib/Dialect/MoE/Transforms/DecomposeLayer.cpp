@@ -80,19 +80,24 @@ struct MoEDecomposeLayerPass
         layer.getRoutingAttr());
 
     // With ep > 1 the experts see the rows other ranks sent here; their
-    // ids are local and -1 marks choices computed elsewhere.
+    // ids are local and -1 marks choices computed elsewhere. The decode
+    // layout has static shapes all the way: ep * max_tokens received rows,
+    // then a fixed capacity per expert.
+    const bool decode = layer.getPhase() == Phase::decode;
+    const int64_t ep = layer.getLayout().getEp();
     Value expertInput = x, ids = route.getExpertIds(),
           weights = route.getExpertWeights(), handle;
-    int64_t localExperts = experts / layer.getLayout().getEp();
-    if (layer.getLayout().getEp() > 1) {
-      int64_t dyn = ShapedType::kDynamic;
+    int64_t localExperts = experts / ep;
+    if (ep > 1) {
+      int64_t maxTokens = *layer.getMaxTokensPerRank();
+      int64_t received = decode ? ep * maxTokens : ShapedType::kDynamic;
       auto exchange = EpDispatchOp::create(
-          b, xType.clone({dyn, xType.getDimSize(1)}),
-          RankedTensorType::get({dyn, topK}, i32),
-          RankedTensorType::get({dyn, topK}, b.getF32Type()), b.getI64Type(), x,
-          ids, weights, layer.getExpertRank(),
-          b.getI64IntegerAttr(*layer.getMaxTokensPerRank() *
-                              layer.getLayout().getEp()),
+          b, xType.clone({received, xType.getDimSize(1)}),
+          RankedTensorType::get({received, topK}, i32),
+          RankedTensorType::get({received, topK}, b.getF32Type()),
+          b.getI64Type(), x, ids, weights, layer.getExpertRank(),
+          b.getI64IntegerAttr(maxTokens * ep), b.getI64IntegerAttr(maxTokens),
+          decode ? b.getI64IntegerAttr(maxTokens) : IntegerAttr(),
           DispatchQuantizationAttr());
       expertInput = exchange.getReceived();
       ids = exchange.getLocalIds();
@@ -103,11 +108,17 @@ struct MoEDecomposeLayerPass
     int64_t inputTokens = inputType.getDimSize(0);
     int64_t rows = ShapedType::isDynamic(inputTokens) ? ShapedType::kDynamic
                                                       : inputTokens * topK;
+    IntegerAttr capacity;
+    if (decode) {
+      int64_t perExpert = ep > 1 ? inputTokens : *layer.getMaxTokensPerRank();
+      capacity = b.getI64IntegerAttr(perExpert);
+      rows = localExperts * perExpert;
+    }
     auto dispatch = DispatchOp::create(
         b, xType.clone({rows, xType.getDimSize(1)}),
         RankedTensorType::get({rows}, i32),
         RankedTensorType::get({inputTokens, topK}, i32), expertInput, ids,
-        b.getI64IntegerAttr(localExperts));
+        b.getI64IntegerAttr(localExperts), capacity);
 
     Value expertOut = buildExpertMLP(b, dispatch.getDispatched(),
                                      dispatch.getRowExpert(), layer.getW13(),

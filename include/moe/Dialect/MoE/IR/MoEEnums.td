@@ -30,4 +30,13 @@ def MoE_DispatchQuantization : I32EnumAttr<"DispatchQuantization",
   let genSpecializedAttr = 0;
 }
 
+def MoE_Phase : I32EnumAttr<"Phase",
+    "which serving phase a layer variant is compiled for", [
+      I32EnumAttrCase<"prefill", 0>,
+      I32EnumAttrCase<"decode", 1>
+    ]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
 #endif // MOE_DIALECT_MOE_IR_MOEENUMS_TD

@@ -33,7 +33,12 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     With `ep > 1` the op describes one rank: `x` holds this rank's tokens,
     `w13`/`w2` its `E/ep` local experts, `expert_rank[E]` (i32) the rank that
     owns each expert, and `max_tokens_per_rank` bounds the tokens of any rank
-    (the planned capacity is `max_tokens_per_rank * ep` received rows). Rules: `layer_c1`..`layer_c6` and the expert-count rules of
+    (the planned capacity is `max_tokens_per_rank * ep` received rows).
+    `phase = decode` (set by `moe-specialize-phase`) selects the decode
+    layout: at most `max_tokens_per_rank` tokens, fixed capacity per expert,
+    masked rows, no counts exchanged; without it (or with `prefill`) counts
+    travel first and the experts see packed, expert-contiguous rows.
+    Rules: `layer_c1`..`layer_c7` and the expert-count rules of
     `#moe.routing` (`route_c2`..`route_c7`), see docs/MoEVerifierRules.md.
 
     ```mlir
@@ -56,7 +61,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     MoE_RoutingAttr:$routing,
     MoE_ActivationAttr:$activation,
     MoE_LayoutAttr:$layout,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$max_tokens_per_rank
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$max_tokens_per_rank,
+    OptionalAttr<MoE_PhaseAttr>:$phase
   );
   let results = (outs MoE_FloatTensor:$y);
   let assemblyFormat = [{
@@ -115,6 +121,13 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
     A negative id marks a (token, choice) that is not for this rank (see
     `moe.ep_dispatch`): such rows come last, with `row_expert = num_experts`.
 
+    With `capacity = C` the layout is masked instead (the decode layout):
+    `dispatched` has `num_experts * C` rows, expert `e` owns rows
+    `[e*C, (e+1)*C)`, its choices first in (token, choice) order and the rest
+    zero with `row_expert = -1`; a negative id gets `slot = -1`. Shapes are
+    static, and no count decides a size. `T <= C` must hold (each token meets
+    an expert at most once); the lowering checks it when `T` is dynamic.
+
     ```mlir
     %rows, %row_expert, %slot = moe.dispatch %x, %ids num_experts = 8
       : (tensor<?x64xf32>, tensor<?x2xi32>)
@@ -122,12 +135,13 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
     ```
   }];
   let arguments = (ins MoE_FloatTensor:$x, MoE_I32Tensor:$expert_ids,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$capacity);
   let results = (outs MoE_FloatTensor:$dispatched, MoE_I32Tensor:$row_expert,
                       MoE_I32Tensor:$slot);
   let assemblyFormat = [{
     $x `,` $expert_ids `num_experts` `=` $num_experts
-    attr-dict `:` functional-type(operands, results)
+    (`capacity` `=` $capacity^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -188,7 +202,8 @@ def MoE_CombineOp : MoE_Op<"combine", [Pure]> {
   let summary = "Weighted sum of each token's expert outputs";
   let description = [{
     `result[t, h] = sum_j weights[t, j] * expert_out[slot[t, j], h]`: the
-    inverse of `moe.dispatch`, using its `slot` map.
+    inverse of `moe.dispatch`, using its `slot` map. A negative slot (a choice
+    another rank computes, in the masked layout) adds nothing.
 
     ```mlir
     %y = moe.combine %out, %slot, %weights
@@ -222,7 +237,12 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch"> {
     per-group scales (`fp8_e4m3_g128`: groups of 128, f32 scales;
     `fp8_e4m3_g32_ue8m0`: groups of 32, power-of-two scales rounded up) so
     only FP8 payload and scales travel; the received rows are dequantized.
-    Lowered to the runtime (`convert-moe-to-runtime`).
+    `max_tokens` bounds every rank's tokens: a rank over it fails every rank
+    before anything is written. With `slots = S` (the decode layout) no
+    counts travel: every rank sends every rank a block of `S` rows, valid
+    ones first and the rest masked (ids -1, weights 0, x 0), so `R = ep * S`
+    is static; `max_tokens` is then `S`. Lowered to the runtime
+    (`convert-moe-to-runtime`), which sizes its workspaces from these bounds.
 
     ```mlir
     %rx, %rids, %rw, %h = moe.ep_dispatch %x, %ids, %w, %expert_rank capacity = 256
@@ -233,11 +253,14 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch"> {
   let arguments = (ins MoE_FloatTensor:$x, MoE_I32Tensor:$expert_ids,
                        MoE_F32Tensor:$expert_weights, MoE_I32Tensor:$expert_rank,
                        ConfinedAttr<I64Attr, [IntPositive]>:$capacity,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$max_tokens,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$slots,
                        OptionalAttr<MoE_DispatchQuantizationAttr>:$quantization);
   let results = (outs MoE_FloatTensor:$received, MoE_I32Tensor:$local_ids,
                       MoE_F32Tensor:$local_weights, I64:$handle);
   let assemblyFormat = [{
     $x `,` $expert_ids `,` $expert_weights `,` $expert_rank `capacity` `=` $capacity
+    (`max_tokens` `=` $max_tokens^)? (`slots` `=` $slots^)?
     (`quantization` $quantization^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
