@@ -13,12 +13,13 @@ namespace {
 /// Shared front half: moe -> linalg on tensors -> buffers.
 /// moe ops -> linalg on tensors + runtime calls, with the optional planning
 /// passes in their place: TP dedupe before decomposition, quantization after.
+/// Workspaces are planned last, once quantization has fixed the row bytes.
 std::string toLinalg(bool dedupeTp, StringRef quantization) {
   std::string text = dedupeTp ? "moe-dedupe-tp-dispatch," : "";
   text += "moe-decompose-layer,";
   if (quantization != "none")
     text += "moe-fuse-quant-dispatch{scheme=" + quantization.str() + "},";
-  return text + "convert-moe-to-linalg,moe-verify-collectives,"
+  return text + "moe-plan-buffers,convert-moe-to-linalg,moe-verify-collectives,"
                 "convert-moe-to-runtime,";
 }
 constexpr const char *kToBuffers =

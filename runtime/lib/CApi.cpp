@@ -105,6 +105,11 @@ void dispatch(moert_dispatch_result *result, moert_memref2d *x,
   in.capacity = fields[MOERT_PLAN_CAPACITY];
   in.maxTokens = fields[MOERT_PLAN_MAX_TOKENS];
   in.slots = fields[MOERT_PLAN_SLOTS];
+  in.ranks = fields[MOERT_PLAN_RANKS];
+  in.sendBytes = fields[MOERT_PLAN_SEND_BYTES];
+  in.recvBytes = fields[MOERT_PLAN_RECV_BYTES];
+  in.expertRowsBytes = fields[MOERT_PLAN_EXPERT_ROWS_BYTES];
+  in.combineBytes = fields[MOERT_PLAN_COMBINE_BYTES];
   in.quant = QuantScheme(scheme);
   const int64_t k = in.topK, h = in.hidden;
   int64_t rows = 0, handle = 0;

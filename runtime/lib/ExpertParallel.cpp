@@ -103,6 +103,9 @@ namespace {
 /// A local precondition that some rank may fail, checked before any
 /// collective of the dispatch so that every rank fails together.
 Status localProblem(const DispatchInput &in, int ranks) {
+  if (in.ranks && in.ranks != ranks)
+    return "dispatch: the layer was planned for " + std::to_string(in.ranks) +
+           " expert-parallel ranks but runs on " + std::to_string(ranks);
   if (Status e = validate(in, ranks))
     return e;
   const int64_t limit = in.slots ? in.slots : in.maxTokens;
@@ -195,17 +198,29 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   const int64_t wireXBytes = quantized ? quantRowBytes(in.quant, in.hidden) : xBytes;
   const int64_t routeBytes = in.topK * int64_t(sizeof(int32_t) + sizeof(float));
   const int64_t rowBytes = wireXBytes + routeBytes;
-  // The plan: each token reaches at most min(ranks, top-k) ranks.
+  // The plan, from the compiler or else from the maxima: each token reaches
+  // at most min(ranks, top-k) ranks.
   const int64_t maxTokens = in.maxTokens ? in.maxTokens : in.tokens;
-  state.plannedSendRows =
+  const int64_t plannedSendRows =
       in.slots ? ranks * in.slots : maxTokens * std::min<int64_t>(ranks, in.topK);
   const int64_t plannedRecvRows = in.slots ? ranks * in.slots : in.capacity;
+  auto planned = [](int64_t given, int64_t derived) { return given ? given : derived; };
+  state.plannedCombineBytes = planned(in.combineBytes, plannedSendRows * xBytes);
   if (Status e = reserve(sendSpace, "dispatch.send",
-                         state.plannedSendRows * rowBytes, sendRows * rowBytes))
+                         planned(in.sendBytes, plannedSendRows * rowBytes),
+                         sendRows * rowBytes))
     return coll.failTogether("dispatch.payload", *e);
-  if (Status e = reserve(recvSpace, "dispatch.recv", plannedRecvRows * rowBytes,
+  if (Status e = reserve(recvSpace, "dispatch.recv",
+                         planned(in.recvBytes, plannedRecvRows * rowBytes),
                          recvRows * rowBytes))
     return coll.failTogether("dispatch.payload", *e);
+  const int64_t expertRowsBytes = planned(in.expertRowsBytes, plannedRecvRows * xBytes);
+  if (recvRows * xBytes > expertRowsBytes)
+    return coll.failTogether(
+        "dispatch.payload",
+        "workspace 'expert.rows': " + std::to_string(recvRows * xBytes) +
+            " bytes requested but the plan sized it for " +
+            std::to_string(expertRowsBytes) + "; nothing was written");
 
   // A token going to several ranks is quantized once per destination; the
   // result is the same bytes each time. Masked rows are zero bytes: x = 0,
@@ -268,7 +283,7 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
     std::memcpy(dest.weights + r * in.topK,
                 row + wireXBytes + in.topK * sizeof(int32_t), in.topK * sizeof(float));
   }
-  counters.notePlan("expert.rows", plannedRecvRows * xBytes);
+  counters.notePlan("expert.rows", expertRowsBytes);
   counters.noteBuffer("expert.rows", recvRows * xBytes);
   counters.totals["dispatch_rows_sent"] += int64_t(state.sentToken.size());
   counters.totals["dispatch_payload_bytes_sent"] += sendRows * rowBytes;
@@ -317,8 +332,8 @@ Status ExpertParallel::combine(int64_t handle, const uint8_t *partial,
            std::to_string(expectedRows);
 
   const int64_t xBytes = state.hidden * state.elementBytes;
-  if (Status e = reserve(combineSpace, "combine.recv",
-                         state.plannedSendRows * xBytes, backRows * xBytes))
+  if (Status e = reserve(combineSpace, "combine.recv", state.plannedCombineBytes,
+                         backRows * xBytes))
     return coll.failTogether("combine.payload", *e);
   std::vector<int64_t> sendBytes(ranks), recvBytes(ranks);
   for (int p = 0; p < ranks; ++p) {

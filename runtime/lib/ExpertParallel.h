@@ -29,6 +29,10 @@ struct DispatchInput {
   /// valid ones first, the rest masked (ids -1, weights 0, x 0); no counts
   /// travel and the result always has ranks * slots rows.
   int64_t slots = 0;
+  int64_t ranks = 0; ///< The group size the plan is for; 0: unchecked.
+  /// Static workspace sizes from the compiler (moe-plan-buffers); 0: derive
+  /// them from capacity, maxTokens and slots.
+  int64_t sendBytes = 0, recvBytes = 0, expertRowsBytes = 0, combineBytes = 0;
   /// None: rows travel in the element type. FP8: each row travels as
   /// [H FP8 bytes][scales][ids][weights] and the receiver dequantizes it
   /// into the element type; `hidden` must be a multiple of the group size.
@@ -66,7 +70,7 @@ private:
     bool live = false;
     int64_t tokens = 0, hidden = 0, elementBytes = 0;
     int64_t slots = 0;                           ///< 0: prefill layout
-    int64_t plannedSendRows = 0;                 ///< for the combine workspace
+    int64_t plannedCombineBytes = 0;             ///< the combine workspace
     std::vector<int64_t> sentRows, receivedRows; ///< valid rows per peer
     std::vector<int32_t> sentToken;              ///< token of each sent row
     /// Rows that travel to / from each peer: the valid ones, or whole blocks.

@@ -111,7 +111,14 @@ struct ConvertMoEToRuntimePass
       quantization = int64_t(*quant); // 1 = fp8g128, 2 = fp8g32ue8m0, as in moert.h
     SmallVector<int64_t> fields = {int64_t(op.getCapacity()),
                                    int64_t(op.getMaxTokens().value_or(0)),
-                                   int64_t(op.getSlots().value_or(0)), quantization};
+                                   int64_t(op.getSlots().value_or(0)), quantization,
+                                   int64_t(op.getEp().value_or(0))};
+    // moe-plan-buffers' sizes, when it ran; else the runtime derives them.
+    auto sizes = op->getAttrOfType<DictionaryAttr>("moe.workspaces");
+    for (StringRef name : {"dispatch.send", "dispatch.recv", "expert.rows", "combine.recv"}) {
+      auto size = sizes ? dyn_cast_or_null<IntegerAttr>(sizes.get(name)) : IntegerAttr();
+      fields.push_back(size ? size.getInt() : 0);
+    }
     auto type = RankedTensorType::get({int64_t(fields.size())}, b.getI64Type());
     Value plan = arith::ConstantOp::create(
         b, DenseElementsAttr::get(type, ArrayRef<int64_t>(fields)));

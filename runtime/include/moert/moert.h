@@ -83,7 +83,11 @@ typedef struct {
  *    elements; 2 FP8 E4M3 with one UE8M0 power-of-two scale per 32 elements
  *    (docs/FP8Dispatch.md). With FP8 only codes and scales travel and the
  *    receiver dequantizes into x's element type; the hidden size must be a
- *    multiple of the group size.
+ *    multiple of the group size;
+ *  - ranks: the expert-parallel group size the layer was compiled for (0:
+ *    unchecked); a different group fails every rank;
+ *  - send_bytes, recv_bytes, expert_rows_bytes, combine_bytes: the static
+ *    workspace sizes of moe-plan-buffers (0: derived from the fields above).
  * A rank that breaks the plan (too many tokens or rows, bad ids) makes every
  * rank fail before any payload is written. The send, receive and combine
  * workspaces are sized from the plan once and reused. */
@@ -92,7 +96,12 @@ enum {
   MOERT_PLAN_MAX_TOKENS = 1,
   MOERT_PLAN_SLOTS = 2,
   MOERT_PLAN_QUANTIZATION = 3,
-  MOERT_DISPATCH_PLAN_FIELDS = 4
+  MOERT_PLAN_RANKS = 4,
+  MOERT_PLAN_SEND_BYTES = 5,
+  MOERT_PLAN_RECV_BYTES = 6,
+  MOERT_PLAN_EXPERT_ROWS_BYTES = 7,
+  MOERT_PLAN_COMBINE_BYTES = 8,
+  MOERT_DISPATCH_PLAN_FIELDS = 9
 };
 void _mlir_ciface_moert_ep_dispatch_f32(moert_dispatch_result *result,
                                         moert_memref2d *x, moert_memref2d *ids,

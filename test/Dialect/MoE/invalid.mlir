@@ -932,6 +932,18 @@ func.func @ep_dispatch_c4_rows(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
 
 // -----
 
+// Tests that ep_dispatch_c5: ep divides the experts.
+func.func @ep_dispatch_c5(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
+                          %w: tensor<?x2xf32>, %er: tensor<8xi32>) {
+  // expected-error @+1 {{ep_dispatch_c5: ep = 3 does not divide the 8 experts of expert_rank}}
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8 ep = 3
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  return
+}
+
+// -----
+
 // Tests that ep_dispatch_c4: with slots, max_tokens is the slot count.
 func.func @ep_dispatch_c4_max(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
                               %w: tensor<?x2xf32>, %er: tensor<8xi32>) {

@@ -375,6 +375,12 @@ LogicalResult EpDispatchOp::verify() {
       !agree(getLocalWeights().getType().getDimSize(0), received.getDimSize(0)))
     return emitOpError() << "ep_dispatch_c2: results must be [R,H], [R,k], [R,k] "
                             "with H and k of the operands";
+  if (std::optional<uint64_t> ep = getEp()) {
+    int64_t experts = getExpertRank().getType().getDimSize(0);
+    if (!ShapedType::isDynamic(experts) && experts % int64_t(*ep) != 0)
+      return emitOpError() << "ep_dispatch_c5: ep = " << *ep << " does not divide the "
+                           << experts << " experts of expert_rank";
+  }
   if (std::optional<uint64_t> slots = getSlots()) {
     int64_t rows = received.getDimSize(0);
     if (ShapedType::isDynamic(rows) || rows % int64_t(*slots) != 0 ||

@@ -96,7 +96,8 @@ struct MoEDecomposeLayerPass
           RankedTensorType::get({received, topK}, i32),
           RankedTensorType::get({received, topK}, b.getF32Type()),
           b.getI64Type(), x, ids, weights, layer.getExpertRank(),
-          b.getI64IntegerAttr(maxTokens * ep), b.getI64IntegerAttr(maxTokens),
+          b.getI64IntegerAttr(maxTokens * ep), b.getI64IntegerAttr(ep),
+          b.getI64IntegerAttr(maxTokens),
           decode ? b.getI64IntegerAttr(maxTokens) : IntegerAttr(),
           DispatchQuantizationAttr());
       expertInput = exchange.getReceived();

@@ -241,8 +241,10 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch"> {
     before anything is written. With `slots = S` (the decode layout) no
     counts travel: every rank sends every rank a block of `S` rows, valid
     ones first and the rest masked (ids -1, weights 0, x 0), so `R = ep * S`
-    is static; `max_tokens` is then `S`. Lowered to the runtime
-    (`convert-moe-to-runtime`), which sizes its workspaces from these bounds.
+    is static; `max_tokens` is then `S`. `ep`, when given, is the size of
+    the group (the runtime checks it) and lets `moe-plan-buffers` size the
+    workspaces (`moe.workspaces`). Lowered to the runtime
+    (`convert-moe-to-runtime`), which checks every request against them.
 
     ```mlir
     %rx, %rids, %rw, %h = moe.ep_dispatch %x, %ids, %w, %expert_rank capacity = 256
@@ -253,6 +255,7 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch"> {
   let arguments = (ins MoE_FloatTensor:$x, MoE_I32Tensor:$expert_ids,
                        MoE_F32Tensor:$expert_weights, MoE_I32Tensor:$expert_rank,
                        ConfinedAttr<I64Attr, [IntPositive]>:$capacity,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$ep,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$max_tokens,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$slots,
                        OptionalAttr<MoE_DispatchQuantizationAttr>:$quantization);
@@ -260,7 +263,7 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch"> {
                       MoE_F32Tensor:$local_weights, I64:$handle);
   let assemblyFormat = [{
     $x `,` $expert_ids `,` $expert_weights `,` $expert_rank `capacity` `=` $capacity
-    (`max_tokens` `=` $max_tokens^)? (`slots` `=` $slots^)?
+    (`ep` `=` $ep^)? (`max_tokens` `=` $max_tokens^)? (`slots` `=` $slots^)?
     (`quantization` $quantization^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;

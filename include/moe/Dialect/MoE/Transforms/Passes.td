@@ -167,4 +167,87 @@ def MoEDedupeTpDispatch : Pass<"moe-dedupe-tp-dispatch"> {
   ];
 }
 
+def MoESpecializePhase : Pass<"moe-specialize-phase", "::mlir::ModuleOp"> {
+  let summary = "Compile a prefill and a decode variant of each MoE function, and an entry that picks one";
+  let description = [{
+    Prefill batches are large and uneven: counts travel first and the experts
+    see packed, expert-contiguous rows. Decode steps are small and latency
+    bound: a fixed layout (every rank sends every rank `decode-max-tokens`
+    slots, each expert owns a fixed capacity of masked rows) has static
+    shapes and never reads received counts on the host. For every public
+    function `@f` holding `moe.layer` ops this pass makes `@f_prefill` and
+    `@f_decode` (layers marked `phase = prefill` / `phase = decode`, the
+    latter with `max_tokens_per_rank` at most `decode-max-tokens`) and turns
+    `@f` into an entry with one more argument, `phase: i32 {moe.uniform}`:
+    1 runs prefill, 2 runs decode, 0 decides by the token threshold — decode
+    when the most tokens any rank of the EP group holds (`moe.agree_count`,
+    so all ranks choose alike) is at most `decode-max-tokens`. Other values
+    fail. The layer's input must be an argument of `@f`. The decision is
+    recorded as `moe.phase_plan`.
+
+    Before:
+    ```mlir
+    func.func @f(%x: tensor<?x64xf32>, ...) -> tensor<?x64xf32> {
+      %y = moe.layer %x ... layout <ep = 2, tp = 1> {max_tokens_per_rank = 4096 : i64}
+    ```
+    After (`decode-max-tokens=8`):
+    ```mlir
+    func.func @f_prefill(%x: tensor<?x64xf32>, ...) -> tensor<?x64xf32> {
+      %y = moe.layer %x ... {max_tokens_per_rank = 4096 : i64, phase = #moe<phase prefill>}
+    func.func @f_decode(%x: tensor<?x64xf32>, ...) -> tensor<?x64xf32> {
+      %y = moe.layer %x ... {max_tokens_per_rank = 8 : i64, phase = #moe<phase decode>}
+    func.func @f(%x: tensor<?x64xf32>, ..., %phase: i32 {moe.uniform}) -> tensor<?x64xf32> {
+      %decode = scf.if %auto -> (i1) {   // phase == 0
+        %most = moe.agree_count %tokens : index
+        scf.yield (%most <= 8)
+      } else { scf.yield (%phase == 2) }
+      %y = scf.if %decode { call @f_decode(...) } else { call @f_prefill(...) }
+    ```
+  }];
+  let options = [
+    Option<"decodeMaxTokens", "decode-max-tokens", "int64_t", /*default=*/"0",
+           "Most tokens per rank the decode variant takes; the automatic "
+           "threshold (must be > 0)">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::cf::ControlFlowDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numSpecialized", "num-specialized", "Functions split into prefill and decode">
+  ];
+}
+
+def MoEPlanBuffers : Pass<"moe-plan-buffers"> {
+  let summary = "Size every dispatch workspace statically from declared maxima";
+  let description = [{
+    Production engines size their dispatch buffers by hand and overflow them
+    when a batch is larger than expected. Here every `moe.ep_dispatch` gets
+    its workspaces computed from the declared maxima (tokens per rank or per
+    chunk, `ep`, top-k, hidden size, wire bytes per row after quantization,
+    capacity, decode slots: `planWorkspaces`) and recorded as
+    `moe.workspaces`; `convert-moe-to-runtime` hands the sizes to the
+    runtime, which allocates each workspace once at that size and checks
+    every request against it before writing (a rank over its token maximum
+    fails every rank first). Run after `moe-fuse-quant-dispatch`, which
+    changes the bytes of a row. A dispatch without `ep` or `max_tokens`
+    cannot be sized and is an error.
+
+    Before:
+    ```mlir
+    %r:4 = moe.ep_dispatch %x, %ids, %w, %er capacity = 512 ep = 2 max_tokens = 256 : ...
+    ```
+    After:
+    ```mlir
+    %r:4 = moe.ep_dispatch %x, %ids, %w, %er capacity = 512 ep = 2 max_tokens = 256
+      {moe.workspaces = {combine.recv = 32768 : i64, dispatch.recv = 40960 : i64,
+                         dispatch.send = 40960 : i64, expert.rows = 32768 : i64}} : ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numPlanned", "num-planned", "Dispatches whose workspaces were sized">
+  ];
+}
+
 #endif // MOE_DIALECT_MOE_TRANSFORMS_PASSES_TD

@@ -1,0 +1,51 @@
+//===- PhasePlan.h - prefill and decode variants of a layer -----*- C++ -*-===//
+#ifndef MOE_DIALECT_MOE_ANALYSIS_PHASEPLAN_H
+#define MOE_DIALECT_MOE_ANALYSIS_PHASEPLAN_H
+
+#include "moe/Dialect/MoE/Analysis/ChunkPlan.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace mlir::moe {
+
+/// The `phase` argument of an entry made by moe-specialize-phase.
+enum class PhaseArg : int32_t { Auto = 0, Prefill = 1, Decode = 2 };
+
+/// The decision of moe-specialize-phase for one layer.
+struct PhasePlan {
+  /// Most tokens per rank of the decode variant: the threshold, but never
+  /// more than the layer's own maximum.
+  int64_t decodeMaxTokens = 0;
+};
+PhasePlan planPhases(int64_t threshold, std::optional<int64_t> layerMaxTokens);
+
+/// True when the entry runs the decode variant: by the explicit argument, or
+/// (Auto) when the most tokens any rank of the group holds fits the decode
+/// variant. The compiled entry computes exactly this.
+bool runsDecode(PhaseArg phase, int64_t mostTokensInGroup, int64_t decodeMaxTokens);
+
+/// The static sizes of the decode layout on one rank.
+struct DecodeLayout {
+  int64_t slotsPerPeer = 0;      ///< Rows each rank sends each rank.
+  int64_t receivedRows = 0;      ///< ep * slots (1 rank: the tokens).
+  int64_t capacityPerExpert = 0; ///< Rows each local expert owns.
+  int64_t maskedRows = 0;        ///< local experts * capacity.
+};
+DecodeLayout decodeLayout(const LayerShape &shape, int64_t decodeMaxTokens);
+
+/// Bytes one rank puts on the wire for the dispatch of `tokens` tokens
+/// (rows of `rowBytes`), and what that is per token. Prefill sends one row
+/// per (token, distinct destination rank): at most min(top-k, ep) per
+/// token. Decode always sends ep blocks of `slots` rows, whatever the count.
+struct WireBytes {
+  int64_t perStepMax = 0;
+  double perTokenMax = 0;
+};
+WireBytes prefillDispatchBytes(const LayerShape &shape, int64_t rowBytes, int64_t tokens);
+WireBytes decodeDispatchBytes(const LayerShape &shape, int64_t rowBytes, int64_t slots,
+                              int64_t tokens);
+
+} // namespace mlir::moe
+
+#endif // MOE_DIALECT_MOE_ANALYSIS_PHASEPLAN_H

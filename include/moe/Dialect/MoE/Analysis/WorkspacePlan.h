@@ -1,0 +1,45 @@
+//===- WorkspacePlan.h - static sizes of the dispatch workspaces -*- C++ -*-===//
+#ifndef MOE_DIALECT_MOE_ANALYSIS_WORKSPACEPLAN_H
+#define MOE_DIALECT_MOE_ANALYSIS_WORKSPACEPLAN_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::moe {
+
+/// The declared maxima of one expert-parallel dispatch.
+struct DispatchBounds {
+  int64_t ep = 1;
+  int64_t maxTokens = 0; ///< Per rank and per call (a chunk when chunked).
+  int64_t topK = 0;
+  int64_t hidden = 0;
+  int64_t elementBytes = 4;
+  int64_t wireActivationBytes = 0; ///< Per row: H * element, or FP8 + scales.
+  int64_t capacity = 0;            ///< Rows a rank may receive.
+  int64_t slots = 0;               ///< > 0: decode layout.
+};
+
+/// One runtime workspace: its name (as the runtime's counters call it), how
+/// its size follows from the maxima, and the size.
+struct Workspace {
+  std::string name;
+  std::string formula;
+  int64_t bytes = 0;
+};
+
+/// Bytes of one dispatched row: activations, then top-k ids and weights.
+int64_t dispatchRowBytes(const DispatchBounds &bounds);
+/// Rows a rank sends at most: every token to min(top-k, ep) ranks (prefill),
+/// or ep blocks of `slots` rows (decode).
+int64_t plannedSendRows(const DispatchBounds &bounds);
+/// Rows a rank receives at most: the capacity, or ep * slots.
+int64_t plannedReceiveRows(const DispatchBounds &bounds);
+
+/// dispatch.send, dispatch.recv, expert.rows and combine.recv, in the order
+/// moert.h's plan takes them.
+std::vector<Workspace> planWorkspaces(const DispatchBounds &bounds);
+
+} // namespace mlir::moe
+
+#endif // MOE_DIALECT_MOE_ANALYSIS_WORKSPACEPLAN_H

@@ -1,0 +1,60 @@
+//===- PlanBuffers.cpp - static workspace sizes of every dispatch ---------===//
+#include "moe/Dialect/MoE/Analysis/WorkspacePlan.h"
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Dialect/MoE/Transforms/Passes.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_MOEPLANBUFFERS
+#include "moe/Dialect/MoE/Transforms/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+/// Bytes of one row's activations on the wire.
+int64_t wireActivationBytes(EpDispatchOp op, int64_t hidden, int64_t elementBytes) {
+  std::optional<DispatchQuantization> quant = op.getQuantization();
+  if (!quant)
+    return hidden * elementBytes;
+  int64_t group = *quant == DispatchQuantization::fp8_e4m3_g128 ? 128 : 32;
+  int64_t scaleBytes = *quant == DispatchQuantization::fp8_e4m3_g128 ? 4 : 1;
+  return hidden + hidden / group * scaleBytes;
+}
+
+struct MoEPlanBuffersPass : moe::impl::MoEPlanBuffersBase<MoEPlanBuffersPass> {
+  void runOnOperation() override {
+    WalkResult result = getOperation()->walk([&](EpDispatchOp op) {
+      if (failed(plan(op)))
+        return WalkResult::interrupt();
+      ++numPlanned;
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+
+  LogicalResult plan(EpDispatchOp op) {
+    auto x = op.getX().getType();
+    if (!op.getEp() || !op.getMaxTokens() || ShapedType::isDynamic(x.getDimSize(1)))
+      return op.emitError("moe-plan-buffers: cannot size this dispatch's "
+                          "workspaces statically: it needs ep, max_tokens and a "
+                          "static hidden size");
+    DispatchBounds bounds;
+    bounds.ep = int64_t(*op.getEp());
+    bounds.maxTokens = int64_t(*op.getMaxTokens());
+    bounds.topK = op.getExpertIds().getType().getDimSize(1);
+    bounds.hidden = x.getDimSize(1);
+    bounds.elementBytes = x.getElementTypeBitWidth() / 8;
+    bounds.wireActivationBytes = wireActivationBytes(op, bounds.hidden, bounds.elementBytes);
+    bounds.capacity = int64_t(op.getCapacity());
+    bounds.slots = int64_t(op.getSlots().value_or(0));
+    Builder b(op.getContext());
+    SmallVector<NamedAttribute> sizes;
+    for (const Workspace &w : planWorkspaces(bounds))
+      sizes.push_back(b.getNamedAttr(w.name, b.getI64IntegerAttr(w.bytes)));
+    op->setAttr("moe.workspaces", b.getDictionaryAttr(sizes));
+    return success();
+  }
+};
+} // namespace

@@ -1,0 +1,151 @@
+//===- SpecializePhase.cpp - prefill and decode variants of MoE functions -===//
+#include "moe/Dialect/MoE/Analysis/PhasePlan.h"
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Dialect/MoE/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_MOESPECIALIZEPHASE
+#include "moe/Dialect/MoE/Transforms/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+constexpr StringLiteral kUniformArg = "moe.uniform";
+
+SmallVector<LayerOp> layersOf(func::FuncOp func) {
+  SmallVector<LayerOp> layers;
+  func.walk([&](LayerOp layer) { layers.push_back(layer); });
+  return layers;
+}
+
+struct MoESpecializePhasePass
+    : moe::impl::MoESpecializePhaseBase<MoESpecializePhasePass> {
+  using MoESpecializePhaseBase::MoESpecializePhaseBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (decodeMaxTokens <= 0) {
+      module.emitError("moe-specialize-phase needs decode-max-tokens > 0");
+      return signalPassFailure();
+    }
+    SmallVector<func::FuncOp> functions;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func.isPublic() && !func.isExternal() && !layersOf(func).empty() &&
+          llvm::none_of(layersOf(func), [](LayerOp l) { return l.getPhase(); }))
+        functions.push_back(func);
+    for (func::FuncOp func : functions)
+      if (failed(specialize(module, func)))
+        return signalPassFailure();
+  }
+
+  LogicalResult specialize(ModuleOp module, func::FuncOp func) {
+    // The threshold counts the tokens of the first layer's input.
+    LayerOp first = layersOf(func).front();
+    auto input = dyn_cast<BlockArgument>(first.getX());
+    if (!input || input.getOwner() != &func.getBody().front())
+      return first.emitError("moe-specialize-phase: the layer's input must be "
+                             "an argument of @")
+             << func.getSymName() << " (it counts the tokens that pick the phase)";
+
+    SymbolTable symbols(module);
+    func::FuncOp prefill = cloneVariant(symbols, func, "_prefill", Phase::prefill);
+    func::FuncOp decode = cloneVariant(symbols, func, "_decode", Phase::decode);
+    int64_t ep = first.getLayout().getEp();
+    PhasePlan plan = planPhases(decodeMaxTokens, first.getMaxTokensPerRank());
+    for (LayerOp layer : layersOf(decode))
+      layer.setMaxTokensPerRankAttr(
+          OpBuilder(layer).getI64IntegerAttr(planPhases(decodeMaxTokens,
+                                                        layer.getMaxTokensPerRank())
+                                                 .decodeMaxTokens));
+    buildEntry(func, input.getArgNumber(), prefill, decode, ep, plan);
+    ++numSpecialized;
+    return success();
+  }
+
+  func::FuncOp cloneVariant(SymbolTable &symbols, func::FuncOp func,
+                            StringRef suffix, Phase phase) {
+    func::FuncOp variant = func.clone();
+    variant.setSymName((func.getSymName() + suffix).str());
+    symbols.insert(variant, Block::iterator(func));
+    for (LayerOp layer : layersOf(variant))
+      layer.setPhaseAttr(PhaseAttr::get(layer.getContext(), phase));
+    return variant;
+  }
+
+  /// @f(args..., %phase) picks a variant and calls it.
+  void buildEntry(func::FuncOp func, unsigned inputArg, func::FuncOp prefill,
+                  func::FuncOp decode, int64_t ep, const PhasePlan &plan) {
+    Block &entry = func.getBody().front();
+    while (!entry.empty())
+      entry.back().erase();
+    func.getBody().getBlocks().erase(std::next(func.getBody().begin()),
+                                     func.getBody().end());
+    auto i32 = IntegerType::get(func.getContext(), 32);
+    (void)func.insertArgument(func.getNumArguments(), i32,
+                              DictionaryAttr::get(func.getContext(),
+                                                  {NamedAttribute(
+                                                      kUniformArg,
+                                                      UnitAttr::get(func.getContext()))}),
+                              func.getLoc());
+    Value phase = func.getArguments().back();
+    SmallVector<Value> args(func.getArguments().drop_back());
+
+    ImplicitLocOpBuilder b(func.getLoc(), func.getContext());
+    b.setInsertionPointToStart(&entry);
+    auto constant = [&](int64_t v) {
+      return arith::ConstantOp::create(b, b.getI32IntegerAttr(v)).getResult();
+    };
+    Value known = arith::CmpIOp::create(b, arith::CmpIPredicate::ule, phase,
+                                        constant(int64_t(PhaseArg::Decode)));
+    cf::AssertOp::create(b, known,
+                         "moe: phase must be 0 (by token count), 1 (prefill) or 2 (decode)");
+    Value automatic = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, phase,
+                                            constant(int64_t(PhaseArg::Auto)));
+    auto choose = scf::IfOp::create(
+        b, TypeRange{b.getI1Type()}, automatic, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(choose.thenBlock());
+      Value tokens = tensor::DimOp::create(b, args[inputArg], 0);
+      // Every rank must choose alike: compare the group's largest count.
+      if (ep > 1)
+        tokens = AgreeCountOp::create(b, b.getIndexType(), tokens);
+      Value fits = arith::CmpIOp::create(
+          b, arith::CmpIPredicate::ule, tokens,
+          arith::ConstantIndexOp::create(b, plan.decodeMaxTokens));
+      scf::YieldOp::create(b, fits);
+      b.setInsertionPointToStart(choose.elseBlock());
+      scf::YieldOp::create(
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, phase,
+                                   constant(int64_t(PhaseArg::Decode)))
+                 .getResult());
+    }
+    auto run = scf::IfOp::create(b, func.getResultTypes(), choose.getResult(0),
+                                 /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(run.thenBlock());
+      scf::YieldOp::create(b, func::CallOp::create(b, decode, args).getResults());
+      b.setInsertionPointToStart(run.elseBlock());
+      scf::YieldOp::create(b, func::CallOp::create(b, prefill, args).getResults());
+    }
+    func::ReturnOp::create(b, run.getResults());
+    func->setAttr("moe.phase_plan",
+                  b.getDictionaryAttr(
+                      {b.getNamedAttr("decode_max_tokens",
+                                      b.getI64IntegerAttr(plan.decodeMaxTokens)),
+                       b.getNamedAttr("prefill", b.getStringAttr(prefill.getSymName())),
+                       b.getNamedAttr("decode", b.getStringAttr(decode.getSymName()))}));
+  }
+};
+} // namespace
