@@ -52,6 +52,8 @@ def main(argv=None):
     parser.add_argument("--token-counts", help="tokens of each rank, e.g. 500,200,256")
     parser.add_argument("--tp", type=int, default=1,
                         help="tensor-parallel group size: tp consecutive ranks hold the same tokens")
+    parser.add_argument("--phase", choices=("auto", "prefill", "decode"), default="auto",
+                        help="for layers compiled with --decode-max-tokens")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
@@ -81,7 +83,7 @@ def main(argv=None):
     runtime.reset_counters()
     heap_before = runtime.heap_live()
     runtime.reset_heap_peak()
-    y = run_layer(args.library, plan, x, args_in_order).astype(np.float64)
+    y = run_layer(args.library, plan, x, args_in_order, args.phase).astype(np.float64)
     heap_peak = runtime.heap_peak() - heap_before
     np.save(Path(args.out, f"y{rank}.npy"), y)
     ref = reference.layer(x, weights, plan)

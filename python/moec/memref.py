@@ -78,16 +78,18 @@ class CompiledFunction:
         self._fn.restype = None
         self._results = results
 
-    def __call__(self, *arrays):
-        arrays = [np.ascontiguousarray(a) for a in arrays]
-        descs = [to_descriptor(a) for a in arrays]
+    def __call__(self, *args):
+        """Arrays travel as memref descriptors, Python ints as i32 scalars."""
+        arrays = [a if isinstance(a, int) else np.ascontiguousarray(a) for a in args]
+        descs = [ctypes.c_int32(a) if isinstance(a, int) else to_descriptor(a) for a in arrays]
         types = [descriptor_type(rank, dtype) for rank, dtype in self._results]
         if len(types) == 1:
             out = types[0]()
         else:
             out = type("Results", (ctypes.Structure,),
                        {"_fields_": [(f"r{i}", t) for i, t in enumerate(types)]})()
-        self._fn(ctypes.byref(out), *[ctypes.byref(d) for d in descs])
+        self._fn(ctypes.byref(out), *[d if isinstance(d, ctypes.c_int32) else ctypes.byref(d)
+                                      for d in descs])
         if len(types) == 1:
             return take_result(out, self._results[0][1])
         return tuple(take_result(getattr(out, f"r{i}"), dtype)

@@ -105,9 +105,12 @@ def test_a_skipped_collective_fails_every_rank_within_the_timeout(tmp_path, rank
     assert elapsed < timeout_ms / 1000 + 20  # mpirun start-up and teardown included
 
 
-def test_over_capacity_fails_on_every_rank_before_writing(tmp_path):
-    done, _ = mpirun_worker(tmp_path, 2, {"MOERT_TIMEOUT_MS": "3000"}, max_tokens=2)
+def test_one_token_over_the_plan_fails_on_every_rank_before_writing(tmp_path):
+    # Ranks hold 8 and 11 tokens; the plan allows 10.
+    done, _ = mpirun_worker(tmp_path, 2, {"MOERT_TIMEOUT_MS": "3000"}, max_tokens=10)
     assert done.returncode != 0
     errors = re.findall(r"moert: rank (\d+): error: (.*)", done.stderr)
     assert sorted(int(r) for r, _ in errors) == [0, 1], done.stderr
-    assert all("capacity is 4 rows; nothing was written" in m for _, m in errors)
+    expected = "rank 1: dispatch: 11 tokens but the plan allows at most 10 per rank; nothing was written"
+    assert all(m == expected for _, m in errors), errors
+    assert not list(tmp_path.glob("rank*.json"))  # no rank got to write a result

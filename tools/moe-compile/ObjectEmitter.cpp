@@ -1,6 +1,7 @@
 //===- ObjectEmitter.cpp - LLVM dialect module to object / shared library -===//
 #include "ObjectEmitter.h"
 
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -22,6 +23,13 @@ Error emitterError(const Twine &message) {
 
 Expected<std::unique_ptr<Module>>
 moe_compile::translateForHost(mlir::ModuleOp module, LLVMContext &context) {
+  // Argument facts for moe passes (e.g. moe.uniform) mean nothing to LLVM.
+  module.walk([](mlir::FunctionOpInterface func) {
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+      for (mlir::NamedAttribute attr : func.getArgAttrs(i))
+        if (attr.getName().strref().starts_with("moe."))
+          func.removeArgAttr(i, attr.getName());
+  });
   std::unique_ptr<Module> llvmModule =
       mlir::translateModuleToLLVMIR(module, context, "moe_layer");
   if (!llvmModule)

@@ -2,22 +2,66 @@
 #include "PlanReport.h"
 
 #include "moe/Dialect/MoE/Analysis/ChunkPlan.h"
+#include "moe/Dialect/MoE/Analysis/PhasePlan.h"
+#include "moe/Dialect/MoE/Analysis/WorkspacePlan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 using namespace mlir;
 namespace json = llvm::json;
+
+namespace {
+/// One phase's dispatch: its layout, static workspaces and bytes on the wire.
+json::Object phaseReport(const moe::LayerShape &shape, moe::DispatchBounds bounds,
+                         llvm::StringRef layoutText) {
+  json::Array workspaces;
+  for (const moe::Workspace &w : moe::planWorkspaces(bounds))
+    workspaces.push_back(
+        json::Object{{"name", w.name}, {"formula", w.formula}, {"bytes", w.bytes}});
+  const int64_t row = moe::dispatchRowBytes(bounds);
+  moe::WireBytes dispatch =
+      bounds.slots ? moe::decodeDispatchBytes(shape, row, bounds.slots, bounds.maxTokens)
+                   : moe::prefillDispatchBytes(shape, row, bounds.maxTokens);
+  moe::DispatchBounds combineRows = bounds;
+  combineRows.wireActivationBytes = bounds.hidden * bounds.elementBytes;
+  combineRows.topK = 0; // combine rows carry activations only
+  const int64_t combineRow = moe::dispatchRowBytes(combineRows);
+  moe::WireBytes combine =
+      bounds.slots ? moe::decodeDispatchBytes(shape, combineRow, bounds.slots, bounds.maxTokens)
+                   : moe::prefillDispatchBytes(shape, combineRow, bounds.maxTokens);
+  return json::Object{
+      {"layout", layoutText},
+      {"max_tokens_per_rank", bounds.maxTokens},
+      {"dispatch_row_bytes", row},
+      {"dispatch_bytes_per_call_max", dispatch.perStepMax},
+      {"dispatch_bytes_per_token", dispatch.perTokenMax},
+      {"combine_bytes_per_call_max", combine.perStepMax},
+      {"combine_bytes_per_token", combine.perTokenMax},
+      {"per_token_note", bounds.slots ? "fixed bytes per call over the most tokens: "
+                                        "fewer tokens pay more each"
+                                      : "at most: a token reaches min(top_k, ep) ranks"},
+      {"workspaces", std::move(workspaces)}};
+}
+} // namespace
 
 json::Value moe_compile::planReport(ModuleOp module,
                                     const moe::MoELayerConfig &config,
                                     const moe::ParallelLayout &layout,
                                     llvm::StringRef elementType,
                                     llvm::StringRef dispatchQuantization,
-                                    bool dedupeTp, llvm::StringRef funcName) {
+                                    bool dedupeTp, llvm::StringRef funcName,
+                                    int64_t decodeMaxTokens) {
   json::Object plan =
       *moe::layerPlan(config, layout, elementType, funcName).getAsObject();
 
+  // The chunking of the (prefill) variant that large batches run.
+  std::string prefillName =
+      decodeMaxTokens > 0 ? (funcName + "_prefill").str() : funcName.str();
+  auto prefillFunc = module.lookupSymbol<func::FuncOp>(prefillName);
   int64_t tokens = layout.maxTokensPerRank;
   json::Object chunking{{"chunked", false}, {"chunk_size", tokens}, {"chunks", 1}};
-  module.walk([&](Operation *op) {
+  if (prefillFunc)
+    prefillFunc.walk([&](Operation *op) {
     auto record = op->getAttrOfType<DictionaryAttr>("moe.chunk_plan");
     if (!record)
       return;
@@ -73,6 +117,45 @@ json::Value moe_compile::planReport(ModuleOp module,
       : dispatchQuantization == "fp8-e4m3-g128" ? h + h / 128 * 4
                                                  : h + h / 32;
   int64_t rowBytes = activationBytes + config.topK * 8;
+
+  // Each phase's dispatch, as moe-plan-buffers sizes it. With TP dedupe a
+  // rank dispatches ceil(T / tp) of its tokens.
+  auto perRank = [&](int64_t t) { return sliced ? (t + layout.tp - 1) / layout.tp : t; };
+  moe::DispatchBounds bounds;
+  bounds.ep = layout.ep;
+  bounds.topK = config.topK;
+  bounds.hidden = h;
+  bounds.elementBytes = shape.elementBytes;
+  bounds.wireActivationBytes = activationBytes;
+  bounds.maxTokens = perRank(tokens);
+  bounds.capacity = bounds.maxTokens * layout.ep;
+  json::Object phases{
+      {"prefill", phaseReport(shape, bounds,
+                              "counts first, then packed rows; experts see "
+                              "expert-contiguous rows")}};
+  if (decodeMaxTokens > 0) {
+    moe::DispatchBounds decodeBounds = bounds;
+    decodeBounds.maxTokens =
+        perRank(moe::planPhases(decodeMaxTokens, layout.maxTokensPerRank).decodeMaxTokens);
+    decodeBounds.slots = layout.ep > 1 ? decodeBounds.maxTokens : 0;
+    decodeBounds.capacity = decodeBounds.maxTokens * layout.ep;
+    json::Object d = phaseReport(shape, decodeBounds,
+                                 "fixed slots per rank, masked capacity per expert, "
+                                 "no counts exchanged");
+    d["capacity_per_expert"] = layout.ep > 1 ? decodeBounds.capacity : decodeBounds.maxTokens;
+    phases["decode"] = std::move(d);
+    phases["selection"] =
+        "entry argument phase: 1 prefill, 2 decode, 0 decode when the most tokens "
+        "any rank holds (agreed over the EP group) is at most " +
+        std::to_string(decodeBounds.maxTokens);
+    phases["decode_max_tokens"] = decodeBounds.maxTokens;
+    if (json::Object *entry = plan.getObject("entry_point")) {
+      (*entry)["phase_argument"] = "i32, last: 0 by token count, 1 prefill, 2 decode";
+      if (json::Array *args = entry->getArray("arguments"))
+        args->push_back("phase: i32");
+    }
+  }
+  plan["phases"] = std::move(phases);
   plan["wire_bytes_per_token"] = json::Object{
       {"dispatch_row", rowBytes},
       {"dispatch_rows_per_token", "distinct destination ranks, at most " +

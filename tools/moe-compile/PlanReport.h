@@ -17,7 +17,8 @@ llvm::json::Value planReport(mlir::ModuleOp module,
                              const mlir::moe::ParallelLayout &layout,
                              llvm::StringRef elementType,
                              llvm::StringRef dispatchQuantization,
-                             bool dedupeTp, llvm::StringRef funcName);
+                             bool dedupeTp, llvm::StringRef funcName,
+                             int64_t decodeMaxTokens);
 
 } // namespace moe_compile
 

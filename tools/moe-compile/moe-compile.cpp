@@ -79,6 +79,13 @@ cl::opt<std::string> dispatchQuant(
     cl::desc("Activations on the wire of expert-parallel dispatches: none, "
              "fp8-e4m3-g128 or fp8-e4m3-g32-ue8m0"),
     cl::init("none"), cl::cat(category));
+cl::opt<int64_t> decodeMaxTokens(
+    "decode-max-tokens",
+    cl::desc("Compile a prefill and a decode variant (moe-specialize-phase); "
+             "the entry takes a trailing i32 phase (0: decode when every "
+             "rank holds at most this many tokens, 1: prefill, 2: decode). "
+             "0: one variant"),
+    cl::init(0), cl::cat(category));
 cl::opt<std::string> entry("entry", cl::desc("Name of the layer function"),
                            cl::init("moe_layer"), cl::cat(category));
 cl::opt<Emit> emit(
@@ -170,6 +177,8 @@ int main(int argc, char **argv) {
                 "fp8-e4m3-g32-ue8m0, got '" + dispatchQuant + "'");
   if (ep < 1 || maxTokensPerRank < 1 || tp < 1)
     return fail("--ep, --tp and --max-tokens-per-rank must be positive");
+  if (decodeMaxTokens < 0)
+    return fail("--decode-max-tokens must be 0 (off) or positive");
   if (dtype != "f32" && dtype != "bf16")
     return fail("--dtype must be f32 or bf16, got '" + dtype + "'");
   if (target == Target::Cuda && emit != Emit::Mlir && emit != Emit::Lowered)
@@ -191,15 +200,21 @@ int main(int argc, char **argv) {
   if (!module || failed(verify(*module)))
     return 1;
 
+  // Phase variants first, so that chunking plans each of them.
+  PassManager planning(&context);
+  if (decodeMaxTokens > 0) {
+    moe::MoESpecializePhaseOptions options;
+    options.decodeMaxTokens = decodeMaxTokens;
+    planning.addPass(moe::createMoESpecializePhase(options));
+  }
   if (chunkBudget > 0) {
-    PassManager planning(&context);
     moe::MoEPlanChunksOptions options;
     options.budgetBytes = chunkBudget;
     options.maxTokensPerRank = maxTokensPerRank;
     planning.addPass(moe::createMoEPlanChunks(options));
-    if (failed(planning.run(*module)))
-      return 1;
   }
+  if (failed(planning.run(*module)))
+    return 1;
 
   if (!planFile.empty()) {
     if (!config)
@@ -210,7 +225,8 @@ int main(int argc, char **argv) {
       return fail(error);
     out->os() << llvm::formatv("{0:2}", moe_compile::planReport(
                                            *module, *config, layout(), dtype,
-                                           dispatchQuant, !noTpDedupe, entry))
+                                           dispatchQuant, !noTpDedupe, entry,
+                                           decodeMaxTokens))
               << "\n";
     out->keep();
   }

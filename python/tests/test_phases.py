@@ -1,0 +1,123 @@
+"""Prefill and decode variants (moe-specialize-phase) on 1, 2 and 4 MPI ranks.
+
+Both variants must match the numpy reference; the entry must pick decode only
+when every rank fits it, the decode layout must exchange no counts, and a
+rank over the decode maximum must fail every rank before anything is written.
+"""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from moec import main as main_job
+from moec.toolchain import ROOT, compile_config
+
+CONFIG = ROOT / "examples" / "qwen3-moe-tiny" / "config.json"
+DECODE_MAX = 4
+
+
+@pytest.fixture(scope="module")
+def libraries(tmp_path_factory):
+    """One library per EP size: prefill up to 64 tokens, decode up to 4."""
+    work = tmp_path_factory.mktemp("phases")
+    built = {}
+    for ranks in (1, 2, 4):
+        library, plan = compile_config(CONFIG, work, ep=ranks, max_tokens_per_rank=64,
+                                       decode_max_tokens=DECODE_MAX,
+                                       name=f"phases_ep{ranks}")
+        built[ranks] = (library, work / f"{library.stem}.plan.json", plan, work)
+    return built
+
+
+def run(libraries, ranks, counts, phase):
+    library, plan_path, _, work = libraries[ranks]
+    return main_job.run_ranks(library, plan_path, ranks, counts[0], 11, "uniform",
+                              main_job.TOLERANCE["f32"], work, token_counts=counts,
+                              phase=phase)
+
+
+def ran_decode(result):
+    totals = result["counters"]["totals"]
+    decode, prefill = totals.get("dispatch_calls_decode", 0), totals.get("dispatch_calls_prefill", 0)
+    assert decode + prefill == 1, totals
+    return decode == 1
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+@pytest.mark.parametrize("phase", ["decode", "prefill", "auto"])
+def test_small_batches_match_the_reference_in_every_phase(libraries, ranks, phase):
+    counts = [4, 1, 0, 3][:ranks]  # uneven, one rank possibly empty
+    results, done = run(libraries, ranks, counts, phase)
+    assert done.returncode == 0, done.stderr
+    assert [r["tokens"] for r in results] == counts
+    for r in results:
+        assert r["ok"], r
+        if ranks > 1:
+            # auto: every rank holds at most DECODE_MAX tokens, so decode
+            assert ran_decode(r) == (phase != "prefill")
+            collectives = r["counters"]["collectives"]
+            assert ("dispatch.counts" in collectives) == (phase == "prefill"), collectives
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_auto_picks_prefill_on_every_rank_when_one_rank_is_over(libraries, ranks):
+    counts = [1] * ranks
+    counts[-1] = DECODE_MAX + 1  # only the last rank is over the threshold
+    results, done = run(libraries, ranks, counts, "auto")
+    assert done.returncode == 0, done.stderr
+    assert all(r["ok"] for r in results), results
+    assert not any(ran_decode(r) for r in results)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_decode_layout_has_fixed_shapes_and_plan_sized_workspaces(libraries, ranks):
+    _, _, plan, _ = libraries[ranks]
+    decode = plan["phases"]["decode"]
+    results, done = run(libraries, ranks, [2] * ranks, "decode")
+    assert done.returncode == 0, done.stderr
+    row = decode["dispatch_row_bytes"]
+    for r in results:
+        counters = r["counters"]
+        # Fixed blocks: every rank sends every rank DECODE_MAX rows, whatever it holds.
+        assert counters["totals"]["dispatch_payload_bytes_sent"] == ranks * DECODE_MAX * row
+        planned = {w["name"]: w["bytes"] for w in decode["workspaces"]}
+        assert counters["planned_bytes"] == planned
+        assert counters["high_water_bytes"]["dispatch.send"] == planned["dispatch.send"]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_explicit_decode_over_the_maximum_fails_every_rank_before_writing(libraries, ranks):
+    counts = [1] * ranks
+    counts[0] = DECODE_MAX + 1
+    results, done = run(libraries, ranks, counts, "decode")
+    assert done.returncode != 0
+    assert not results  # no rank finished the layer
+    errors = re.findall(r"moert: rank (\d+): error: (.*)", done.stderr)
+    assert sorted(int(r) for r, _ in errors) == list(range(ranks)), done.stderr
+    expected = (f"rank 0: dispatch: {DECODE_MAX + 1} tokens but the plan allows at most "
+                f"{DECODE_MAX} per rank in the decode layout; nothing was written")
+    assert all(m == expected for _, m in errors), errors
+
+
+def test_one_rank_decode_over_the_capacity_is_refused(libraries):
+    results, done = run(libraries, 1, [DECODE_MAX + 1], "decode")
+    assert done.returncode != 0 and not results
+    # cf.assert prints its message on stdout, then aborts
+    assert "more tokens than the decode layout's capacity of 4 per expert" in done.stdout
+
+
+def test_a_phase_value_out_of_range_is_refused(libraries):
+    library, plan_path, _, _ = libraries[1]
+    # In a child process: the compiled entry aborts it.
+    code = ("import json; from moec.memref import CompiledFunction; "
+            "from moec.weights import DTYPES, make_inputs; "
+            f"plan = json.load(open({str(plan_path)!r})); "
+            "x, w = make_inputs(plan, 2, 0); "
+            f"fn = CompiledFunction({str(library)!r}, 'phases_ep1', [(2, DTYPES['f32'])]); "
+            "fn(x, *w.values(), 7)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), timeout=60)
+    assert done.returncode != 0
+    assert "moe: phase must be 0 (by token count), 1 (prefill) or 2 (decode)" in done.stdout
