@@ -59,32 +59,71 @@ def run_ranks(library, plan_path, ranks, tokens, seed, scenario, tolerance, work
     return results, done
 
 
+DECODE_MAX_TOKENS = 8  # decode variant: at most this many tokens per rank
+
+
+def phase_of(result):
+    totals = result["counters"]["totals"]
+    if totals.get("dispatch_calls_decode"):
+        return "decode"
+    return "prefill" if totals.get("dispatch_calls_prefill") else "local"
+
+
+def report(results, dtype):
+    """Prints each rank's outcome; True when all match the reference."""
+    ok = True
+    for r in results:
+        ok &= r["ok"]
+        print(f"  rank {r['rank']}: {r['tokens']} tokens, {phase_of(r)} variant, "
+              f"checksum sum(y)={r['checksum'][0]:.6f} sum|y|={r['checksum'][1]:.6f}, "
+              f"error vs reference: max_abs={r['max_abs']:.3e} max_rel={r['max_rel']:.3e} "
+              f"(tolerance {TOLERANCE[dtype]:.0e}) {'OK' if r['ok'] else 'FAIL'}")
+    return ok
+
+
+def describe_phases(plan):
+    for name in ("prefill", "decode"):
+        p = plan["phases"].get(name)
+        if p:
+            spaces = ", ".join(f"{w['name']} {w['bytes']} B" for w in p["workspaces"])
+            print(f"  {name}: {p['layout']}; up to {p['max_tokens_per_rank']} tokens per rank; "
+                  f"dispatch {p['dispatch_bytes_per_token']:.0f} B/token, combine "
+                  f"{p['combine_bytes_per_token']:.0f} B/token on the wire; workspaces: {spaces}")
+    print(f"  phase selection: {plan['phases']['selection']}")
+
+
 def check(config, dtype, ranks, tokens, seed, scenario, work):
+    """A prefill batch (`tokens` on rank 0) and a decode step, both picked by
+    the compiled entry from the token counts."""
     max_tokens = max(tokens_per_rank(scenario, ranks, tokens))
     library, plan = compile_config(config, work, dtype, ep=ranks, max_tokens_per_rank=max_tokens,
+                                   decode_max_tokens=DECODE_MAX_TOKENS,
                                    name=f"layer_{Path(config).parent.name}".replace("-", "_"))
     describe(plan, tokens)
     plan_path = Path(work) / f"{Path(library).stem}.plan.json"
-    results, done = run_ranks(library, plan_path, ranks, tokens, seed, scenario,
-                              TOLERANCE[dtype], work)
-    ok = done.returncode == 0 and len(results) == ranks
     layout = plan["layout"]
     print(f"  layout: ep={layout['ep']} tp={layout['tp']}, "
           f"{layout.get('local_experts', plan['experts'])} experts per rank, "
           f"chunking {plan['chunking']}")
+    describe_phases(plan)
+    results, done = run_ranks(library, plan_path, ranks, tokens, seed, scenario,
+                              TOLERANCE[dtype], work)
+    ok = done.returncode == 0 and len(results) == ranks
     for r in results:
         print(f"  rank {r['rank']} routing, tokens per expert: {r['tokens_per_expert']}")
-    for r in results:
-        ok &= r["ok"]
-        print(f"  rank {r['rank']}/{ranks}: {r['tokens']} tokens, checksum sum(y)={r['checksum'][0]:.6f} "
-              f"sum|y|={r['checksum'][1]:.6f}, error vs reference: "
-              f"max_abs={r['max_abs']:.3e} max_rel={r['max_rel']:.3e} "
-              f"(tolerance {TOLERANCE[dtype]:.0e}) {'OK' if r['ok'] else 'FAIL'}")
-    if done.returncode != 0 or len(results) != ranks:
-        print(f"  mpirun exited {done.returncode}:\n{done.stderr.strip()}")
-    report = {"layer": str(config), "dtype": dtype, "ranks": ranks, "scenario": scenario,
-              "counters": [r["counters"] for r in results]}
-    print("  counters: " + json.dumps(report))
+    ok &= report(results, dtype)
+    step = [min(DECODE_MAX_TOKENS, 1 + r) for r in range(ranks)]
+    print(f"  decode step: {step} tokens per rank")
+    decoded, decode_done = run_ranks(library, plan_path, ranks, step[0], seed, "uniform",
+                                     TOLERANCE[dtype], work, token_counts=step)
+    ok &= decode_done.returncode == 0 and len(decoded) == ranks and report(decoded, dtype)
+    for run in (done, decode_done):
+        if run.returncode != 0:
+            print(f"  mpirun exited {run.returncode}:\n{run.stderr.strip()}")
+    counters = {"layer": str(config), "dtype": dtype, "ranks": ranks, "scenario": scenario,
+                "prefill": [r["counters"] for r in results],
+                "decode": [r["counters"] for r in decoded]}
+    print("  counters: " + json.dumps(counters))
     return ok
 
 

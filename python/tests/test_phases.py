@@ -121,3 +121,16 @@ def test_a_phase_value_out_of_range_is_refused(libraries):
                           env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), timeout=60)
     assert done.returncode != 0
     assert "moe: phase must be 0 (by token count), 1 (prefill) or 2 (decode)" in done.stdout
+
+
+def test_bf16_decode_and_prefill_on_two_ranks(tmp_path):
+    library, plan = compile_config(CONFIG, tmp_path, "bf16", ep=2, max_tokens_per_rank=64,
+                                   decode_max_tokens=DECODE_MAX)
+    plan_path = tmp_path / f"{library.stem}.plan.json"
+    for counts, phase in (([3, 4], "decode"), ([9, 2], "auto")):
+        results, done = main_job.run_ranks(library, plan_path, 2, counts[0], 3, "uniform",
+                                           main_job.TOLERANCE["bf16"], tmp_path,
+                                           token_counts=counts, phase=phase)
+        assert done.returncode == 0, done.stderr
+        assert all(r["ok"] for r in results), results
+        assert [ran_decode(r) for r in results] == [phase == "decode"] * 2

@@ -414,7 +414,10 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
         {Dims{0}, Dims{0, 1}}, 2, {},
         [x, topK, element](OpBuilder &nb, Location loc, ValueRange idx,
                            ValueRange a) -> Value {
-          // An unused row reads nothing (x may have no rows at all).
+          // An unused row reads nothing (x may have no rows at all). The
+          // value travels as bits: x86 has no bf16 selects or phis and would
+          // call a soft-float helper for them.
+          auto bits = nb.getIntegerType(element.getIntOrFloatBitWidth());
           Value used = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::sge,
                                              a[0], constI32(nb, loc, 0));
           auto read = scf::IfOp::create(
@@ -423,13 +426,13 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
                 Value k = arith::ConstantIndexOp::create(tb, tl, topK);
                 Value token = arith::DivUIOp::create(tb, tl, i32ToIndex(tb, tl, a[0]), k);
                 Value v = tensor::ExtractOp::create(tb, tl, x, ValueRange{token, idx[1]});
-                scf::YieldOp::create(tb, tl, v);
+                scf::YieldOp::create(tb, tl, arith::BitcastOp::create(tb, tl, bits, v).getResult());
               },
               [&](OpBuilder &eb, Location el) {
-                Value zero = arith::ConstantOp::create(eb, el, eb.getZeroAttr(element));
+                Value zero = arith::ConstantOp::create(eb, el, eb.getIntegerAttr(bits, 0));
                 scf::YieldOp::create(eb, el, zero);
               });
-          return read.getResult(0);
+          return arith::BitcastOp::create(nb, loc, element, read.getResult(0));
         });
     Value slot = expand(b, flatSlot, {tokens, b.getIndexAttr(topK)}, {{0, 1}});
     rewriter.replaceOp(op, {castTo(b, dispatched, op.getDispatched()),
