@@ -71,3 +71,24 @@ def test_fp8_dispatch_bytes_and_error(tmp_path, quant, dtype):
     print(f"\n{quant} ({dtype} layer): dispatch bytes {dispatched_bytes(fp8)} vs bf16 "
           f"{dispatched_bytes(bf16)} = {ratio:.4f}x; layer max_rel {max(errors):.3e}")
     assert ratio <= 0.53
+
+
+@pytest.mark.parametrize("ranks", [1, 4])
+def test_fp8_dispatch_on_one_and_four_ranks(tmp_path, ranks):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "qwen3_moe", "hidden_size": 1024,
+                                  "moe_intermediate_size": 32, "num_experts": 8,
+                                  "num_experts_per_tok": 2, "norm_topk_prob": True}))
+    quant = "fp8-e4m3-g32-ue8m0"
+    plan, fp8 = run(tmp_path, ranks, quant=quant, tolerance=FP8_LAYER_TOLERANCE, config=config)
+    if ranks == 1:  # nothing crosses a wire: the pass has nothing to quantize
+        assert plan["wire_bytes_per_token"]["quantization"] == "none"
+        assert fp8[0]["max_rel"] < 1e-5
+        return
+    _, bf16 = run(tmp_path, ranks, config=config, dtype="bf16")
+    assert dispatched_bytes(fp8) / dispatched_bytes(bf16) <= 0.53
+
+
+def test_tp_dedupe_on_one_rank_has_nothing_to_do(tmp_path):
+    plan, results = run(tmp_path, 1, tp=1)
+    assert plan["tensor_parallel"]["dedupe"] == "none" and results[0]["ok"]

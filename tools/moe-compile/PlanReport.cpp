@@ -2,6 +2,7 @@
 #include "PlanReport.h"
 
 #include "moe/Dialect/MoE/Analysis/ChunkPlan.h"
+#include "moe/Dialect/MoE/Analysis/DispatchPlan.h"
 #include "moe/Dialect/MoE/Analysis/PhasePlan.h"
 #include "moe/Dialect/MoE/Analysis/WorkspacePlan.h"
 
@@ -112,10 +113,9 @@ json::Value moe_compile::planReport(ModuleOp module,
   // top-k local ids and weights.
   bool quantized = layout.ep > 1 && dispatchQuantization != "none";
   int64_t h = config.hiddenSize;
-  int64_t activationBytes =
-      !quantized ? h * shape.elementBytes
-      : dispatchQuantization == "fp8-e4m3-g128" ? h + h / 128 * 4
-                                                 : h + h / 32;
+  int64_t activationBytes = moe::wireActivationBytes(
+      quantized ? *moe::parseWireFormat(dispatchQuantization.str()) : moe::WireFormat::Native,
+      h, shape.elementBytes);
   int64_t rowBytes = activationBytes + config.topK * 8;
 
   // Each phase's dispatch, as moe-plan-buffers sizes it. With TP dedupe a

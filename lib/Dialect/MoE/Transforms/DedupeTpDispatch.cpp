@@ -1,4 +1,5 @@
 //===- DedupeTpDispatch.cpp - one dispatch per token per TP group ---------===//
+#include "moe/Dialect/MoE/Analysis/DispatchPlan.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Dialect/MoE/Transforms/Passes.h"
 
@@ -19,7 +20,7 @@ struct MoEDedupeTpDispatchPass
   void runOnOperation() override {
     SmallVector<LayerOp> layers;
     getOperation()->walk([&](LayerOp layer) {
-      if (layer.getLayout().getTp() > 1)
+      if (decideTpDedupe(layer.getLayout().getTp(), std::nullopt).slice)
         layers.push_back(layer);
     });
     for (LayerOp layer : layers)
@@ -40,8 +41,9 @@ struct MoEDedupeTpDispatchPass
     auto inner = cast<LayerOp>(b.clone(*layer, map));
     inner.getY().setType(sliceType);
     inner.setLayoutAttr(LayoutAttr::get(b.getContext(), layer.getLayout().getEp(), 1));
-    if (auto maxTokens = layer.getMaxTokensPerRank())
-      inner.setMaxTokensPerRankAttr(b.getI64IntegerAttr((*maxTokens + tp - 1) / tp));
+    TpDecision decision = decideTpDedupe(tp, layer.getMaxTokensPerRank());
+    if (decision.slicedMaxTokens)
+      inner.setMaxTokensPerRankAttr(b.getI64IntegerAttr(*decision.slicedMaxTokens));
     auto gather = TpGatherOp::create(b, loc, xType, inner.getY(), layer.getX(),
                                      b.getI64IntegerAttr(tp));
     gather->setAttr("moe.tp_plan",

@@ -1,4 +1,5 @@
 //===- PlanBuffers.cpp - static workspace sizes of every dispatch ---------===//
+#include "moe/Dialect/MoE/Analysis/DispatchPlan.h"
 #include "moe/Dialect/MoE/Analysis/WorkspacePlan.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Dialect/MoE/Transforms/Passes.h"
@@ -12,14 +13,12 @@ using namespace mlir;
 using namespace mlir::moe;
 
 namespace {
-/// Bytes of one row's activations on the wire.
-int64_t wireActivationBytes(EpDispatchOp op, int64_t hidden, int64_t elementBytes) {
+WireFormat wireFormatOf(EpDispatchOp op) {
   std::optional<DispatchQuantization> quant = op.getQuantization();
   if (!quant)
-    return hidden * elementBytes;
-  int64_t group = *quant == DispatchQuantization::fp8_e4m3_g128 ? 128 : 32;
-  int64_t scaleBytes = *quant == DispatchQuantization::fp8_e4m3_g128 ? 4 : 1;
-  return hidden + hidden / group * scaleBytes;
+    return WireFormat::Native;
+  return *quant == DispatchQuantization::fp8_e4m3_g128 ? WireFormat::Fp8G128
+                                                        : WireFormat::Fp8G32Ue8m0;
 }
 
 struct MoEPlanBuffersPass : moe::impl::MoEPlanBuffersBase<MoEPlanBuffersPass> {
@@ -46,7 +45,8 @@ struct MoEPlanBuffersPass : moe::impl::MoEPlanBuffersBase<MoEPlanBuffersPass> {
     bounds.topK = op.getExpertIds().getType().getDimSize(1);
     bounds.hidden = x.getDimSize(1);
     bounds.elementBytes = x.getElementTypeBitWidth() / 8;
-    bounds.wireActivationBytes = wireActivationBytes(op, bounds.hidden, bounds.elementBytes);
+    bounds.wireActivationBytes =
+        wireActivationBytes(wireFormatOf(op), bounds.hidden, bounds.elementBytes);
     bounds.capacity = int64_t(op.getCapacity());
     bounds.slots = int64_t(op.getSlots().value_or(0));
     Builder b(op.getContext());
