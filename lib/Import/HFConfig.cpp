@@ -163,7 +163,8 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
 
   int64_t dyn = ShapedType::kDynamic, h = c.hiddenSize, e = c.numExperts,
           i = c.intermediateSize, s = c.sharedIntermediateSize,
-          ep = layout.ep, local = e / std::max<int64_t>(ep, 1);
+          ep = layout.ep, p = layout.physicalExperts,
+          local = (p ? p : e) / std::max<int64_t>(ep, 1);
   auto xType = RankedTensorType::get({dyn, h}, elem);
   SmallVector<Type> inputs = {xType, RankedTensorType::get({e, h}, elem)};
   if (c.correctionBias)
@@ -174,8 +175,12 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
     inputs.push_back(RankedTensorType::get({2 * s, h}, elem));
     inputs.push_back(RankedTensorType::get({h, s}, elem));
   }
-  if (ep > 1)
+  if (ep > 1 && p) {
+    inputs.push_back(RankedTensorType::get({p}, b.getI32Type()));
+    inputs.push_back(RankedTensorType::get({p}, b.getF32Type()));
+  } else if (ep > 1) {
     inputs.push_back(RankedTensorType::get({e}, b.getI32Type()));
+  }
   auto func = func::FuncOp::create(b, loc, funcName,
                                    b.getFunctionType(inputs, {xType}));
   func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
@@ -188,7 +193,9 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
   Value w13 = args[next++], w2 = args[next++];
   Value sharedW13 = s ? args[next++] : Value();
   Value sharedW2 = s ? args[next++] : Value();
-  Value expertRank = ep > 1 ? args[next++] : Value();
+  Value expertRank = ep > 1 && !p ? args[next++] : Value();
+  Value physToLog = ep > 1 && p ? args[next++] : Value();
+  Value replicaShare = ep > 1 && p ? args[next++] : Value();
   int64_t maxTokensPerRank = layout.maxTokensPerRank;
   auto routing = RoutingAttr::getChecked(
       [&] { return emitError(loc); }, &context, c.score, c.topK, c.nGroup,
@@ -197,7 +204,8 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
     return nullptr;
   auto layer = LayerOp::create(
       b, loc, xType, args[0], args[1], bias, w13, w2, sharedW13, sharedW2,
-      expertRank, routing, ActivationAttr::get(&context, Activation::swiglu),
+      expertRank, physToLog, replicaShare, routing,
+      ActivationAttr::get(&context, Activation::swiglu),
       LayoutAttr::getChecked([&] { return emitError(loc); }, &context, ep,
                              layout.tp),
       ep > 1 ? b.getI64IntegerAttr(maxTokensPerRank) : IntegerAttr(),
@@ -212,19 +220,27 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
   json::Array args{"x[T,H]", "router_weight[E,H]"};
   if (c.correctionBias)
     args.push_back("correction_bias[E] (f32)");
-  args.push_back("w13[E/ep,2I,H]");
-  args.push_back("w2[E/ep,H,I]");
+  const bool placed = layout.ep > 1 && layout.physicalExperts;
+  args.push_back(placed ? "w13[P/ep,2I,H]" : "w13[E/ep,2I,H]");
+  args.push_back(placed ? "w2[P/ep,H,I]" : "w2[E/ep,H,I]");
   if (c.sharedIntermediateSize) {
     args.push_back("shared_w13[2Is,H]");
     args.push_back("shared_w2[H,Is]");
   }
-  if (layout.ep > 1)
+  if (placed) {
+    args.push_back("phys_to_log[P] (i32)");
+    args.push_back("replica_share[P] (f32)");
+  } else if (layout.ep > 1) {
     args.push_back("expert_rank[E] (i32)");
+  }
   json::Object parallel{{"ep", layout.ep}, {"tp", layout.tp}};
   if (layout.ep > 1) {
     parallel["max_tokens_per_rank"] = layout.maxTokensPerRank;
     parallel["received_rows_capacity"] = layout.maxTokensPerRank * layout.ep;
-    parallel["local_experts"] = c.numExperts / layout.ep;
+    parallel["local_experts"] =
+        (placed ? layout.physicalExperts : c.numExperts) / layout.ep;
+    if (placed)
+      parallel["physical_experts"] = layout.physicalExperts;
   }
   return json::Object{
       {"model_type", c.modelType},

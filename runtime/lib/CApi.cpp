@@ -71,9 +71,11 @@ void requireDense(const moert_memref2d *m, const char *name) {
     die(std::string("memref '") + name + "' is not dense row-major");
 }
 
+/// `expertRank` or else `physToLog` with `replicaShare` maps experts to ranks.
 void dispatch(moert_dispatch_result *result, moert_memref2d *x,
               moert_memref2d *ids, moert_memref2d *weights,
-              moert_memref1d *expertRank, moert_memref1d *plan,
+              moert_memref1d *expertRank, moert_memref1d *physToLog,
+              moert_memref1d *replicaShare, moert_memref1d *plan,
               int64_t elementBytes) {
   collectivesOrDie();
   if (plan->sizes[0] != MOERT_DISPATCH_PLAN_FIELDS || plan->strides[0] != 1)
@@ -86,8 +88,11 @@ void dispatch(moert_dispatch_result *result, moert_memref2d *x,
   requireDense(x, "x");
   requireDense(ids, "expert_ids");
   requireDense(weights, "expert_weights");
-  if (expertRank->strides[0] != 1)
+  if (expertRank && expertRank->strides[0] != 1)
     die("memref 'expert_rank' is not dense");
+  if (physToLog && (physToLog->strides[0] != 1 || replicaShare->strides[0] != 1 ||
+                    physToLog->sizes[0] != replicaShare->sizes[0]))
+    die("dispatch: phys_to_log and replica_share must be dense and of one length");
   if (ids->sizes[0] != x->sizes[0] || weights->sizes[0] != x->sizes[0] ||
       weights->sizes[1] != ids->sizes[1])
     die("dispatch: x, expert_ids and expert_weights disagree on shapes");
@@ -100,8 +105,14 @@ void dispatch(moert_dispatch_result *result, moert_memref2d *x,
   in.expertIds = static_cast<const int32_t *>(ids->aligned) + ids->offset;
   in.weights = static_cast<const float *>(weights->aligned) + weights->offset;
   in.topK = ids->sizes[1];
-  in.expertRank = static_cast<const int32_t *>(expertRank->aligned) + expertRank->offset;
-  in.experts = expertRank->sizes[0];
+  if (expertRank) {
+    in.expertRank = static_cast<const int32_t *>(expertRank->aligned) + expertRank->offset;
+    in.experts = expertRank->sizes[0];
+  } else {
+    in.physToLog = static_cast<const int32_t *>(physToLog->aligned) + physToLog->offset;
+    in.replicaShare = static_cast<const float *>(replicaShare->aligned) + replicaShare->offset;
+    in.physicalExperts = physToLog->sizes[0];
+  }
   in.capacity = fields[MOERT_PLAN_CAPACITY];
   in.maxTokens = fields[MOERT_PLAN_MAX_TOKENS];
   in.slots = fields[MOERT_PLAN_SLOTS];
@@ -248,14 +259,26 @@ void _mlir_ciface_moert_ep_dispatch_f32(moert_dispatch_result *result,
                                         moert_memref2d *weights,
                                         moert_memref1d *expertRank,
                                         moert_memref1d *plan) {
-  dispatch(result, x, ids, weights, expertRank, plan, 4);
+  dispatch(result, x, ids, weights, expertRank, nullptr, nullptr, plan, 4);
 }
 void _mlir_ciface_moert_ep_dispatch_bf16(moert_dispatch_result *result,
                                          moert_memref2d *x, moert_memref2d *ids,
                                          moert_memref2d *weights,
                                          moert_memref1d *expertRank,
                                          moert_memref1d *plan) {
-  dispatch(result, x, ids, weights, expertRank, plan, 2);
+  dispatch(result, x, ids, weights, expertRank, nullptr, nullptr, plan, 2);
+}
+void _mlir_ciface_moert_ep_dispatch_placed_f32(
+    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *physToLog,
+    moert_memref1d *replicaShare, moert_memref1d *plan) {
+  dispatch(result, x, ids, weights, nullptr, physToLog, replicaShare, plan, 4);
+}
+void _mlir_ciface_moert_ep_dispatch_placed_bf16(
+    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *physToLog,
+    moert_memref1d *replicaShare, moert_memref1d *plan) {
+  dispatch(result, x, ids, weights, nullptr, physToLog, replicaShare, plan, 2);
 }
 void _mlir_ciface_moert_ep_combine_f32(moert_memref2d *result,
                                        moert_memref2d *partial, int64_t handle) {

@@ -1,5 +1,6 @@
 //===- ExpertParallel.cpp - dispatch and combine across EP ranks ----------===//
 #include "ExpertParallel.h"
+#include "Placement.h"
 
 #include <algorithm>
 #include <cstring>
@@ -47,38 +48,23 @@ struct Timer {
   }
 };
 
-Status validate(const DispatchInput &in, int ranks) {
+Status validate(const DispatchInput &in, int ranks, Placement &placement) {
   if (in.elementBytes != 4 && in.elementBytes != 2)
     return "dispatch: element size must be 4 (f32) or 2 (bf16)";
   if (in.quant != QuantScheme::None)
     if (Status e = checkQuantShape(in.quant, in.hidden))
       return "dispatch: " + *e;
-  for (int64_t e = 0; e < in.experts; ++e)
-    if (in.expertRank[e] < 0 || in.expertRank[e] >= ranks) {
-      std::ostringstream os;
-      os << "dispatch: expert_rank[" << e << "] = " << in.expertRank[e]
-         << " is not a rank in [0, " << ranks << ")";
-      return os.str();
-    }
-  // Compiled layers hold experts / ranks experts each; a map that gives a
-  // rank more would index past its weights.
-  std::vector<int64_t> owned(ranks, 0);
-  for (int64_t e = 0; e < in.experts; ++e)
-    ++owned[in.expertRank[e]];
-  for (int r = 0; r < ranks; ++r)
-    if (owned[r] * ranks != in.experts) {
-      std::ostringstream os;
-      os << "dispatch: expert_rank gives rank " << r << " " << owned[r]
-         << " experts; every rank must own experts / ranks = "
-         << in.experts / ranks;
-      return os.str();
-    }
+  if (Status e = in.physToLog ? Placement::fromReplicas(in.physToLog, in.replicaShare,
+                                                        in.physicalExperts, ranks, placement)
+                              : Placement::fromExpertRank(in.expertRank, in.experts, ranks,
+                                                          placement))
+    return e;
   for (int64_t i = 0; i < in.tokens * in.topK; ++i)
-    if (in.expertIds[i] < 0 || in.expertIds[i] >= in.experts) {
+    if (in.expertIds[i] < 0 || in.expertIds[i] >= placement.experts()) {
       std::ostringstream os;
       os << "dispatch: expert_ids[" << i / in.topK << "," << i % in.topK
          << "] = " << in.expertIds[i] << " is not an expert in [0, "
-         << in.experts << ")";
+         << placement.experts() << ")";
       return os.str();
     }
   return std::nullopt;
@@ -102,11 +88,11 @@ Status ExpertParallel::reserve(std::vector<uint8_t> &space, const char *name,
 namespace {
 /// A local precondition that some rank may fail, checked before any
 /// collective of the dispatch so that every rank fails together.
-Status localProblem(const DispatchInput &in, int ranks) {
+Status localProblem(const DispatchInput &in, int ranks, Placement &placement) {
   if (in.ranks && in.ranks != ranks)
     return "dispatch: the layer was planned for " + std::to_string(in.ranks) +
            " expert-parallel ranks but runs on " + std::to_string(ranks);
-  if (Status e = validate(in, ranks))
+  if (Status e = validate(in, ranks, placement))
     return e;
   const int64_t limit = in.slots ? in.slots : in.maxTokens;
   if (limit && in.tokens > limit) {
@@ -126,21 +112,24 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   Counters &counters = coll.counters();
   Timer timer{counters, "dispatch"};
   const int ranks = coll.size();
-  if (Status e = localProblem(in, ranks))
+  Placement placement;
+  if (Status e = localProblem(in, ranks, placement))
     return coll.failTogether("dispatch", *e);
 
-  // Local index of each expert on its rank: experts keep their order.
-  std::vector<int32_t> localIndex(in.experts);
-  std::vector<int32_t> seenOnRank(ranks, 0);
-  for (int64_t e = 0; e < in.experts; ++e)
-    localIndex[e] = seenOnRank[in.expertRank[e]]++;
+  // The slot of each (token, choice): the n-th choice of an expert here
+  // goes to the replica the placement picks for n.
+  const int64_t perRank = placement.slotsPerRank();
+  std::vector<int32_t> slotOf(in.tokens * in.topK);
+  std::vector<int64_t> seen(placement.experts(), 0);
+  for (int64_t i = 0; i < in.tokens * in.topK; ++i)
+    slotOf[i] = placement.choose(in.expertIds[i], seen[in.expertIds[i]]++);
 
   // One row per (token, destination rank), grouped by destination.
   std::vector<std::vector<int32_t>> tokensFor(ranks);
   for (int64_t t = 0; t < in.tokens; ++t) {
     std::vector<bool> hit(ranks, false);
     for (int64_t j = 0; j < in.topK; ++j)
-      hit[in.expertRank[in.expertIds[t * in.topK + j]]] = true;
+      hit[slotOf[t * in.topK + j] / perRank] = true;
     for (int d = 0; d < ranks; ++d)
       if (hit[d])
         tokensFor[d].push_back(int32_t(t));
@@ -240,9 +229,9 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
         std::memcpy(out, x, xBytes);
       }
       for (int64_t j = 0; j < in.topK; ++j) {
-        int32_t expert = in.expertIds[t * in.topK + j];
-        bool mine = in.expertRank[expert] == d;
-        ids[j] = mine ? localIndex[expert] : -1;
+        int32_t slot = slotOf[t * in.topK + j];
+        bool mine = slot / perRank == d;
+        ids[j] = mine ? int32_t(slot % perRank) : -1;
         weights[j] = mine ? in.weights[t * in.topK + j] : 0.0f;
       }
       // memcpy: with UE8M0 scales the ids need not be 4-byte aligned.
@@ -285,6 +274,11 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   }
   counters.notePlan("expert.rows", expertRowsBytes);
   counters.noteBuffer("expert.rows", recvRows * xBytes);
+  // The load the experts here got: (token, choice) pairs, masked ones not.
+  int64_t choices = 0;
+  for (int64_t i = 0; i < recvRows * in.topK; ++i)
+    choices += dest.localIds[i] >= 0;
+  counters.totals["expert_choices_received"] += choices;
   counters.totals["dispatch_rows_sent"] += int64_t(state.sentToken.size());
   counters.totals["dispatch_payload_bytes_sent"] += sendRows * rowBytes;
   counters.totals["dispatch_bytes_per_token_expert_pair"] +=

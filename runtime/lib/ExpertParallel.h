@@ -20,6 +20,11 @@ struct DispatchInput {
   int64_t topK = 0;
   const int32_t *expertRank = nullptr; ///< [experts]: the rank owning each expert.
   int64_t experts = 0;
+  /// Or a placement (then expertRank is unused): physToLog[physicalExperts]
+  /// and each slot's share of its expert's tokens (see Placement).
+  const int32_t *physToLog = nullptr;
+  const float *replicaShare = nullptr;
+  int64_t physicalExperts = 0;
   int64_t capacity = 0; ///< Most rows this rank may receive (from the plan).
   /// Most tokens any rank may hold in one dispatch (from the plan); 0: only
   /// `capacity` bounds the call. A rank over it fails every rank first.

@@ -63,3 +63,21 @@ func.func @decode(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf3
   %y = moe.ep_combine %r, %h : (tensor<8x64xf32>, i64) -> tensor<?x64xf32>
   return %y : tensor<?x64xf32>
 }
+
+// -----
+
+// Tests that a dispatch with a placement calls the _placed_ entry with phys_to_log and
+// replica_share where expert_rank would be.
+// CHECK-LABEL: func.func @placed
+// CHECK-SAME: (%[[X:.+]]: tensor<?x64xf32>, %[[IDS:.+]]: tensor<?x2xi32>, %[[W:.+]]: tensor<?x2xf32>, %[[P:.+]]: tensor<10xi32>, %[[S:.+]]: tensor<10xf32>)
+// CHECK-DAG: %[[PD:.+]] = tensor.cast %[[P]] : tensor<10xi32> to tensor<?xi32>
+// CHECK-DAG: %[[SD:.+]] = tensor.cast %[[S]] : tensor<10xf32> to tensor<?xf32>
+// CHECK: call @moert_ep_dispatch_placed_f32(%{{.+}}, %{{.+}}, %{{.+}}, %[[PD]], %[[SD]], %{{.+}})
+func.func @placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                  %p: tensor<10xi32>, %s: tensor<10xf32>) -> tensor<?x64xf32> {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w placement(%p, %s) capacity = 16 ep = 2
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<10xi32>, tensor<10xf32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  %y = moe.ep_combine %r, %h : (tensor<?x64xf32>, i64) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}

@@ -160,3 +160,22 @@ func.func @no_layer(%h: tensor<?x64xf32>, %b: tensor<?x32xf32>, %n: index)
                   outs(%e : tensor<?x32xf32>) -> tensor<?x32xf32>
   return %s : tensor<?x32xf32>
 }
+
+// -----
+
+// Tests that with a placement each rank's experts are its P/ep = 5 slots, and the dispatch
+// carries the placement instead of expert_rank.
+// CHECK-LABEL: func.func @placed(
+// CHECK-SAME: %[[P:[^:]+]]: tensor<10xi32>, %[[S:[^:]+]]: tensor<10xf32>)
+// CHECK: moe.ep_dispatch %{{.+}}, %{{.+}}, %{{.+}} placement(%[[P]], %[[S]]) capacity = 32 ep = 2 max_tokens = 16
+// CHECK: moe.dispatch {{.+}} num_experts = 5 :
+func.func @placed(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %w13: tensor<5x64x64xf32>,
+                  %w2: tensor<5x64x32xf32>, %p: tensor<10xi32>, %s: tensor<10xf32>)
+    -> tensor<?x64xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) placement(%p, %s)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 16 : i64}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<5x64x64xf32>, tensor<5x64x32xf32>,
+          tensor<10xi32>, tensor<10xf32>) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}

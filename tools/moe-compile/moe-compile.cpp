@@ -86,6 +86,12 @@ cl::opt<int64_t> decodeMaxTokens(
              "rank holds at most this many tokens, 1: prefill, 2: decode). "
              "0: one variant"),
     cl::init(0), cl::cat(category));
+cl::opt<int64_t> physicalExperts(
+    "physical-experts",
+    cl::desc("Physical expert slots of a load-balancer placement (moe-eplb "
+             "--slots): the entry takes phys_to_log[P] and replica_share[P] "
+             "instead of expert_rank, and each rank holds P/ep slots. 0: none"),
+    cl::init(0), cl::cat(category));
 cl::opt<std::string> entry("entry", cl::desc("Name of the layer function"),
                            cl::init("moe_layer"), cl::cat(category));
 cl::opt<Emit> emit(
@@ -102,7 +108,7 @@ cl::opt<Target> target(
                clEnumValN(Target::Cuda, "cuda", "CUDA kernels (PTX) + host")),
     cl::cat(category));
 
-moe::ParallelLayout layout() { return {ep, maxTokensPerRank, tp}; }
+moe::ParallelLayout layout() { return {ep, maxTokensPerRank, tp, physicalExperts}; }
 
 int fail(const llvm::Twine &message) {
   llvm::errs() << "moe-compile: error: " << message << "\n";
@@ -177,6 +183,8 @@ int main(int argc, char **argv) {
                 "fp8-e4m3-g32-ue8m0, got '" + dispatchQuant + "'");
   if (ep < 1 || maxTokensPerRank < 1 || tp < 1)
     return fail("--ep, --tp and --max-tokens-per-rank must be positive");
+  if (physicalExperts < 0 || (physicalExperts && physicalExperts % ep != 0))
+    return fail("--physical-experts must be 0 or a multiple of --ep");
   if (decodeMaxTokens < 0)
     return fail("--decode-max-tokens must be 0 (off) or positive");
   if (dtype != "f32" && dtype != "bf16")

@@ -40,12 +40,18 @@ struct ParallelLayout {
   int64_t ep = 1;
   int64_t maxTokensPerRank = 0;
   int64_t tp = 1; ///< Consecutive EP ranks holding the same tokens.
+  /// Physical expert slots of a load-balancer placement (0: none, each rank
+  /// holds E/ep experts by expert_rank). With P slots the entry takes
+  /// phys_to_log[P] and replica_share[P] instead of expert_rank, and each
+  /// rank holds P/ep slots.
+  int64_t physicalExperts = 0;
 };
 
 /// Builds a module with one public function `funcName` computing the layer
 /// on one rank: `(x[?,H], router[E,H], [bias[E]], w13[E/ep,2I,H],
 /// w2[E/ep,H,I], [shared_w13[2Is,H], shared_w2[H,Is]], [expert_rank[E]])
-/// -> y[?,H]`, with a C interface.
+/// -> y[?,H]`, with a C interface; with a placement, w13/w2 hold P/ep slots
+/// and `phys_to_log[P], replica_share[P]` replace expert_rank.
 OwningOpRef<ModuleOp> buildLayerModule(MLIRContext &context,
                                        const MoELayerConfig &config,
                                        const ParallelLayout &layout,

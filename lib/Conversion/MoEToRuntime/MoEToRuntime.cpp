@@ -131,13 +131,20 @@ struct ConvertMoEToRuntimePass
         castTo(b, op.getX(), erased(op.getX().getType())),
         castTo(b, op.getExpertIds(), erased(op.getExpertIds().getType())),
         castTo(b, op.getExpertWeights(), erased(op.getExpertWeights().getType())),
-        castTo(b, op.getExpertRank(), erased(op.getExpertRank().getType())),
         buildPlan(b, op)};
+    // With a placement: phys_to_log and replica_share instead of expert_rank.
+    const bool placed = static_cast<bool>(op.getPhysToLog());
+    SmallVector<Value> maps = placed ? SmallVector<Value>{op.getPhysToLog(), op.getReplicaShare()}
+                                     : SmallVector<Value>{op.getExpertRank()};
+    for (auto [i, map] : llvm::enumerate(maps))
+      args.insert(args.begin() + 3 + i, castTo(b, map, erased(map.getType())));
     SmallVector<Type> results = {erased(op.getReceived().getType()),
                                  erased(op.getLocalIds().getType()),
                                  erased(op.getLocalWeights().getType()),
                                  b.getI64Type()};
-    auto callee = declare(module, "moert_ep_dispatch_" + suffix(op.getX().getType()),
+    auto callee = declare(module,
+                          std::string("moert_ep_dispatch_") + (placed ? "placed_" : "") +
+                              suffix(op.getX().getType()),
                           b.getFunctionType(ValueRange(args).getTypes(), results));
     auto call = func::CallOp::create(b, callee, args);
     op.getReceived().replaceAllUsesWith(castTo(b, call.getResult(0), op.getReceived().getType()));

@@ -113,6 +113,22 @@ void _mlir_ciface_moert_ep_dispatch_bf16(moert_dispatch_result *result,
                                          moert_memref2d *weights,
                                          moert_memref1d *expert_rank,
                                          moert_memref1d *plan);
+/* The same with a load-balancer placement instead of expert_rank:
+ * phys_to_log[P] (i32) names each physical slot's logical expert, slot p
+ * living on rank p / (P / ranks) as local expert p % (P / ranks);
+ * replica_share[P] (f32, >= 0) is each slot's share of its expert's tokens.
+ * The n-th choice of an expert on this rank (in token, choice order) goes
+ * to the replica whose interval of cumulative shares holds
+ * frac((n + 0.5) * 0.6180339887...): deterministic and in proportion. */
+void _mlir_ciface_moert_ep_dispatch_placed_f32(
+    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *phys_to_log,
+    moert_memref1d *replica_share, moert_memref1d *plan);
+void _mlir_ciface_moert_ep_dispatch_placed_bf16(
+    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *phys_to_log,
+    moert_memref1d *replica_share, moert_memref1d *plan);
+
 /* Sends each received row's partial result back and sums them per token:
  * result is y[T,H] (malloc'ed). */
 void _mlir_ciface_moert_ep_combine_f32(moert_memref2d *result,

@@ -343,7 +343,7 @@ func.func @layer_c3_pair(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
   %y = "moe.layer"(%x, %wr, %w13, %w2, %s13) <{
          activation = #moe<activation swiglu>,
          layout = #moe.layout<ep = 1, tp = 1>,
-         operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 0, 0>,
+         operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 0, 0, 0, 0>,
          routing = #moe.routing<softmax, top_k = 2>}>
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
           tensor<8x64x32xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
@@ -454,7 +454,7 @@ func.func @layer_c2_local(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
 // Tests that layer_c6: ep > 1 needs expert_rank and max_tokens_per_rank.
 func.func @layer_c6_missing(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
                             %w13: tensor<4x64x64xf32>, %w2: tensor<4x64x32xf32>) {
-  // expected-error @+1 {{layer_c6: expert_rank is given if and only if ep > 1, and then max_tokens_per_rank too}}
+  // expected-error @+1 {{layer_c6: ep > 1 takes expert_rank or a placement (one of them) and max_tokens_per_rank; ep = 1 takes neither map}}
   %y = moe.layer %x router(%wr) experts(%w13, %w2)
          routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>,
@@ -468,7 +468,7 @@ func.func @layer_c6_missing(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
 func.func @layer_c6_capacity(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
                              %w13: tensor<4x64x64xf32>, %w2: tensor<4x64x32xf32>,
                              %er: tensor<8xi32>) {
-  // expected-error @+1 {{layer_c6: expert_rank is given if and only if ep > 1, and then max_tokens_per_rank too}}
+  // expected-error @+1 {{layer_c6: ep > 1 takes expert_rank or a placement (one of them) and max_tokens_per_rank; ep = 1 takes neither map}}
   %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
          routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>,
@@ -482,7 +482,7 @@ func.func @layer_c6_capacity(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
 func.func @layer_c6_ep1(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
                         %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>,
                         %er: tensor<8xi32>) {
-  // expected-error @+1 {{layer_c6: expert_rank is given if and only if ep > 1, and then max_tokens_per_rank too}}
+  // expected-error @+1 {{layer_c6: ep > 1 takes expert_rank or a placement (one of them) and max_tokens_per_rank; ep = 1 takes neither map}}
   %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
          routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
          {max_tokens_per_rank = 16 : i64}
@@ -881,6 +881,75 @@ func.func @ep_combine_c1_element(%p: tensor<?x64xbf16>, %h: i64) {
 func.func @ep_combine_c1_hidden(%p: tensor<?x64xf32>, %h: i64) {
   // expected-error @+1 {{ep_combine_c1: result 'tensor<?x32xf32>' and partial 'tensor<?x64xf32>' disagree on the hidden size}}
   %y = moe.ep_combine %p, %h : (tensor<?x64xf32>, i64) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c6: a placement replaces expert_rank, it does not join it.
+func.func @layer_c6_both(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                         %w13: tensor<5x64x64xf32>, %w2: tensor<5x64x32xf32>,
+                         %er: tensor<8xi32>, %p: tensor<10xi32>, %s: tensor<10xf32>) {
+  // expected-error @+1 {{layer_c6: ep > 1 takes expert_rank or a placement (one of them) and max_tokens_per_rank; ep = 1 takes neither map}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er) placement(%p, %s)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 16 : i64}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<5x64x64xf32>, tensor<5x64x32xf32>,
+          tensor<8xi32>, tensor<10xi32>, tensor<10xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c8: the physical slots divide over the ranks.
+func.func @layer_c8_slots(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                          %w13: tensor<5x64x64xf32>, %w2: tensor<5x64x32xf32>,
+                          %p: tensor<9xi32>, %s: tensor<9xf32>) {
+  // expected-error @+1 {{layer_c8: a placement is phys_to_log[P] and replica_share[P] with a static P >= E that ep divides, got 'tensor<9xi32>' and 'tensor<9xf32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) placement(%p, %s)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 16 : i64}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<5x64x64xf32>, tensor<5x64x32xf32>,
+          tensor<9xi32>, tensor<9xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c2: with a placement each rank holds P/ep slots.
+func.func @layer_c2_placed(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                           %w13: tensor<4x64x64xf32>, %w2: tensor<4x64x32xf32>,
+                           %p: tensor<10xi32>, %s: tensor<10xf32>) {
+  // expected-error @+1 {{layer_c2: expert weights must be w13[P/ep=5, 2I, H=64] and w2[P/ep, H, I], got 'tensor<4x64x64xf32>' and 'tensor<4x64x32xf32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) placement(%p, %s)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 16 : i64}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>, tensor<4x64x32xf32>,
+          tensor<10xi32>, tensor<10xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that ep_dispatch_c6: expert_rank or a placement, not both.
+func.func @ep_dispatch_c6_both(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                               %er: tensor<8xi32>, %p: tensor<10xi32>, %s: tensor<10xf32>) {
+  // expected-error @+1 {{ep_dispatch_c6: give expert_rank or a placement, not both or neither}}
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er placement(%p, %s) capacity = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>, tensor<10xi32>, tensor<10xf32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  return
+}
+
+// -----
+
+// Tests that ep_dispatch_c6: one share per slot.
+func.func @ep_dispatch_c6_shares(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                                 %p: tensor<10xi32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{ep_dispatch_c6: replica_share 'tensor<8xf32>' must have the shape of phys_to_log 'tensor<10xi32>'}}
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w placement(%p, %s) capacity = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<10xi32>, tensor<8xf32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
   return
 }
 

@@ -122,6 +122,20 @@ LogicalResult LayerOp::verify() {
                          << ") does not divide the number of experts ("
                          << *experts << ")";
   int64_t localExperts = *experts / ep;
+  const char *localName = "E/ep";
+  if (getPhysToLog()) {
+    auto slots = tensorType(getPhysToLog());
+    auto shares = tensorType(getReplicaShare());
+    int64_t p = slots.getRank() == 1 ? slots.getDimSize(0) : ShapedType::kDynamic;
+    if (ShapedType::isDynamic(p) || p % ep != 0 || p < *experts ||
+        shares.getShape() != slots.getShape())
+      return emitOpError() << "layer_c8: a placement is phys_to_log[P] and "
+                              "replica_share[P] with a static P >= E that ep "
+                              "divides, got "
+                           << slots << " and " << shares;
+    localExperts = p / ep;
+    localName = "P/ep";
+  }
   int64_t hidden = getX().getType().getDimSize(1);
   if (failed(expectRank(op, "layer_c2", "w13", getW13(), 3)) ||
       failed(expectRank(op, "layer_c2", "w2", getW2(), 3)))
@@ -133,15 +147,18 @@ LogicalResult LayerOp::verify() {
       !agree(w13[2], hidden) || !agree(w2[1], hidden) ||
       ShapedType::isDynamic(w13[1]) || ShapedType::isDynamic(w2[2]) ||
       w13[1] != 2 * w2[2])
-    return emitOpError() << "layer_c2: expert weights must be w13[E/ep="
-                         << localExperts << ", 2I, H=" << dimStr(hidden)
-                         << "] and w2[E/ep, H, I], got " << getW13().getType()
+    return emitOpError() << "layer_c2: expert weights must be w13[" << localName
+                         << "=" << localExperts << ", 2I, H=" << dimStr(hidden)
+                         << "] and w2[" << localName << ", H, I], got "
+                         << getW13().getType()
                          << " and " << getW2().getType();
 
-  if (static_cast<bool>(getExpertRank()) != (ep > 1) ||
-      (ep > 1 && !getMaxTokensPerRank()))
-    return emitOpError() << "layer_c6: expert_rank is given if and only if "
-                            "ep > 1, and then max_tokens_per_rank too";
+  const bool placed = static_cast<bool>(getPhysToLog());
+  if (ep > 1 ? static_cast<bool>(getExpertRank()) == placed || !getMaxTokensPerRank()
+             : getExpertRank() || placed)
+    return emitOpError() << "layer_c6: ep > 1 takes expert_rank or a placement "
+                            "(one of them) and max_tokens_per_rank; ep = 1 takes "
+                            "neither map";
   if (getPhase() == Phase::decode && !getMaxTokensPerRank())
     return emitOpError() << "layer_c7: the decode phase needs "
                             "max_tokens_per_rank (it sizes the fixed layout)";
@@ -350,9 +367,20 @@ LogicalResult EpDispatchOp::verify() {
   Operation *op = getOperation();
   if (failed(expectRank(op, "ep_dispatch_c1", "x", getX(), 2)) ||
       failed(expectRank(op, "ep_dispatch_c1", "expert_ids", getExpertIds(), 2)) ||
-      failed(expectRank(op, "ep_dispatch_c1", "expert_weights", getExpertWeights(), 2)) ||
-      failed(expectRank(op, "ep_dispatch_c1", "expert_rank", getExpertRank(), 1)))
+      failed(expectRank(op, "ep_dispatch_c1", "expert_weights", getExpertWeights(), 2)))
     return failure();
+  if (static_cast<bool>(getExpertRank()) == static_cast<bool>(getPhysToLog()))
+    return emitOpError() << "ep_dispatch_c6: give expert_rank or a placement, "
+                            "not both or neither";
+  Value map = getExpertRank() ? getExpertRank() : getPhysToLog();
+  if (failed(expectRank(op, "ep_dispatch_c1", getExpertRank() ? "expert_rank" : "phys_to_log",
+                        map, 1)))
+    return failure();
+  if (getPhysToLog() && getReplicaShare().getType().getShape() !=
+                            getPhysToLog().getType().getShape())
+    return emitOpError() << "ep_dispatch_c6: replica_share " << getReplicaShare().getType()
+                         << " must have the shape of phys_to_log "
+                         << getPhysToLog().getType();
   ArrayRef<int64_t> x = getX().getType().getShape();
   ArrayRef<int64_t> ids = getExpertIds().getType().getShape();
   ArrayRef<int64_t> weights = getExpertWeights().getType().getShape();
@@ -376,10 +404,11 @@ LogicalResult EpDispatchOp::verify() {
     return emitOpError() << "ep_dispatch_c2: results must be [R,H], [R,k], [R,k] "
                             "with H and k of the operands";
   if (std::optional<uint64_t> ep = getEp()) {
-    int64_t experts = getExpertRank().getType().getDimSize(0);
+    int64_t experts = cast<RankedTensorType>(map.getType()).getDimSize(0);
     if (!ShapedType::isDynamic(experts) && experts % int64_t(*ep) != 0)
       return emitOpError() << "ep_dispatch_c5: ep = " << *ep << " does not divide the "
-                           << experts << " experts of expert_rank";
+                           << experts << (getExpertRank() ? " experts of expert_rank"
+                                                          : " slots of phys_to_log");
   }
   if (std::optional<uint64_t> slots = getSlots()) {
     int64_t rows = received.getDimSize(0);

@@ -88,6 +88,8 @@ struct MoEDecomposeLayerPass
     Value expertInput = x, ids = route.getExpertIds(),
           weights = route.getExpertWeights(), handle;
     int64_t localExperts = experts / ep;
+    if (Value slots = layer.getPhysToLog())
+      localExperts = cast<RankedTensorType>(slots.getType()).getDimSize(0) / ep;
     if (ep > 1) {
       int64_t maxTokens = *layer.getMaxTokensPerRank();
       int64_t received = decode ? ep * maxTokens : ShapedType::kDynamic;
@@ -96,6 +98,7 @@ struct MoEDecomposeLayerPass
           RankedTensorType::get({received, topK}, i32),
           RankedTensorType::get({received, topK}, b.getF32Type()),
           b.getI64Type(), x, ids, weights, layer.getExpertRank(),
+          layer.getPhysToLog(), layer.getReplicaShare(),
           b.getI64IntegerAttr(maxTokens * ep), b.getI64IntegerAttr(ep),
           b.getI64IntegerAttr(maxTokens),
           decode ? b.getI64IntegerAttr(maxTokens) : IntegerAttr(),

@@ -34,6 +34,13 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     `w13`/`w2` its `E/ep` local experts, `expert_rank[E]` (i32) the rank that
     owns each expert, and `max_tokens_per_rank` bounds the tokens of any rank
     (the planned capacity is `max_tokens_per_rank * ep` received rows).
+    Instead of `expert_rank`, a placement from the load balancer may be given
+    as runtime tensors: `phys_to_log[P]` (i32) names the logical expert of
+    each of the `P` physical slots, slot `p` living on rank `p / (P/ep)`, and
+    `replica_share[P]` (f32) the share of its expert's tokens each slot takes.
+    A rank then holds `P/ep` slots (`w13[P/ep, 2I, H]`), and a token's choice
+    goes to one replica of its expert, picked from the shares by the choice's
+    index (see `moe.ep_dispatch`).
     `phase = decode` (set by `moe-specialize-phase`) selects the decode
     layout: at most `max_tokens_per_rank` tokens, fixed capacity per expert,
     masked rows, no counts exchanged; without it (or with `prefill`) counts
@@ -58,6 +65,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     Optional<MoE_FloatTensor>:$shared_w13,
     Optional<MoE_FloatTensor>:$shared_w2,
     Optional<MoE_I32Tensor>:$expert_rank,
+    Optional<MoE_I32Tensor>:$phys_to_log,
+    Optional<MoE_F32Tensor>:$replica_share,
     MoE_RoutingAttr:$routing,
     MoE_ActivationAttr:$activation,
     MoE_LayoutAttr:$layout,
@@ -70,6 +79,7 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     `experts` `(` $w13 `,` $w2 `)`
     (`shared` `(` $shared_w13^ `,` $shared_w2 `)`)?
     (`expert_rank` `(` $expert_rank^ `)`)?
+    (`placement` `(` $phys_to_log^ `,` $replica_share `)`)?
     `routing` $routing `activation` $activation `layout` $layout
     attr-dict `:` functional-type(operands, results)
   }];
@@ -223,7 +233,7 @@ def MoE_CombineOp : MoE_Op<"combine", [Pure]> {
 // moe.ep_dispatch / moe.ep_combine
 //===----------------------------------------------------------------------===//
 
-def MoE_EpDispatchOp : MoE_Op<"ep_dispatch"> {
+def MoE_EpDispatchOp : MoE_Op<"ep_dispatch", [AttrSizedOperandSegments]> {
   let summary = "Sends each token once to every expert-parallel rank it needs";
   let description = [{
     Across the expert-parallel group: for each token, one row goes to each
@@ -233,6 +243,12 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch"> {
     exchanged first; a rank that would receive more than `capacity` rows
     fails on every rank before anything is written. Returns the received
     rows, their local ids and weights, and a handle for `moe.ep_combine`.
+    With a placement (`phys_to_log[P]`, `replica_share[P]` instead of
+    `expert_rank`), rank `r` owns slots `[r*S, (r+1)*S)`, `S = P/ep`, and
+    the n-th choice of logical expert `e` on this rank (in token, choice
+    order) goes to the replica whose interval of cumulative shares holds
+    `frac((n + 0.5) * 0.6180339887)`: deterministic, stateless given `n`, and
+    in proportion to the shares. Replicas with share 0 get nothing.
     With `quantization`, the pack step quantizes each row to FP8 E4M3 with
     per-group scales (`fp8_e4m3_g128`: groups of 128, f32 scales;
     `fp8_e4m3_g32_ue8m0`: groups of 32, power-of-two scales rounded up) so
@@ -253,7 +269,10 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch"> {
     ```
   }];
   let arguments = (ins MoE_FloatTensor:$x, MoE_I32Tensor:$expert_ids,
-                       MoE_F32Tensor:$expert_weights, MoE_I32Tensor:$expert_rank,
+                       MoE_F32Tensor:$expert_weights,
+                       Optional<MoE_I32Tensor>:$expert_rank,
+                       Optional<MoE_I32Tensor>:$phys_to_log,
+                       Optional<MoE_F32Tensor>:$replica_share,
                        ConfinedAttr<I64Attr, [IntPositive]>:$capacity,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$ep,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$max_tokens,
@@ -262,7 +281,8 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch"> {
   let results = (outs MoE_FloatTensor:$received, MoE_I32Tensor:$local_ids,
                       MoE_F32Tensor:$local_weights, I64:$handle);
   let assemblyFormat = [{
-    $x `,` $expert_ids `,` $expert_weights `,` $expert_rank `capacity` `=` $capacity
+    $x `,` $expert_ids `,` $expert_weights (`,` $expert_rank^)?
+    (`placement` `(` $phys_to_log^ `,` $replica_share `)`)? `capacity` `=` $capacity
     (`ep` `=` $ep^)? (`max_tokens` `=` $max_tokens^)? (`slots` `=` $slots^)?
     (`quantization` $quantization^)? attr-dict `:` functional-type(operands, results)
   }];
