@@ -54,6 +54,9 @@ def main(argv=None):
                         help="tensor-parallel group size: tp consecutive ranks hold the same tokens")
     parser.add_argument("--phase", choices=("auto", "prefill", "decode"), default="auto",
                         help="for layers compiled with --decode-max-tokens")
+    parser.add_argument("--placement",
+                        help="moe-eplb output: layer 0's phy2log and share place the experts "
+                             "(the layer must be compiled with --physical-experts)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
@@ -73,11 +76,19 @@ def main(argv=None):
     x = x_all[start:start + counts[group]]
 
     local = plan["experts"] // ranks
-    mine = slice(rank * local, (rank + 1) * local)
+    mine = np.arange(rank * local, (rank + 1) * local)
     args_in_order = dict(weights)
+    if args.placement:  # this rank's slots hold replicas of these experts
+        placed = json.loads(Path(args.placement).read_text())["layers"][0]
+        phys_to_log = np.array(placed["phy2log"], np.int32)
+        slots = len(phys_to_log) // ranks
+        mine = phys_to_log[rank * slots:(rank + 1) * slots]
     args_in_order["w13"] = weights["w13"][mine]
     args_in_order["w2"] = weights["w2"][mine]
-    if ranks > 1:
+    if args.placement:
+        args_in_order["phys_to_log"] = phys_to_log
+        args_in_order["replica_share"] = np.array(placed["share"], np.float32)
+    elif ranks > 1:
         args_in_order["expert_rank"] = (np.arange(plan["experts"]) // local).astype(np.int32)
 
     runtime.reset_counters()

@@ -43,14 +43,16 @@ def mpirun(ranks, *command, timeout=600):
 
 
 def run_ranks(library, plan_path, ranks, tokens, seed, scenario, tolerance, work,
-              token_counts=None, tp=1, phase="auto"):
+              token_counts=None, tp=1, phase="auto", placement=None):
     """Runs the layer on `ranks` MPI ranks; returns (per-rank results, mpirun)."""
-    out = Path(work) / f"ranks-{Path(library).stem}-{scenario}-{ranks}-{phase}"
+    out = Path(work) / (f"ranks-{Path(library).stem}-{scenario}-{ranks}-{phase}"
+                        + ("-placed" if placement else ""))
     out.mkdir(exist_ok=True)
     for stale in [*out.glob("rank*.json"), *out.glob("y*.npy")]:
         stale.unlink()
     extra = ["--token-counts", ",".join(map(str, token_counts))] if token_counts else []
     extra += ["--tp", str(tp), "--phase", phase]
+    extra += ["--placement", str(placement)] if placement else []
     done = mpirun(ranks, sys.executable, "-m", "moec.distributed", "--library", str(library),
                   "--plan", str(plan_path), "--tokens", str(tokens), "--seed", str(seed),
                   "--scenario", scenario, "--tolerance", str(tolerance), "--out", str(out),
