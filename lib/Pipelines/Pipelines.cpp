@@ -14,11 +14,12 @@ namespace {
 /// moe ops -> linalg on tensors + runtime calls, with the optional planning
 /// passes in their place: TP dedupe before decomposition, quantization after.
 /// Workspaces are planned last, once quantization has fixed the row bytes.
-std::string toLinalg(bool dedupeTp, StringRef quantization) {
+std::string toLinalg(bool dedupeTp, StringRef quantization, bool fp8Gemm = true) {
   std::string text = dedupeTp ? "moe-dedupe-tp-dispatch," : "";
   text += "moe-decompose-layer,";
   if (quantization != "none")
-    text += "moe-fuse-quant-dispatch{scheme=" + quantization.str() + "},";
+    text += "moe-fuse-quant-dispatch{scheme=" + quantization.str() +
+            " gemm-consumes-fp8=" + (fp8Gemm ? "true" : "false") + "},";
   return text + "moe-plan-buffers,convert-moe-to-linalg,moe-verify-collectives,"
                 "convert-moe-to-runtime,";
 }
@@ -40,7 +41,8 @@ LogicalResult addPipeline(OpPassManager &pm, StringRef text) {
 
 LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
                                     const CpuPipelineOptions &options) {
-  std::string text = toLinalg(options.dedupeTp, options.dispatchQuantization) +
+  std::string text = toLinalg(options.dedupeTp, options.dispatchQuantization,
+                              options.fp8Gemm) +
                      kToBuffers +
                      ",buffer-deallocation-pipeline,"
                      "func.func(convert-linalg-to-loops)";

@@ -7,6 +7,7 @@ import numpy as np
 _CTYPES = {
     np.dtype(np.float32): ctypes.c_float,
     np.dtype(np.int32): ctypes.c_int32,
+    np.dtype(np.int8): ctypes.c_int8,
     np.dtype(ml_dtypes.bfloat16): ctypes.c_uint16,
 }
 _runtime = None

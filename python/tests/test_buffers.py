@@ -75,16 +75,26 @@ def test_one_token_over_fails_every_rank_before_any_write(tmp_path, ranks):
     assert all(m == expected for _, m in errors), errors
 
 
-def test_fp8_rows_shrink_the_wire_workspaces_only(tmp_path):
+def test_fp8_rows_shrink_the_wire_and_expert_workspaces(tmp_path):
     CONFIG_FP8 = dict(CONFIG, hidden_size=256)
     config = tmp_path / "config.json"
     config.write_text(json.dumps(CONFIG_FP8))
-    _, plan = compile_config(config, tmp_path, ep=2, max_tokens_per_rank=MAX_TOKENS,
-                             dispatch_quant="fp8-e4m3-g128")
+    library, plan = compile_config(config, tmp_path, ep=2, max_tokens_per_rank=MAX_TOKENS,
+                                   dispatch_quant="fp8-e4m3-g128")
     planned = {w["name"]: w["bytes"] for w in plan["phases"]["prefill"]["workspaces"]}
     row = 256 + 2 * 4 + 8 * 4  # codes, two f32 scales, ids and weights
     assert planned["dispatch.send"] == MAX_TOKENS * 2 * row
-    assert planned["expert.rows"] == MAX_TOKENS * 2 * 256 * 4  # dequantized f32 rows
+    # the experts get the codes and two f32 scales per row, not f32 activations
+    assert planned["expert.rows"] == MAX_TOKENS * 2 * (256 + 2 * 4)
+    counts = [MAX_TOKENS, MAX_TOKENS - 3]
+    results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", 2,
+                                       counts[0], 7, "uniform", 0.1, tmp_path,  # FP8 tolerance
+                                       token_counts=counts)
+    assert done.returncode == 0, done.stderr
+    for r in results:
+        assert r["ok"], r
+        assert r["counters"]["planned_bytes"] == planned
+        assert r["counters"]["high_water_bytes"]["expert.rows"] <= planned["expert.rows"]
 
 
 def test_one_rank_has_no_runtime_workspaces(tmp_path):

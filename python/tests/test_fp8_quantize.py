@@ -251,3 +251,31 @@ def test_bytes_per_token_against_bf16(hidden, k):
     for scheme in (G128, G32):
         fp8 = hidden + scale_bytes(scheme, hidden) + 8 * k
         assert fp8 / bf16 <= 0.53
+
+
+GEMM_READS_CODES = """
+func.func @decode(%codes: tensor<256x2xi8>, %scales: tensor<256x1xf32>, %w: tensor<1x1x2xf32>,
+                  %re: tensor<256xi32>) -> tensor<256x1xf32> attributes {llvm.emit_c_interface} {
+  %y = moe.grouped_matmul %codes, %w, %re scales %scales
+    : (tensor<256x2xi8>, tensor<1x1x2xf32>, tensor<256xi32>, tensor<256x1xf32>) -> tensor<256x1xf32>
+  return %y : tensor<256x1xf32>
+}
+"""
+
+
+def test_grouped_gemm_decodes_every_e4m3_code_like_ml_dtypes(tmp_path):
+    """The compiled GEMM's FP8 decode (integer ops, lib/Conversion/MoEToLinalg) against
+    ml_dtypes for all 256 codes: row c holds code c and code 0, weights (1, 1)."""
+    from moec.memref import CompiledFunction
+    from moec.toolchain import compile_mlir
+    library = compile_mlir(GEMM_READS_CODES, tmp_path, "decode")
+    fn = CompiledFunction(library, "decode", [(2, np.float32)])
+    codes = np.zeros((256, 2), np.uint8)
+    codes[:, 0] = np.arange(256)
+    for scale in (1.0, 2.0 ** -7, 3.0):
+        y = fn(codes.view(np.int8), np.full((256, 1), scale, np.float32),
+               np.ones((1, 1, 2), np.float32), np.zeros(256, np.int32))[:, 0]
+        want = codes[:, 0].view(F8).astype(np.float32) * np.float32(scale)
+        nan = np.isnan(want)
+        assert np.array_equal(np.isnan(y), nan)
+        assert np.array_equal(y[~nan], want[~nan]), np.nonzero(y[~nan] != want[~nan])

@@ -11,9 +11,10 @@ DEEPSEEK = ROOT / "examples" / "deepseek-v3-tiny" / "config.json"  # has a share
 
 
 def run(tmp_path, ranks, tp=1, dedupe=True, quant="none", tolerance=None, config=DEEPSEEK,
-        tokens=12, dtype="f32"):
+        tokens=12, dtype="f32", fp8_gemm=True):
     library, plan = compile_config(config, tmp_path, dtype, ep=ranks, tp=tp, tp_dedupe=dedupe,
-                                   dispatch_quant=quant, max_tokens_per_rank=tokens + 3 * ranks)
+                                   dispatch_quant=quant, max_tokens_per_rank=tokens + 3 * ranks,
+                                   fp8_gemm=fp8_gemm)
     results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", ranks,
                                        tokens, 3, "uniform",
                                        tolerance or main_job.TOLERANCE[dtype], tmp_path, tp=tp)
@@ -92,3 +93,25 @@ def test_fp8_dispatch_on_one_and_four_ranks(tmp_path, ranks):
 def test_tp_dedupe_on_one_rank_has_nothing_to_do(tmp_path):
     plan, results = run(tmp_path, 1, tp=1)
     assert plan["tensor_parallel"]["dedupe"] == "none" and results[0]["ok"]
+
+
+@pytest.mark.parametrize("quant", ["fp8-e4m3-g128", "fp8-e4m3-g32-ue8m0"])
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_gemm_reading_fp8_codes_equals_dequantizing_on_receive(tmp_path, quant, ranks):
+    """f32: e4m3(code) * scale in the GEMM is the value the runtime would have
+    written (runtime/lib/Quantize.cpp, checked against ml_dtypes), so both
+    give the same bits."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "qwen3_moe", "hidden_size": 256,
+                                  "moe_intermediate_size": 32, "num_experts": 8,
+                                  "num_experts_per_tok": 2, "norm_topk_prob": True}))
+    plan, codes = run(tmp_path, ranks, quant=quant, tolerance=FP8_LAYER_TOLERANCE, config=config)
+    assert "FP8 E4M3 codes" in plan["wire_bytes_per_token"]["experts_receive"]
+    _, dequantized = run(tmp_path, ranks, quant=quant, tolerance=FP8_LAYER_TOLERANCE,
+                         config=config, fp8_gemm=False)
+    for c, d in zip(codes, dequantized):
+        np.testing.assert_array_equal(np.load(c["output_file"]), np.load(d["output_file"]))
+        # the experts got H code bytes plus 4 bytes per group instead of 4 * H
+        groups = 256 // (128 if quant == "fp8-e4m3-g128" else 32)
+        rows = c["counters"]["high_water_bytes"]["expert.rows"] // (256 + 4 * groups)
+        assert d["counters"]["high_water_bytes"]["expert.rows"] == rows * 256 * 4

@@ -71,8 +71,21 @@ void requireDense(const moert_memref2d *m, const char *name) {
     die(std::string("memref '") + name + "' is not dense row-major");
 }
 
+/// Where a dispatch's results go; `scales` only when the experts take FP8
+/// codes.
+struct DispatchResults {
+  moert_memref2d *x, *scales, *localIds, *weights;
+  int64_t *handle;
+};
+DispatchResults resultsOf(moert_dispatch_result *r) {
+  return {&r->x, nullptr, &r->local_ids, &r->weights, &r->handle};
+}
+DispatchResults resultsOf(moert_dispatch_fp8_result *r) {
+  return {&r->codes, &r->scales, &r->local_ids, &r->weights, &r->handle};
+}
+
 /// `expertRank` or else `physToLog` with `replicaShare` maps experts to ranks.
-void dispatch(moert_dispatch_result *result, moert_memref2d *x,
+void dispatch(DispatchResults result, moert_memref2d *x,
               moert_memref2d *ids, moert_memref2d *weights,
               moert_memref1d *expertRank, moert_memref1d *physToLog,
               moert_memref1d *replicaShare, moert_memref1d *plan,
@@ -122,22 +135,32 @@ void dispatch(moert_dispatch_result *result, moert_memref2d *x,
   in.expertRowsBytes = fields[MOERT_PLAN_EXPERT_ROWS_BYTES];
   in.combineBytes = fields[MOERT_PLAN_COMBINE_BYTES];
   in.quant = QuantScheme(scheme);
+  in.keepCodes = result.scales != nullptr;
+  if (in.keepCodes && in.quant == QuantScheme::None)
+    die("dispatch: FP8 codes asked for, but the plan has no quantization");
   const int64_t k = in.topK, h = in.hidden;
   int64_t rows = 0, handle = 0;
   Status status = runtime.expertParallel->dispatch(
       in,
       [&](int64_t n) {
-        result->x = makeMemref(allocate(n * h * elementBytes), n, h);
-        result->local_ids = makeMemref(allocate(n * k * 4), n, k);
-        result->weights = makeMemref(allocate(n * k * 4), n, k);
-        return DispatchOutput{static_cast<uint8_t *>(result->x.aligned),
-                              static_cast<int32_t *>(result->local_ids.aligned),
-                              static_cast<float *>(result->weights.aligned)};
+        DispatchOutput out;
+        *result.x = makeMemref(allocate(n * h * (in.keepCodes ? 1 : elementBytes)), n, h);
+        *result.localIds = makeMemref(allocate(n * k * 4), n, k);
+        *result.weights = makeMemref(allocate(n * k * 4), n, k);
+        out.x = static_cast<uint8_t *>(result.x->aligned);
+        out.localIds = static_cast<int32_t *>(result.localIds->aligned);
+        out.weights = static_cast<float *>(result.weights->aligned);
+        if (in.keepCodes) {
+          const int64_t groups = h / quantGroupSize(in.quant);
+          *result.scales = makeMemref(allocate(n * groups * 4), n, groups);
+          out.scales = static_cast<float *>(result.scales->aligned);
+        }
+        return out;
       },
       rows, handle);
   if (status)
     die(*status);
-  result->handle = handle;
+  *result.handle = handle;
 }
 
 void combine(moert_memref2d *result, moert_memref2d *partial, int64_t handle,
@@ -259,26 +282,54 @@ void _mlir_ciface_moert_ep_dispatch_f32(moert_dispatch_result *result,
                                         moert_memref2d *weights,
                                         moert_memref1d *expertRank,
                                         moert_memref1d *plan) {
-  dispatch(result, x, ids, weights, expertRank, nullptr, nullptr, plan, 4);
+  dispatch(resultsOf(result), x, ids, weights, expertRank, nullptr, nullptr, plan, 4);
 }
 void _mlir_ciface_moert_ep_dispatch_bf16(moert_dispatch_result *result,
                                          moert_memref2d *x, moert_memref2d *ids,
                                          moert_memref2d *weights,
                                          moert_memref1d *expertRank,
                                          moert_memref1d *plan) {
-  dispatch(result, x, ids, weights, expertRank, nullptr, nullptr, plan, 2);
+  dispatch(resultsOf(result), x, ids, weights, expertRank, nullptr, nullptr, plan, 2);
 }
 void _mlir_ciface_moert_ep_dispatch_placed_f32(
     moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
     moert_memref2d *weights, moert_memref1d *physToLog,
     moert_memref1d *replicaShare, moert_memref1d *plan) {
-  dispatch(result, x, ids, weights, nullptr, physToLog, replicaShare, plan, 4);
+  dispatch(resultsOf(result), x, ids, weights, nullptr, physToLog, replicaShare, plan, 4);
 }
 void _mlir_ciface_moert_ep_dispatch_placed_bf16(
     moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
     moert_memref2d *weights, moert_memref1d *physToLog,
     moert_memref1d *replicaShare, moert_memref1d *plan) {
-  dispatch(result, x, ids, weights, nullptr, physToLog, replicaShare, plan, 2);
+  dispatch(resultsOf(result), x, ids, weights, nullptr, physToLog, replicaShare, plan, 2);
+}
+
+// FP8 codes and f32 scales for the experts (plan quantization 1 or 2).
+void _mlir_ciface_moert_ep_dispatch_fp8_f32(moert_dispatch_fp8_result *result,
+                                            moert_memref2d *x, moert_memref2d *ids,
+                                            moert_memref2d *weights,
+                                            moert_memref1d *expertRank,
+                                            moert_memref1d *plan) {
+  dispatch(resultsOf(result), x, ids, weights, expertRank, nullptr, nullptr, plan, 4);
+}
+void _mlir_ciface_moert_ep_dispatch_fp8_bf16(moert_dispatch_fp8_result *result,
+                                             moert_memref2d *x, moert_memref2d *ids,
+                                             moert_memref2d *weights,
+                                             moert_memref1d *expertRank,
+                                             moert_memref1d *plan) {
+  dispatch(resultsOf(result), x, ids, weights, expertRank, nullptr, nullptr, plan, 2);
+}
+void _mlir_ciface_moert_ep_dispatch_placed_fp8_f32(
+    moert_dispatch_fp8_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *physToLog,
+    moert_memref1d *replicaShare, moert_memref1d *plan) {
+  dispatch(resultsOf(result), x, ids, weights, nullptr, physToLog, replicaShare, plan, 4);
+}
+void _mlir_ciface_moert_ep_dispatch_placed_fp8_bf16(
+    moert_dispatch_fp8_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *physToLog,
+    moert_memref1d *replicaShare, moert_memref1d *plan) {
+  dispatch(resultsOf(result), x, ids, weights, nullptr, physToLog, replicaShare, plan, 2);
 }
 void _mlir_ciface_moert_ep_combine_f32(moert_memref2d *result,
                                        moert_memref2d *partial, int64_t handle) {

@@ -203,11 +203,16 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
                          planned(in.recvBytes, plannedRecvRows * rowBytes),
                          recvRows * rowBytes))
     return coll.failTogether("dispatch.payload", *e);
-  const int64_t expertRowsBytes = planned(in.expertRowsBytes, plannedRecvRows * xBytes);
-  if (recvRows * xBytes > expertRowsBytes)
+  // What the experts get per row: activations, or codes and f32 scales.
+  const bool keepCodes = quantized && in.keepCodes;
+  const int64_t groups = quantized ? in.hidden / quantGroupSize(in.quant) : 0;
+  const int64_t expertRowBytes = keepCodes ? in.hidden + groups * 4 : xBytes;
+  const int64_t expertRowsBytes =
+      planned(in.expertRowsBytes, plannedRecvRows * expertRowBytes);
+  if (recvRows * expertRowBytes > expertRowsBytes)
     return coll.failTogether(
         "dispatch.payload",
-        "workspace 'expert.rows': " + std::to_string(recvRows * xBytes) +
+        "workspace 'expert.rows': " + std::to_string(recvRows * expertRowBytes) +
             " bytes requested but the plan sized it for " +
             std::to_string(expertRowsBytes) + "; nothing was written");
 
@@ -260,7 +265,10 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   DispatchOutput dest = allocate(recvRows);
   for (int64_t r = 0; r < recvRows; ++r) {
     const uint8_t *row = recvSpace.data() + r * rowBytes;
-    if (quantized) {
+    if (keepCodes) {
+      std::memcpy(dest.x + r * in.hidden, row, in.hidden);
+      decodeScales(in.quant, row + in.hidden, in.hidden, dest.scales + r * groups);
+    } else if (quantized) {
       dequantizeRow(in.quant, row, row + in.hidden, in.hidden, values.data());
       uint8_t *x = dest.x + r * xBytes;
       for (int64_t h = 0; h < in.hidden; ++h)
@@ -273,7 +281,7 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
                 row + wireXBytes + in.topK * sizeof(int32_t), in.topK * sizeof(float));
   }
   counters.notePlan("expert.rows", expertRowsBytes);
-  counters.noteBuffer("expert.rows", recvRows * xBytes);
+  counters.noteBuffer("expert.rows", recvRows * expertRowBytes);
   // The load the experts here got: (token, choice) pairs, masked ones not.
   int64_t choices = 0;
   for (int64_t i = 0; i < recvRows * in.topK; ++i)

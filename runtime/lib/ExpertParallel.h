@@ -42,6 +42,9 @@ struct DispatchInput {
   /// [H FP8 bytes][scales][ids][weights] and the receiver dequantizes it
   /// into the element type; `hidden` must be a multiple of the group size.
   QuantScheme quant = QuantScheme::None;
+  /// With FP8: hand the received E4M3 codes and f32 scales to the experts
+  /// instead of dequantizing (DispatchOutput::x gets H bytes per row).
+  bool keepCodes = false;
 };
 
 /// Where the received rows go; allocated once their number is known.
@@ -49,6 +52,7 @@ struct DispatchOutput {
   uint8_t *x = nullptr;         ///< [rows, hidden]
   int32_t *localIds = nullptr;  ///< [rows, topK]: local expert index, or -1
   float *weights = nullptr;     ///< [rows, topK]: 0 where localIds is -1
+  float *scales = nullptr;      ///< [rows, hidden / group] with keepCodes
 };
 using DispatchAllocator = std::function<DispatchOutput(int64_t rows)>;
 

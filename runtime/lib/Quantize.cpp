@@ -191,3 +191,14 @@ void moert::dequantizeRow(QuantScheme scheme, const uint8_t *q,
       out[i] = e4m3ToFloat(q[i]) * scale;
   }
 }
+
+void moert::decodeScales(QuantScheme scheme, const uint8_t *scales, int64_t hidden,
+                         float *out) {
+  const int64_t groups = hidden / quantGroupSize(scheme);
+  if (scheme == QuantScheme::Fp8Group128F32) {
+    std::memcpy(out, scales, groups * sizeof(float));
+    return;
+  }
+  for (int64_t g = 0; g < groups; ++g)
+    out[g] = ue8m0Scale(scales[g]);
+}

@@ -42,6 +42,9 @@ float e4m3ToFloat(uint8_t code);
 /// which dequantizes to +-448 * scale.
 void quantizeRow(QuantScheme scheme, const float *x, int64_t n, uint8_t *q,
                  uint8_t *scales);
+/// The f32 value of each of a row's hidden / group scales.
+void decodeScales(QuantScheme scheme, const uint8_t *scales, int64_t hidden,
+                  float *out);
 /// out[i] = e4m3ToFloat(q[i]) * scale of its group (f32 arithmetic).
 void dequantizeRow(QuantScheme scheme, const uint8_t *q, const uint8_t *scales,
                    int64_t n, float *out);

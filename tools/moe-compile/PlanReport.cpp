@@ -127,6 +127,9 @@ json::Value moe_compile::planReport(ModuleOp module,
   bounds.hidden = h;
   bounds.elementBytes = shape.elementBytes;
   bounds.wireActivationBytes = activationBytes;
+  // moe-fuse-quant-dispatch hands the codes and scales to the expert GEMM.
+  if (quantized)
+    bounds.codeGroups = h / moe::scaleGroup(*moe::parseWireFormat(dispatchQuantization.str()));
   bounds.maxTokens = perRank(tokens);
   bounds.capacity = bounds.maxTokens * layout.ep;
   json::Object phases{
@@ -162,6 +165,9 @@ json::Value moe_compile::planReport(ModuleOp module,
                                       std::to_string(std::min<int64_t>(
                                           config.topK, layout.ep))},
       {"combine_row", config.hiddenSize * shape.elementBytes},
-      {"quantization", quantized ? dispatchQuantization : "none"}};
+      {"quantization", quantized ? dispatchQuantization : "none"},
+      {"experts_receive", quantized ? "FP8 E4M3 codes and f32 scales, read by the "
+                                      "gate/up grouped GEMM"
+                                    : "activations in the element type"}};
   return plan;
 }

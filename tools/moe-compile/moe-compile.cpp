@@ -79,6 +79,11 @@ cl::opt<std::string> dispatchQuant(
     cl::desc("Activations on the wire of expert-parallel dispatches: none, "
              "fp8-e4m3-g128 or fp8-e4m3-g32-ue8m0"),
     cl::init("none"), cl::cat(category));
+cl::opt<bool> fp8Gemm(
+    "fp8-gemm",
+    cl::desc("With --dispatch-quant, the expert GEMM reads the FP8 codes and "
+             "scales as they arrived (=false: the receiver dequantizes)"),
+    cl::init(true), cl::cat(category));
 cl::opt<int64_t> decodeMaxTokens(
     "decode-max-tokens",
     cl::desc("Compile a prefill and a decode variant (moe-specialize-phase); "
@@ -247,6 +252,7 @@ int main(int argc, char **argv) {
   moe::CpuPipelineOptions cpuOptions;
   cpuOptions.dispatchQuantization = dispatchQuant;
   cpuOptions.dedupeTp = !noTpDedupe;
+  cpuOptions.fp8Gemm = fp8Gemm;
   LogicalResult built =
       target == Target::Cpu ? moe::buildCpuPipeline(pm, cpuOptions)
                             : moe::buildCudaPipeline(pm, moe::CudaPipelineOptions());

@@ -14,6 +14,11 @@ struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("FP8 in expert-parallel dispatches: none, fp8-e4m3-g128 "
                      "or fp8-e4m3-g32-ue8m0 (moe-fuse-quant-dispatch)"),
       llvm::cl::init("none")};
+  Option<bool> fp8Gemm{
+      *this, "fp8-gemm",
+      llvm::cl::desc("With dispatch-quantization, let the expert GEMM read the "
+                     "FP8 codes (false: the receiver dequantizes)"),
+      llvm::cl::init(true)};
   Option<bool> dedupeTp{
       *this, "dedupe-tp",
       llvm::cl::desc("With tp > 1, dispatch each token from one TP rank only "

@@ -33,6 +33,12 @@ Value castElements(ImplicitLocOpBuilder &b, Value tensor, Type elementType);
 /// Widens a scalar to f32 (no-op for f32).
 Value toF32(OpBuilder &b, Location loc, Value scalar);
 
+/// The f32 value of an FP8 E4M3 (e4m3fn) code held in an i8: sign, 4
+/// exponent bits (bias 7, 0 = subnormal m * 2^-9), 3 mantissa bits;
+/// S.1111.111 is NaN and there is no infinity. Integer arithmetic only, so
+/// it lowers anywhere (LLVM has no FP8 type).
+Value decodeE4M3(OpBuilder &b, Location loc, Value code);
+
 /// `size * factor` as an OpFoldResult.
 OpFoldResult mulSize(ImplicitLocOpBuilder &b, OpFoldResult size,
                      int64_t factor);

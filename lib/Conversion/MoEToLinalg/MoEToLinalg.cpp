@@ -418,6 +418,9 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
           // value travels as bits: x86 has no bf16 selects or phis and would
           // call a soft-float helper for them.
           auto bits = nb.getIntegerType(element.getIntOrFloatBitWidth());
+          auto asBits = [&](OpBuilder &ob, Location ol, Value v) -> Value {
+            return v.getType() == bits ? v : arith::BitcastOp::create(ob, ol, bits, v).getResult();
+          };
           Value used = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::sge,
                                              a[0], constI32(nb, loc, 0));
           auto read = scf::IfOp::create(
@@ -426,13 +429,15 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
                 Value k = arith::ConstantIndexOp::create(tb, tl, topK);
                 Value token = arith::DivUIOp::create(tb, tl, i32ToIndex(tb, tl, a[0]), k);
                 Value v = tensor::ExtractOp::create(tb, tl, x, ValueRange{token, idx[1]});
-                scf::YieldOp::create(tb, tl, arith::BitcastOp::create(tb, tl, bits, v).getResult());
+                scf::YieldOp::create(tb, tl, asBits(tb, tl, v));
               },
               [&](OpBuilder &eb, Location el) {
                 Value zero = arith::ConstantOp::create(eb, el, eb.getIntegerAttr(bits, 0));
                 scf::YieldOp::create(eb, el, zero);
               });
-          return arith::BitcastOp::create(nb, loc, element, read.getResult(0));
+          Value read0 = read.getResult(0);
+          return element == bits ? read0
+                                 : arith::BitcastOp::create(nb, loc, element, read0).getResult();
         });
     Value slot = expand(b, flatSlot, {tokens, b.getIndexAttr(topK)}, {{0, 1}});
     rewriter.replaceOp(op, {castTo(b, dispatched, op.getDispatched()),
@@ -463,21 +468,35 @@ struct GroupedMatmulLowering : OpRewritePattern<GroupedMatmulOp> {
     OpFoldResult cols = tensor::getMixedSize(b, b.getLoc(), op.getWeight(), 1);
     Value weight = op.getWeight();
     int64_t experts = op.getWeight().getType().getDimSize(0);
+    // FP8 codes: element k of row r is e4m3(code) * scales[r, k / group].
+    Value scales = op.getScales();
+    int64_t group = scales ? op.getInput().getType().getDimSize(1) /
+                                 op.getScales().getType().getDimSize(1)
+                           : 0;
+    auto element = [scales, group](OpBuilder &nb, Location loc, ValueRange idx,
+                                   Value in) -> Value {
+      if (!scales)
+        return toF32(nb, loc, in);
+      Value g = arith::DivUIOp::create(nb, loc, idx[2],
+                                       arith::ConstantIndexOp::create(nb, loc, group));
+      Value scale = tensor::ExtractOp::create(nb, loc, scales, ValueRange{idx[0], g});
+      return arith::MulFOp::create(nb, loc, decodeE4M3(nb, loc, in), scale);
+    };
     // out[r,m] = sum_k in[r,k] * weight[row_expert[r], m, k]; rows of no
     // local expert (row_expert outside [0, E)) stay 0.
     Value acc = buildGeneric(
         b, {op.getInput(), op.getRowExpert()},
         buildFilled(b, {rows, cols}, b.getF32FloatAttr(0)),
         {Dims{0, 2}, Dims{0}, Dims{0, 1}}, 3, {2},
-        [weight, experts](OpBuilder &nb, Location loc, ValueRange idx,
-                          ValueRange a) -> Value {
+        [weight, experts, element](OpBuilder &nb, Location loc, ValueRange idx,
+                                   ValueRange a) -> Value {
           Value local = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
                                               a[1], constI32(nb, loc, experts));
           Value expert = arith::SelectOp::create(nb, loc, local, a[1],
                                                  constI32(nb, loc, 0));
           Value w = tensor::ExtractOp::create(
               nb, loc, weight, ValueRange{i32ToIndex(nb, loc, expert), idx[1], idx[2]});
-          Value p = arith::MulFOp::create(nb, loc, toF32(nb, loc, a[0]),
+          Value p = arith::MulFOp::create(nb, loc, element(nb, loc, idx, a[0]),
                                           toF32(nb, loc, w));
           return addIf(nb, loc, local, p, a[2]);
         });

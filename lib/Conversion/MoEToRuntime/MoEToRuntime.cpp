@@ -138,20 +138,19 @@ struct ConvertMoEToRuntimePass
                                      : SmallVector<Value>{op.getExpertRank()};
     for (auto [i, map] : llvm::enumerate(maps))
       args.insert(args.begin() + 3 + i, castTo(b, map, erased(map.getType())));
-    SmallVector<Type> results = {erased(op.getReceived().getType()),
-                                 erased(op.getLocalIds().getType()),
-                                 erased(op.getLocalWeights().getType()),
-                                 b.getI64Type()};
+    // The call returns the op's results in order (FP8 scales included).
+    SmallVector<Type> results;
+    for (Value result : op->getResults())
+      results.push_back(isa<RankedTensorType>(result.getType()) ? erased(result.getType())
+                                                                : result.getType());
+    const bool codes = static_cast<bool>(op.getReceivedScales());
     auto callee = declare(module,
                           std::string("moert_ep_dispatch_") + (placed ? "placed_" : "") +
-                              suffix(op.getX().getType()),
+                              (codes ? "fp8_" : "") + suffix(op.getX().getType()),
                           b.getFunctionType(ValueRange(args).getTypes(), results));
     auto call = func::CallOp::create(b, callee, args);
-    op.getReceived().replaceAllUsesWith(castTo(b, call.getResult(0), op.getReceived().getType()));
-    op.getLocalIds().replaceAllUsesWith(castTo(b, call.getResult(1), op.getLocalIds().getType()));
-    op.getLocalWeights().replaceAllUsesWith(
-        castTo(b, call.getResult(2), op.getLocalWeights().getType()));
-    op.getHandle().replaceAllUsesWith(call.getResult(3));
+    for (auto [mine, theirs] : llvm::zip(op->getResults(), call.getResults()))
+      mine.replaceAllUsesWith(castTo(b, theirs, mine.getType()));
     op.erase();
   }
 

@@ -129,6 +129,36 @@ void _mlir_ciface_moert_ep_dispatch_placed_bf16(
     moert_memref2d *weights, moert_memref1d *phys_to_log,
     moert_memref1d *replica_share, moert_memref1d *plan);
 
+/* FP8 dispatch whose experts take the codes as they arrived: x's rows travel
+ * as E4M3 codes and scales (plan quantization 1 or 2, required) and the
+ * result holds the codes [R,H] (e4m3fn bytes), their f32 scales [R,H/group]
+ * (UE8M0 bytes decoded to 2^(b-127)), local ids, weights and the handle. */
+typedef struct {
+  moert_memref2d codes;
+  moert_memref2d scales;
+  moert_memref2d local_ids;
+  moert_memref2d weights;
+  int64_t handle;
+} moert_dispatch_fp8_result;
+void _mlir_ciface_moert_ep_dispatch_fp8_f32(moert_dispatch_fp8_result *result,
+                                            moert_memref2d *x, moert_memref2d *ids,
+                                            moert_memref2d *weights,
+                                            moert_memref1d *expert_rank,
+                                            moert_memref1d *plan);
+void _mlir_ciface_moert_ep_dispatch_fp8_bf16(moert_dispatch_fp8_result *result,
+                                             moert_memref2d *x, moert_memref2d *ids,
+                                             moert_memref2d *weights,
+                                             moert_memref1d *expert_rank,
+                                             moert_memref1d *plan);
+void _mlir_ciface_moert_ep_dispatch_placed_fp8_f32(
+    moert_dispatch_fp8_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *phys_to_log,
+    moert_memref1d *replica_share, moert_memref1d *plan);
+void _mlir_ciface_moert_ep_dispatch_placed_fp8_bf16(
+    moert_dispatch_fp8_result *result, moert_memref2d *x, moert_memref2d *ids,
+    moert_memref2d *weights, moert_memref1d *phys_to_log,
+    moert_memref1d *replica_share, moert_memref1d *plan);
+
 /* Sends each received row's partial result back and sums them per token:
  * result is y[T,H] (malloc'ed). */
 void _mlir_ciface_moert_ep_combine_f32(moert_memref2d *result,

@@ -955,6 +955,51 @@ func.func @ep_dispatch_c6_shares(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w
 
 // -----
 
+// Tests that gmm_c4: FP8 codes need their scales.
+func.func @gmm_c4_missing(%q: tensor<?x64xi8>, %w: tensor<4x32x64xf32>, %re: tensor<?xi32>) {
+  // expected-error @+1 {{gmm_c4: FP8 codes (i8 input) come with scales, and scales only with them}}
+  %y = moe.grouped_matmul %q, %w, %re
+    : (tensor<?x64xi8>, tensor<4x32x64xf32>, tensor<?xi32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that gmm_c4: the scale groups divide K.
+func.func @gmm_c4_groups(%q: tensor<?x64xi8>, %w: tensor<4x32x64xf32>, %re: tensor<?xi32>,
+                         %s: tensor<?x3xf32>) {
+  // expected-error @+1 {{gmm_c4: scales must be [N, G] with G dividing a static K, got 'tensor<?x3xf32>' for input 'tensor<?x64xi8>'}}
+  %y = moe.grouped_matmul %q, %w, %re scales %s
+    : (tensor<?x64xi8>, tensor<4x32x64xf32>, tensor<?xi32>, tensor<?x3xf32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that ep_dispatch_c7: i8 rows are FP8 codes, which need a quantization.
+func.func @ep_dispatch_c7_codes(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                                %er: tensor<8xi32>) {
+  // expected-error @+1 {{ep_dispatch_c7: i8 received rows are FP8 codes: they need quantization and received_scales, which need them}}
+  %rx, %s, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xi8>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  return
+}
+
+// -----
+
+// Tests that ep_dispatch_c7: one scale per group of the scheme.
+func.func @ep_dispatch_c7_scales(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                                 %er: tensor<8xi32>) {
+  // expected-error @+1 {{ep_dispatch_c7: received_scales must be [R, H/32], got 'tensor<?x1xf32>'}}
+  %rx, %s, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8 quantization fp8_e4m3_g32_ue8m0
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xi8>, tensor<?x1xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  return
+}
+
+// -----
+
 // Tests that layer_c7: the decode phase needs max_tokens_per_rank.
 func.func @layer_c7(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
                     %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>) {

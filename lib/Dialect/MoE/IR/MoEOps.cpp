@@ -282,13 +282,28 @@ LogicalResult DispatchOp::verify() {
 
 LogicalResult GroupedMatmulOp::verify() {
   Operation *op = getOperation();
-  Type elem = getInput().getType().getElementType();
+  const bool fp8 = getInput().getType().getElementType().isInteger(8);
+  Type elem = fp8 ? getWeight().getType().getElementType()
+                  : getInput().getType().getElementType();
   if (failed(expectRank(op, "gmm_c1", "input", getInput(), 2)) ||
       failed(expectRank(op, "gmm_c1", "weight", getWeight(), 3)) ||
       failed(expectSameElementType(op, "gmm_c1", "weight", getWeight(), elem)))
     return failure();
   ArrayRef<int64_t> in = getInput().getType().getShape();
   ArrayRef<int64_t> w = getWeight().getType().getShape();
+  if (fp8 != static_cast<bool>(getScales()))
+    return emitOpError() << "gmm_c4: FP8 codes (i8 input) come with scales, "
+                            "and scales only with them";
+  if (fp8) {
+    auto scales = getScales().getType();
+    int64_t groups = scales.getRank() == 2 ? scales.getDimSize(1) : ShapedType::kDynamic;
+    if (scales.getRank() != 2 || !agree(scales.getDimSize(0), in[0]) ||
+        ShapedType::isDynamic(groups) || ShapedType::isDynamic(in[1]) ||
+        in[1] % groups != 0)
+      return emitOpError() << "gmm_c4: scales must be [N, G] with G dividing a "
+                              "static K, got "
+                           << scales << " for input " << getInput().getType();
+  }
   if (!agree(in[1], w[2]))
     return emitOpError() << "gmm_c1: weight " << getWeight().getType()
                          << " must be [E, M, K] with K = " << dimStr(in[1])
@@ -390,9 +405,11 @@ LogicalResult EpDispatchOp::verify() {
                          << getX().getType() << ", " << getExpertIds().getType()
                          << ", " << getExpertWeights().getType();
   auto received = getReceived().getType();
+  // FP8 codes arrive as i8 (ep_dispatch_c7); activations keep x's type.
   if (failed(expectRank(op, "ep_dispatch_c2", "received", getReceived(), 2)) ||
-      failed(expectSameElementType(op, "ep_dispatch_c2", "received", getReceived(),
-                                   getX().getType().getElementType())) ||
+      (!received.getElementType().isInteger(8) &&
+       failed(expectSameElementType(op, "ep_dispatch_c2", "received", getReceived(),
+                                    getX().getType().getElementType()))) ||
       failed(expectRank(op, "ep_dispatch_c2", "local_ids", getLocalIds(), 2)) ||
       failed(expectRank(op, "ep_dispatch_c2", "local_weights", getLocalWeights(), 2)))
     return failure();
@@ -423,8 +440,19 @@ LogicalResult EpDispatchOp::verify() {
                               "slots, got "
                            << *getMaxTokens() << " and " << *slots;
   }
+  const bool codes = received.getElementType().isInteger(8);
+  if (codes != static_cast<bool>(getReceivedScales()) || (codes && !getQuantization()))
+    return emitOpError() << "ep_dispatch_c7: i8 received rows are FP8 codes: they "
+                            "need quantization and received_scales, which need them";
   if (auto quant = getQuantization()) {
     int64_t group = *quant == DispatchQuantization::fp8_e4m3_g128 ? 128 : 32;
+    if (codes) {
+      auto scales = getReceivedScales().getType();
+      if (scales.getRank() != 2 || !agree(scales.getDimSize(0), received.getDimSize(0)) ||
+          (!ShapedType::isDynamic(x[1]) && scales.getDimSize(1) != x[1] / group))
+        return emitOpError() << "ep_dispatch_c7: received_scales must be [R, H/"
+                             << group << "], got " << scales;
+    }
     if (ShapedType::isDynamic(x[1]) || x[1] % group != 0)
       return emitOpError() << "ep_dispatch_c3: " << stringifyDispatchQuantization(*quant)
                            << " needs a static hidden size that is a multiple of "

@@ -27,11 +27,11 @@ Value buildExpertMLP(ImplicitLocOpBuilder &b, Value rows, Value rowExpert,
   auto w13Shape = cast<RankedTensorType>(w13.getType()).getShape();
   auto w2Shape = cast<RankedTensorType>(w2.getType()).getShape();
   Value gateUp = GroupedMatmulOp::create(b, withShape(rows, {n, w13Shape[1]}),
-                                         rows, w13, rowExpert);
+                                         rows, w13, rowExpert, /*scales=*/Value());
   Value act = ActivationOp::create(b, withShape(rows, {n, w13Shape[1] / 2}),
                                    gateUp, activation);
   return GroupedMatmulOp::create(b, withShape(rows, {n, w2Shape[1]}), act, w2,
-                                 rowExpert);
+                                 rowExpert, /*scales=*/Value());
 }
 
 /// The shared expert as a one-expert grouped GEMM over all tokens.
@@ -94,7 +94,7 @@ struct MoEDecomposeLayerPass
       int64_t maxTokens = *layer.getMaxTokensPerRank();
       int64_t received = decode ? ep * maxTokens : ShapedType::kDynamic;
       auto exchange = EpDispatchOp::create(
-          b, xType.clone({received, xType.getDimSize(1)}),
+          b, xType.clone({received, xType.getDimSize(1)}), /*received_scales=*/Type(),
           RankedTensorType::get({received, topK}, i32),
           RankedTensorType::get({received, topK}, b.getF32Type()),
           b.getI64Type(), x, ids, weights, layer.getExpertRank(),

@@ -49,6 +49,8 @@ struct MoEPlanBuffersPass : moe::impl::MoEPlanBuffersBase<MoEPlanBuffersPass> {
         wireActivationBytes(wireFormatOf(op), bounds.hidden, bounds.elementBytes);
     bounds.capacity = int64_t(op.getCapacity());
     bounds.slots = int64_t(op.getSlots().value_or(0));
+    if (Value scales = op.getReceivedScales())
+      bounds.codeGroups = cast<RankedTensorType>(scales.getType()).getDimSize(1);
     Builder b(op.getContext());
     SmallVector<NamedAttribute> sizes;
     for (const Workspace &w : planWorkspaces(bounds))

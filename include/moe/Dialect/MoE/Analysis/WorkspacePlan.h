@@ -18,6 +18,9 @@ struct DispatchBounds {
   int64_t wireActivationBytes = 0; ///< Per row: H * element, or FP8 + scales.
   int64_t capacity = 0;            ///< Rows a rank may receive.
   int64_t slots = 0;               ///< > 0: decode layout.
+  /// FP8 rows go to the experts as codes plus f32 scales (groups per row)
+  /// instead of dequantized activations.
+  int64_t codeGroups = 0;
 };
 
 /// One runtime workspace: its name (as the runtime's counters call it), how

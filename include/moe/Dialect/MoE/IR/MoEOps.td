@@ -9,6 +9,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def MoE_FloatTensor : RankedTensorOf<[F32, BF16]>;
 def MoE_I32Tensor : RankedTensorOf<[I32]>;
 def MoE_F32Tensor : RankedTensorOf<[F32]>;
+// Rows as they travel to the experts: activations, or FP8 E4M3 codes (i8
+// bits, e4m3fn) whose per-group f32 scales travel beside them.
+def MoE_RowsTensor : RankedTensorOf<[F32, BF16, I8]>;
 
 //===----------------------------------------------------------------------===//
 // moe.layer
@@ -144,10 +147,10 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
         -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
     ```
   }];
-  let arguments = (ins MoE_FloatTensor:$x, MoE_I32Tensor:$expert_ids,
+  let arguments = (ins MoE_RowsTensor:$x, MoE_I32Tensor:$expert_ids,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$capacity);
-  let results = (outs MoE_FloatTensor:$dispatched, MoE_I32Tensor:$row_expert,
+  let results = (outs MoE_RowsTensor:$dispatched, MoE_I32Tensor:$row_expert,
                       MoE_I32Tensor:$slot);
   let assemblyFormat = [{
     $x `,` $expert_ids `num_experts` `=` $num_experts
@@ -167,17 +170,22 @@ def MoE_GroupedMatmulOp : MoE_Op<"grouped_matmul", [Pure]> {
     `input[N,K]`, `weight[E,M,K]` (HuggingFace's out x in layout) and
     `row_expert[N]`. Accumulates in f32 and rounds to the element type. A
     row whose expert is not in `[0, E)` (a row not for this rank) gives 0.
+    With `scales`, `input` holds FP8 E4M3 codes (i8 bits) and `scales[N, G]`
+    one f32 scale per group of `K/G` elements: the GEMM reads
+    `e4m3(input[r, k]) * scales[r, k / (K/G)]`, so quantized rows from the
+    dispatch are consumed as they arrived; the result has the weight's type.
 
     ```mlir
     %h = moe.grouped_matmul %rows, %w13, %row_expert
       : (tensor<?x64xf32>, tensor<8x64x64xf32>, tensor<?xi32>) -> tensor<?x64xf32>
     ```
   }];
-  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight,
-                       MoE_I32Tensor:$row_expert);
+  let arguments = (ins MoE_RowsTensor:$input, MoE_FloatTensor:$weight,
+                       MoE_I32Tensor:$row_expert, Optional<MoE_F32Tensor>:$scales);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight `,` $row_expert attr-dict `:` functional-type(operands, results)
+    $input `,` $weight `,` $row_expert (`scales` $scales^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -252,7 +260,10 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch", [AttrSizedOperandSegments]> {
     With `quantization`, the pack step quantizes each row to FP8 E4M3 with
     per-group scales (`fp8_e4m3_g128`: groups of 128, f32 scales;
     `fp8_e4m3_g32_ue8m0`: groups of 32, power-of-two scales rounded up) so
-    only FP8 payload and scales travel; the received rows are dequantized.
+    only FP8 payload and scales travel; the received rows are dequantized,
+    or, with an i8 `received` and a `received_scales[R, H/group]` result
+    (set up by `moe-fuse-quant-dispatch`), kept as E4M3 codes with f32
+    scales for the expert GEMM to consume.
     `max_tokens` bounds every rank's tokens: a rank over it fails every rank
     before anything is written. With `slots = S` (the decode layout) no
     counts travel: every rank sends every rank a block of `S` rows, valid
@@ -278,8 +289,10 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch", [AttrSizedOperandSegments]> {
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$max_tokens,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$slots,
                        OptionalAttr<MoE_DispatchQuantizationAttr>:$quantization);
-  let results = (outs MoE_FloatTensor:$received, MoE_I32Tensor:$local_ids,
-                      MoE_F32Tensor:$local_weights, I64:$handle);
+  let results = (outs MoE_RowsTensor:$received,
+                      Optional<MoE_F32Tensor>:$received_scales,
+                      MoE_I32Tensor:$local_ids, MoE_F32Tensor:$local_weights,
+                      I64:$handle);
   let assemblyFormat = [{
     $x `,` $expert_ids `,` $expert_weights (`,` $expert_rank^)?
     (`placement` `(` $phys_to_log^ `,` $replica_share `)`)? `capacity` `=` $capacity

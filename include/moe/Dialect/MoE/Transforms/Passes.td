@@ -113,24 +113,37 @@ def MoEFuseQuantDispatch : Pass<"moe-fuse-quant-dispatch"> {
     Sets the quantization of every `moe.ep_dispatch` whose hidden size is a
     multiple of the scheme's group: the dispatch's pack step then writes FP8
     E4M3 values and per-group scales straight into the send buffer (no
-    separate quantize kernel, no BF16 copy on the wire) and the receiver
-    dequantizes. Dispatches that cannot take the scheme are left alone with
-    a remark. The decision is recorded as `moe.dispatch_quantization`.
+    separate quantize kernel, no BF16 copy on the wire). Where the received
+    rows feed the local `moe.dispatch` and then the gate/up
+    `moe.grouped_matmul` (what `moe-decompose-layer` builds), the experts
+    take the FP8 codes as they arrived: the dispatch returns i8 codes and f32
+    scales, both are permuted by `moe.dispatch`, and the GEMM reads
+    `e4m3(code) * scale`; no dequantized copy of the rows is made. Otherwise
+    (or with `gemm-consumes-fp8=false`) the receiver dequantizes. Dispatches
+    that cannot take the scheme are left alone with a remark.
 
     Before:
     ```mlir
-    %r:4 = moe.ep_dispatch %x, %ids, %w, %rank capacity = 64 : ...
+    %r, %ids, %w, %h = moe.ep_dispatch %x, %e, %p, %rank capacity = 64 : ...
+    %rows, %re, %slot = moe.dispatch %r, %ids num_experts = 4 : ...
+    %g = moe.grouped_matmul %rows, %w13, %re : ...
     ```
     After (`scheme=fp8-e4m3-g128`):
     ```mlir
-    %r:4 = moe.ep_dispatch %x, %ids, %w, %rank capacity = 64
-             quantization fp8_e4m3_g128 : ...
+    %q, %s, %ids, %w, %h = moe.ep_dispatch %x, %e, %p, %rank capacity = 64
+        quantization fp8_e4m3_g128 : (...) -> (tensor<?x256xi8>, tensor<?x2xf32>, ...)
+    %qrows, %re, %slot = moe.dispatch %q, %ids num_experts = 4 : ...
+    %srows, %re2, %slot2 = moe.dispatch %s, %ids num_experts = 4 : ...
+    %g = moe.grouped_matmul %qrows, %w13, %re scales %srows : ...
     ```
   }];
   let options = [
     Option<"scheme", "scheme", "std::string", /*default=*/"\"fp8-e4m3-g128\"",
            "fp8-e4m3-g128 (f32 scale per 128) or fp8-e4m3-g32-ue8m0 "
-           "(power-of-two scale per 32)">
+           "(power-of-two scale per 32)">,
+    Option<"gemmConsumesFp8", "gemm-consumes-fp8", "bool", /*default=*/"true",
+           "Let the expert GEMM read the FP8 codes and scales (false: the "
+           "receiver dequantizes)">
   ];
   let statistics = [
     Statistic<"numFused", "num-fused", "Dispatches that quantize in their pack step">
