@@ -251,6 +251,20 @@ struct RouteLowering : OpRewritePattern<RouteOp> {
 // moe.dispatch (one rank): a stable counting sort of (token, choice) by expert
 //===----------------------------------------------------------------------===//
 
+/// init[n] + #{m < n : ids[m] == ids[n]}: where a (token, choice) falls
+/// among the earlier ones of its expert.
+Value addRankAmongEqual(ImplicitLocOpBuilder &b, Value flatIds, Value init) {
+  return buildGeneric(
+      b, {flatIds, flatIds}, init, {Dims{0}, Dims{1}, Dims{0}}, 2, {1},
+      [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+        Value same = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq, a[0], a[1]);
+        Value earlier = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
+                                              idx[1], idx[0]);
+        return addIf(nb, loc, arith::AndIOp::create(nb, loc, same, earlier),
+                     constI32(nb, loc, 1), a[2]);
+      });
+}
+
 struct DispatchLowering : OpRewritePattern<DispatchOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -303,16 +317,7 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
           return tensor::ExtractOp::create(nb, loc, offsets,
                                            ValueRange{i32ToIndex(nb, loc, a[0])});
         });
-    Value flatSlot = buildGeneric(
-        b, {flatIds, flatIds}, base, {Dims{0}, Dims{1}, Dims{0}}, 2, {1},
-        [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
-          Value same = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq,
-                                             a[0], a[1]);
-          Value before = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
-                                               idx[1], idx[0]);
-          return addIf(nb, loc, arith::AndIOp::create(nb, loc, same, before),
-                       constI32(nb, loc, 1), a[2]);
-        });
+    Value flatSlot = addRankAmongEqual(b, flatIds, base);
     // source[r] = the n with slot[n] == r (slots are a permutation of rows)
     Value source = buildGeneric(
         b, flatSlot, buildFilled(b, {rows}, zero), {Dims{1}, Dims{0}}, 2, {1},
@@ -368,17 +373,7 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
     TypedAttr zero = b.getI32IntegerAttr(0);
     Value flatIds = collapse(b, op.getExpertIds(), {{0, 1}});
     // slot[n] = ids[n] * C + #{m < n : ids[m] == ids[n]}, or -1 if ids[n] < 0
-    Value before = buildGeneric(
-        b, {flatIds, flatIds}, buildFilled(b, {rows}, zero),
-        {Dims{0}, Dims{1}, Dims{0}}, 2, {1},
-        [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
-          Value same = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq,
-                                             a[0], a[1]);
-          Value earlier = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
-                                                idx[1], idx[0]);
-          return addIf(nb, loc, arith::AndIOp::create(nb, loc, same, earlier),
-                       constI32(nb, loc, 1), a[2]);
-        });
+    Value before = addRankAmongEqual(b, flatIds, buildFilled(b, {rows}, zero));
     Value flatSlot = buildGeneric(
         b, {flatIds, before}, buildEmpty(b, {rows}, b.getI32Type()),
         {Dims{0}, Dims{0}, Dims{0}}, 1, {},
