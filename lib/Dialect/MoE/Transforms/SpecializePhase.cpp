@@ -60,14 +60,16 @@ struct MoESpecializePhasePass
     SymbolTable symbols(module);
     func::FuncOp prefill = cloneVariant(symbols, func, "_prefill", Phase::prefill);
     func::FuncOp decode = cloneVariant(symbols, func, "_decode", Phase::decode);
-    int64_t ep = first.getLayout().getEp();
-    PhasePlan plan = planPhases(decodeMaxTokens, first.getMaxTokensPerRank());
-    for (LayerOp layer : layersOf(decode))
-      layer.setMaxTokensPerRankAttr(
-          OpBuilder(layer).getI64IntegerAttr(planPhases(decodeMaxTokens,
-                                                        layer.getMaxTokensPerRank())
-                                                 .decodeMaxTokens));
-    buildEntry(func, input.getArgNumber(), prefill, decode, ep, plan);
+    // Decode only when every layer of the variant takes the tokens.
+    int64_t threshold = decodeMaxTokens;
+    Builder b(module.getContext());
+    for (LayerOp layer : layersOf(decode)) {
+      int64_t most = planPhases(decodeMaxTokens, layer.getMaxTokensPerRank()).decodeMaxTokens;
+      layer.setMaxTokensPerRankAttr(b.getI64IntegerAttr(most));
+      threshold = std::min(threshold, most);
+    }
+    buildEntry(func, input.getArgNumber(), prefill, decode, first.getLayout().getEp(),
+               threshold);
     ++numSpecialized;
     return success();
   }
@@ -84,7 +86,7 @@ struct MoESpecializePhasePass
 
   /// @f(args..., %phase) picks a variant and calls it.
   void buildEntry(func::FuncOp func, unsigned inputArg, func::FuncOp prefill,
-                  func::FuncOp decode, int64_t ep, const PhasePlan &plan) {
+                  func::FuncOp decode, int64_t ep, int64_t threshold) {
     Block &entry = func.getBody().front();
     while (!entry.empty())
       entry.back().erase();
@@ -122,7 +124,7 @@ struct MoESpecializePhasePass
         tokens = AgreeCountOp::create(b, b.getIndexType(), tokens);
       Value fits = arith::CmpIOp::create(
           b, arith::CmpIPredicate::ule, tokens,
-          arith::ConstantIndexOp::create(b, plan.decodeMaxTokens));
+          arith::ConstantIndexOp::create(b, threshold));
       scf::YieldOp::create(b, fits);
       b.setInsertionPointToStart(choose.elseBlock());
       scf::YieldOp::create(
@@ -143,7 +145,7 @@ struct MoESpecializePhasePass
     func->setAttr("moe.phase_plan",
                   b.getDictionaryAttr(
                       {b.getNamedAttr("decode_max_tokens",
-                                      b.getI64IntegerAttr(plan.decodeMaxTokens)),
+                                      b.getI64IntegerAttr(threshold)),
                        b.getNamedAttr("prefill", b.getStringAttr(prefill.getSymName())),
                        b.getNamedAttr("decode", b.getStringAttr(decode.getSymName()))}));
   }
