@@ -267,14 +267,20 @@ int moert_barrier(const char *name) {
   return check(runtime.collectives->barrier(name));
 }
 
-int64_t moert_agree_chunks(int64_t localChunks) {
+int64_t moert_agree_max(int64_t local, int64_t purpose) {
   Collectives &coll = collectivesOrDie();
-  int64_t chunks = localChunks;
-  if (Status e = coll.allReduce("chunks.count", &chunks, 1, ReduceOp::Max))
+  if (purpose != MOERT_AGREE_CHUNKS && purpose != MOERT_AGREE_PHASE_TOKENS)
+    die("agree_max: unknown purpose " + std::to_string(purpose));
+  const bool chunks = purpose == MOERT_AGREE_CHUNKS;
+  int64_t most = local;
+  if (Status e = coll.allReduce(chunks ? "chunks.count" : "phase.tokens", &most, 1,
+                                ReduceOp::Max))
     die(*e);
-  coll.counters().totals["chunk_loops"] += 1;
-  coll.counters().totals["chunks_run"] += chunks;
-  return chunks;
+  if (chunks) {
+    coll.counters().totals["chunk_loops"] += 1;
+    coll.counters().totals["chunks_run"] += most;
+  }
+  return most;
 }
 
 void _mlir_ciface_moert_ep_dispatch_f32(moert_dispatch_result *result,

@@ -81,3 +81,19 @@ func.func @placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf3
   %y = moe.ep_combine %r, %h : (tensor<?x64xf32>, i64) -> tensor<?x64xf32>
   return %y : tensor<?x64xf32>
 }
+
+// -----
+
+// Tests that moe.agree_count becomes a plain C call naming its purpose (0 chunks, 1 phase tokens).
+// CHECK-DAG: func.func private @moert_agree_max(i64, i64) -> i64
+// CHECK-LABEL: func.func @agree
+// CHECK-DAG: %[[L:.+]] = arith.index_cast %{{.+}} : index to i64
+// CHECK-DAG: %[[P:.+]] = arith.constant 1 : i64
+// CHECK: call @moert_agree_max(%[[L]], %[[P]]) : (i64, i64) -> i64
+// CHECK: arith.constant 0 : i64
+// CHECK: call @moert_agree_max
+func.func @agree(%n: index) -> (index, index) {
+  %t = moe.agree_count %n for phase_tokens : index
+  %c = moe.agree_count %n : index
+  return %t, %c : index, index
+}

@@ -20,7 +20,7 @@
 // CHECK: %[[AUTO:.+]] = arith.cmpi eq, %[[PHASE]], %c0_i32
 // CHECK: %[[DECODE:.+]] = scf.if %[[AUTO]] -> (i1) {
 // CHECK: %[[T:.+]] = tensor.dim %[[X]], %c0
-// CHECK: %[[MOST:.+]] = moe.agree_count %[[T]] : index
+// CHECK: %[[MOST:.+]] = moe.agree_count %[[T]] for phase_tokens : index
 // CHECK: arith.cmpi ule, %[[MOST]], %c8
 // CHECK: } else {
 // CHECK: arith.cmpi eq, %[[PHASE]], %c2_i32

@@ -94,10 +94,11 @@ struct ConvertMoEToRuntimePass
   void lowerAgreeCount(ModuleOp module, AgreeCountOp op) {
     ImplicitLocOpBuilder b(op.getLoc(), op);
     Value local = arith::IndexCastOp::create(b, b.getI64Type(), op.getLocal());
-    auto callee = declare(module, "moert_agree_chunks",
-                          b.getFunctionType({b.getI64Type()}, {b.getI64Type()}));
+    auto i64 = b.getI64Type();
+    auto callee = declare(module, "moert_agree_max", b.getFunctionType({i64, i64}, {i64}));
     callee->removeAttr("llvm.emit_c_interface"); // scalars only: plain C
-    Value agreed = func::CallOp::create(b, callee, ValueRange{local}).getResult(0);
+    Value purpose = arith::ConstantOp::create(b, b.getI64IntegerAttr(int64_t(op.getPurpose())));
+    Value agreed = func::CallOp::create(b, callee, ValueRange{local, purpose}).getResult(0);
     op.getAgreed().replaceAllUsesWith(
         arith::IndexCastOp::create(b, b.getIndexType(), agreed).getResult());
     op.erase();

@@ -40,10 +40,13 @@ int64_t moert_heap_live_bytes(void);
 int64_t moert_heap_peak_bytes(void);
 void moert_heap_reset_peak(void);
 
-/* Called by compiled chunk loops: the number of chunks every rank of the
- * group runs, max over ranks of `local_chunks` (collective "chunks.count").
- * Ends the process on failure, like the other entry points for compiled code. */
-int64_t moert_agree_chunks(int64_t local_chunks);
+/* Called by compiled code (moe.agree_count): the maximum of `local` over the
+ * group, for `purpose` MOERT_AGREE_CHUNKS (the chunks every rank's chunk loop
+ * runs; collective "chunks.count") or MOERT_AGREE_PHASE_TOKENS (the token
+ * count that picks prefill or decode; "phase.tokens"). Ends the process on
+ * failure, like the other entry points for compiled code. */
+enum { MOERT_AGREE_CHUNKS = 0, MOERT_AGREE_PHASE_TOKENS = 1 };
+int64_t moert_agree_max(int64_t local, int64_t purpose);
 
 /* MLIR's ranked memref descriptors, as compiled code passes them. */
 typedef struct {

@@ -121,7 +121,7 @@ struct MoESpecializePhasePass
       Value tokens = tensor::DimOp::create(b, args[inputArg], 0);
       // Every rank must choose alike: compare the group's largest count.
       if (ep > 1)
-        tokens = AgreeCountOp::create(b, b.getIndexType(), tokens);
+        tokens = AgreeCountOp::create(b, b.getIndexType(), tokens, Agreement::phase_tokens);
       Value fits = arith::CmpIOp::create(
           b, arith::CmpIPredicate::ule, tokens,
           arith::ConstantIndexOp::create(b, threshold));

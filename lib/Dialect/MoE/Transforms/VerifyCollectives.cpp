@@ -51,7 +51,7 @@ private:
     if (isa<AgreeCountOp>(def))
       return true;
     if (auto call = dyn_cast<func::CallOp>(def))
-      return call.getCallee() == "moert_agree_chunks";
+      return call.getCallee() == "moert_agree_max";
     if (isa<EpDispatchOp, EpCombineOp, TpSliceOp, TpGatherOp>(def) ||
         !isMemoryEffectFree(def) ||
         def->getNumRegions() != 0)

@@ -13,6 +13,7 @@ class MoE_Attr<string name, string attrMnemonic, list<Trait> traits = []>
 
 def MoE_ActivationAttr : EnumAttr<MoE_Dialect, MoE_Activation, "activation">;
 def MoE_PhaseAttr : EnumAttr<MoE_Dialect, MoE_Phase, "phase">;
+def MoE_AgreementAttr : EnumAttr<MoE_Dialect, MoE_Agreement, "agreement">;
 def MoE_DispatchQuantizationAttr
     : EnumAttr<MoE_Dialect, MoE_DispatchQuantization, "dispatch_quantization">;
 

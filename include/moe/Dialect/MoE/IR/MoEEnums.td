@@ -30,6 +30,15 @@ def MoE_DispatchQuantization : I32EnumAttr<"DispatchQuantization",
   let genSpecializedAttr = 0;
 }
 
+def MoE_Agreement : I32EnumAttr<"Agreement",
+    "what the ranks agree on with moe.agree_count (names the collective)", [
+      I32EnumAttrCase<"chunks", 0>,
+      I32EnumAttrCase<"phase_tokens", 1>
+    ]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
 def MoE_Phase : I32EnumAttr<"Phase",
     "which serving phase a layer variant is compiled for", [
       I32EnumAttrCase<"prefill", 0>,

@@ -412,15 +412,20 @@ def MoE_AgreeCountOp : MoE_Op<"agree_count"> {
   let description = [{
     A collective: every rank passes its local count and gets the maximum over
     all ranks, so that loops bounded by it run the same number of times
-    everywhere. Lowered to `moert_agree_chunks` by `convert-moe-to-runtime`.
+    everywhere. `purpose` names the collective in the runtime's checks and
+    counters: `chunks` (chunk loops, the default) or `phase_tokens` (the
+    token count that picks prefill or decode). Lowered to `moert_agree_max`
+    by `convert-moe-to-runtime`.
 
     ```mlir
     %n = moe.agree_count %local : index
+    %t = moe.agree_count %tokens for phase_tokens : index
     ```
   }];
-  let arguments = (ins Index:$local);
+  let arguments = (ins Index:$local,
+                       DefaultValuedAttr<MoE_AgreementAttr, "Agreement::chunks">:$purpose);
   let results = (outs Index:$agreed);
-  let assemblyFormat = "$local attr-dict `:` type($local)";
+  let assemblyFormat = "$local (`for` $purpose^)? attr-dict `:` type($local)";
 }
 
 #endif // MOE_DIALECT_MOE_IR_MOEOPS_TD
