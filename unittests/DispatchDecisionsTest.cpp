@@ -114,18 +114,18 @@ TEST(BufferPlan, PrefillWorkspacesFollowTheMaxima) {
   b.elementBytes = 4;
   b.wireActivationBytes = 256;
   b.capacity = 400;
-  // row: 256 + 2 * 8 = 272 B; sent: 100 * min(2, 4) = 200 rows; received: 400
+  // row: 256 + 2 * (2 + 4) = 268 B; sent: 100 * min(2, 4) = 200 rows; received: 400
   std::vector<Workspace> w = planWorkspaces(b);
   ASSERT_EQ(w.size(), 4u);
   EXPECT_EQ(w[0].name, "dispatch.send");
-  EXPECT_EQ(w[0].bytes, 200 * 272);
+  EXPECT_EQ(w[0].bytes, 200 * 268);
   EXPECT_EQ(w[1].name, "dispatch.recv");
-  EXPECT_EQ(w[1].bytes, 400 * 272);
+  EXPECT_EQ(w[1].bytes, 400 * 268);
   EXPECT_EQ(w[2].name, "expert.rows");
   EXPECT_EQ(w[2].bytes, 400 * 256);
   EXPECT_EQ(w[3].name, "combine.recv");
   EXPECT_EQ(w[3].bytes, 200 * 256);
-  EXPECT_EQ(w[0].formula, "max_tokens * min(top_k, ep) * (wire activation bytes + 8 * top_k)");
+  EXPECT_EQ(w[0].formula, "max_tokens * min(top_k, ep) * (wire activation bytes + 6 * top_k)");
 }
 
 TEST(BufferPlan, DecodeWorkspacesAreFixedBlocks) {
@@ -140,6 +140,6 @@ TEST(BufferPlan, DecodeWorkspacesAreFixedBlocks) {
   b.capacity = 16;
   EXPECT_EQ(plannedSendRows(b), 16);
   EXPECT_EQ(plannedReceiveRows(b), 16);
-  EXPECT_EQ(dispatchRowBytes(b), 64 + 32);
-  EXPECT_EQ(planWorkspaces(b)[1].formula, "ep * slots * (wire activation bytes + 8 * top_k)");
+  EXPECT_EQ(dispatchRowBytes(b), 64 + 4 * 6);
+  EXPECT_EQ(planWorkspaces(b)[1].formula, "ep * slots * (wire activation bytes + 6 * top_k)");
 }

@@ -31,7 +31,7 @@ def formula_bytes(plan, ranks, quant):
     """The workspace sizes, derived here from the layer's shape (not read from the plan)."""
     h, k = CONFIG["hidden_size"], CONFIG["num_experts_per_tok"]
     activation = h * 4 if quant == "none" else h + h // 128 * 4
-    row, x_row = activation + 8 * k, h * 4
+    row, x_row = activation + 6 * k, h * 4  # int16 ids, f32 weights
     sent, received = MAX_TOKENS * min(k, ranks), MAX_TOKENS * ranks
     return {"dispatch.send": sent * row, "dispatch.recv": received * row,
             "expert.rows": received * x_row, "combine.recv": sent * x_row}
@@ -80,7 +80,7 @@ def test_fp8_rows_shrink_the_wire_and_expert_workspaces(tmp_path):
     library, plan = compile_config(config, tmp_path, ep=2, max_tokens_per_rank=MAX_TOKENS,
                                    dispatch_quant="fp8-e4m3-g128")
     planned = {w["name"]: w["bytes"] for w in plan["phases"]["prefill"]["workspaces"]}
-    row = 256 + 2 * 4 + 8 * 4  # codes, two f32 scales, ids and weights
+    row = 256 + 2 * 4 + 6 * 4  # codes, two f32 scales, int16 ids and f32 weights
     assert planned["dispatch.send"] == MAX_TOKENS * 2 * row
     # the experts get the codes and two f32 scales per row, not f32 activations
     assert planned["expert.rows"] == MAX_TOKENS * 2 * (256 + 2 * 4)

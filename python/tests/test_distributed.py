@@ -61,8 +61,8 @@ def test_dispatch_sends_each_token_once_per_rank(tmp_path):
     sent = sum(t["dispatch_payload_bytes_sent"] for t in totals)
     per_pair = sum(t["dispatch_bytes_per_token_expert_pair"] for t in totals)
     assert rows == pairs  # one row per (token, destination rank)
-    assert sent == pairs * (hidden * 4 + k * 8)
-    assert per_pair == tokens * k * (hidden * 4 + 8)
+    assert sent == pairs * (hidden * 4 + k * 6)
+    assert per_pair == tokens * k * (hidden * 4 + 6)
     # E[distinct ranks] for 8 distinct experts of 64, 16 per rank.
     expected_distinct = ranks * (1 - math.comb(48, 8) / math.comb(64, 8))
     measured_distinct = pairs / tokens

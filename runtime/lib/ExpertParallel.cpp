@@ -94,6 +94,9 @@ Status localProblem(const DispatchInput &in, int ranks, Placement &placement) {
            " expert-parallel ranks but runs on " + std::to_string(ranks);
   if (Status e = validate(in, ranks, placement))
     return e;
+  if (placement.slotsPerRank() > INT16_MAX)
+    return "dispatch: " + std::to_string(placement.slotsPerRank()) +
+           " experts per rank do not fit the wire's int16 ids";
   const int64_t limit = in.slots ? in.slots : in.maxTokens;
   if (limit && in.tokens > limit) {
     std::ostringstream os;
@@ -185,7 +188,8 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   const bool quantized = in.quant != QuantScheme::None;
   const int64_t xBytes = in.hidden * in.elementBytes;
   const int64_t wireXBytes = quantized ? quantRowBytes(in.quant, in.hidden) : xBytes;
-  const int64_t routeBytes = in.topK * int64_t(sizeof(int32_t) + sizeof(float));
+  // Local expert ids travel as int16 (a rank holds at most 32767 experts).
+  const int64_t routeBytes = in.topK * int64_t(sizeof(int16_t) + sizeof(float));
   const int64_t rowBytes = wireXBytes + routeBytes;
   // The plan, from the compiler or else from the maxima: each token reaches
   // at most min(ranks, top-k) ranks.
@@ -220,7 +224,7 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   // result is the same bytes each time. Masked rows are zero bytes: x = 0,
   // weights 0, ids -1 (written below).
   std::vector<float> values(quantized ? in.hidden : 0);
-  std::vector<int32_t> ids(in.topK);
+  std::vector<int16_t> ids(in.topK);
   std::vector<float> weights(in.topK);
   uint8_t *out = sendSpace.data();
   for (int d = 0; d < ranks; ++d) {
@@ -236,19 +240,19 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
       for (int64_t j = 0; j < in.topK; ++j) {
         int32_t slot = slotOf[t * in.topK + j];
         bool mine = slot / perRank == d;
-        ids[j] = mine ? int32_t(slot % perRank) : -1;
+        ids[j] = mine ? int16_t(slot % perRank) : int16_t(-1);
         weights[j] = mine ? in.weights[t * in.topK + j] : 0.0f;
       }
-      // memcpy: with UE8M0 scales the ids need not be 4-byte aligned.
-      std::memcpy(out + wireXBytes, ids.data(), in.topK * sizeof(int32_t));
-      std::memcpy(out + wireXBytes + in.topK * sizeof(int32_t), weights.data(),
+      // memcpy: with UE8M0 scales the ids need not be aligned.
+      std::memcpy(out + wireXBytes, ids.data(), in.topK * sizeof(int16_t));
+      std::memcpy(out + wireXBytes + in.topK * sizeof(int16_t), weights.data(),
                   in.topK * sizeof(float));
       out += rowBytes;
     }
     for (int64_t pad = state.sentRows[d]; pad < state.sendBlock(d); ++pad) {
       std::memset(out, 0, rowBytes);
       std::fill(ids.begin(), ids.end(), -1);
-      std::memcpy(out + wireXBytes, ids.data(), in.topK * sizeof(int32_t));
+      std::memcpy(out + wireXBytes, ids.data(), in.topK * sizeof(int16_t));
       out += rowBytes;
     }
   }
@@ -276,9 +280,11 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
     } else {
       std::memcpy(dest.x + r * xBytes, row, xBytes);
     }
-    std::memcpy(dest.localIds + r * in.topK, row + wireXBytes, in.topK * sizeof(int32_t));
+    std::memcpy(ids.data(), row + wireXBytes, in.topK * sizeof(int16_t));
+    for (int64_t j = 0; j < in.topK; ++j)
+      dest.localIds[r * in.topK + j] = ids[j];
     std::memcpy(dest.weights + r * in.topK,
-                row + wireXBytes + in.topK * sizeof(int32_t), in.topK * sizeof(float));
+                row + wireXBytes + in.topK * sizeof(int16_t), in.topK * sizeof(float));
   }
   counters.notePlan("expert.rows", expertRowsBytes);
   counters.noteBuffer("expert.rows", recvRows * expertRowBytes);
@@ -290,7 +296,7 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   counters.totals["dispatch_rows_sent"] += int64_t(state.sentToken.size());
   counters.totals["dispatch_payload_bytes_sent"] += sendRows * rowBytes;
   counters.totals["dispatch_bytes_per_token_expert_pair"] +=
-      in.tokens * in.topK * (wireXBytes + int64_t(sizeof(int32_t) + sizeof(float)));
+      in.tokens * in.topK * (wireXBytes + int64_t(sizeof(int16_t) + sizeof(float)));
   // The scheme of the latest dispatch (QuantScheme's value; 0 = none), and
   // what its rows would have cost in the element type.
   counters.totals["dispatch_quantization"] = int64_t(in.quant);

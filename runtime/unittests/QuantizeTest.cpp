@@ -351,9 +351,9 @@ TEST(ExpertParallel, Fp8DispatchDeliversTheDequantizedRows) {
       }
       auto &totals = run.coll.counters().totals;
       EXPECT_EQ(totals["dispatch_payload_bytes_sent"],
-                tokens * (quantRowBytes(scheme, hidden) + k * 8));
+                tokens * (quantRowBytes(scheme, hidden) + k * 6));
       EXPECT_EQ(totals["dispatch_payload_bytes_unquantized"],
-                tokens * (hidden * elementBytes + k * 8));
+                tokens * (hidden * elementBytes + k * 6));
       EXPECT_EQ(totals["dispatch_quantization"], int64_t(scheme));
     }
 }
@@ -368,5 +368,5 @@ TEST(ExpertParallel, Fp8DispatchNeedsWholeGroups) {
                 "of FP8 scheme fp8g128");
   EXPECT_EQ(run.coll.counters().collectives.count("dispatch.counts"), 0u);
   EXPECT_FALSE(dispatchOnOneRank(run, QuantScheme::Fp8Group32Ue8m0, 4, x, 2, 96, rx, rows));
-  EXPECT_EQ(run.coll.counters().totals["dispatch_payload_bytes_sent"], 2 * (96 + 3 + 16));
+  EXPECT_EQ(run.coll.counters().totals["dispatch_payload_bytes_sent"], 2 * (96 + 3 + 2 * 6));
 }

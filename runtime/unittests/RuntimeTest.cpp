@@ -153,7 +153,7 @@ TEST(ExpertParallel, DecodeLayoutMasksUnusedSlots) {
   EXPECT_EQ(rw, (std::vector<float>{0.5f, 0.25f, 0.0f}));
   EXPECT_EQ(run.coll.counters().collectives.count("dispatch.counts"), 0u);
   // Workspaces are planned from the slots, not from this call's tokens.
-  const int64_t rowBytes = 2 * 4 + 1 * 8;
+  const int64_t rowBytes = 2 * 4 + 1 * 6; // x, an int16 id, an f32 weight
   EXPECT_EQ(run.coll.counters().plannedBytes["dispatch.send"], 3 * rowBytes);
   EXPECT_EQ(run.coll.counters().highWaterBytes["dispatch.send"], 3 * rowBytes);
   // Combine sums only the valid rows of each block.

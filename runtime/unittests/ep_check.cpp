@@ -272,7 +272,7 @@ int checkQuantized(const Problem &p, int scheme) {
   const int64_t T = p.tokens, H = p.hidden, group = scheme == 1 ? 128 : 32;
   const int64_t scaleBytes = scheme == 1 ? H / 128 * 4 : H / 32;
   const int64_t rowsSent = distinctPairs(p);
-  const int64_t routeBytes = kTopK * 8;
+  const int64_t routeBytes = kTopK * 6; // int16 ids, f32 weights
   std::string error;
 
   // Baseline: the same rows as BF16, unquantized.

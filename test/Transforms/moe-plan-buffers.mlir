@@ -2,14 +2,14 @@
 // RUN: moe-opt %s -split-input-file -verify-diagnostics -moe-plan-buffers -convert-moe-to-runtime \
 // RUN:   | FileCheck %s --check-prefix=RUNTIME
 
-// Tests that a prefill dispatch's workspaces follow from its maxima: rows are 64 * 4 + 2 * 8 =
-// 272 bytes; 256 tokens reach at most min(2, 2) ranks (512 rows sent); capacity 512 rows received.
+// Tests that a prefill dispatch's workspaces follow from its maxima: rows are 64 * 4 + 2 * (2 + 4) =
+// 268 bytes (int16 ids, f32 weights); 256 tokens reach at most min(2, 2) ranks (512 rows sent); capacity 512 rows received.
 // CHECK-LABEL: func.func @prefill(
-// CHECK: moe.ep_dispatch {{.+}} {moe.workspaces = {combine.recv = 131072 : i64, dispatch.recv = 139264 : i64, dispatch.send = 139264 : i64, expert.rows = 131072 : i64}}
+// CHECK: moe.ep_dispatch {{.+}} {moe.workspaces = {combine.recv = 131072 : i64, dispatch.recv = 137216 : i64, dispatch.send = 137216 : i64, expert.rows = 131072 : i64}}
 // The runtime gets them in moert.h's order: capacity, max_tokens, slots, quantization, ranks,
 // send, recv, expert rows, combine.
 // RUNTIME-LABEL: func.func @prefill(
-// RUNTIME: arith.constant dense<[512, 256, 0, 0, 2, 139264, 139264, 131072, 131072]> : tensor<9xi64>
+// RUNTIME: arith.constant dense<[512, 256, 0, 0, 2, 137216, 137216, 131072, 131072]> : tensor<9xi64>
 func.func @prefill(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
                    %er: tensor<8xi32>) -> tensor<?x64xf32> {
   %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 512 ep = 2 max_tokens = 256
@@ -23,7 +23,7 @@ func.func @prefill(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf
 
 // Tests that the decode layout plans ep * slots = 32 rows each way, whatever the tokens.
 // CHECK-LABEL: func.func @decode(
-// CHECK: moe.ep_dispatch {{.+}} {moe.workspaces = {combine.recv = 8192 : i64, dispatch.recv = 8704 : i64, dispatch.send = 8704 : i64, expert.rows = 8192 : i64}}
+// CHECK: moe.ep_dispatch {{.+}} {moe.workspaces = {combine.recv = 8192 : i64, dispatch.recv = 8576 : i64, dispatch.send = 8576 : i64, expert.rows = 8192 : i64}}
 func.func @decode(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
                   %er: tensor<8xi32>) -> tensor<?x64xf32> {
   %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 32 ep = 4 max_tokens = 8 slots = 8
@@ -35,10 +35,10 @@ func.func @decode(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf3
 
 // -----
 
-// Tests that FP8 shrinks the wire rows (256 codes + 2 f32 scales + 4 * 8 = 296 bytes) but not the
+// Tests that FP8 shrinks the wire rows (256 codes + 2 f32 scales + 4 * 6 = 288 bytes) but not the
 // bf16 rows the experts receive (256 * 2); 100 tokens reach min(4, 2) ranks.
 // CHECK-LABEL: func.func @quantized(
-// CHECK: moe.ep_dispatch {{.+}} {moe.workspaces = {combine.recv = 102400 : i64, dispatch.recv = 59200 : i64, dispatch.send = 59200 : i64, expert.rows = 102400 : i64}}
+// CHECK: moe.ep_dispatch {{.+}} {moe.workspaces = {combine.recv = 102400 : i64, dispatch.recv = 57600 : i64, dispatch.send = 57600 : i64, expert.rows = 102400 : i64}}
 func.func @quantized(%x: tensor<?x256xbf16>, %ids: tensor<?x4xi32>, %w: tensor<?x4xf32>,
                      %er: tensor<16xi32>) -> tensor<?x256xbf16> {
   %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 200 ep = 2 max_tokens = 100

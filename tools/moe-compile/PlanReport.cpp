@@ -116,7 +116,7 @@ json::Value moe_compile::planReport(ModuleOp module,
   int64_t activationBytes = moe::wireActivationBytes(
       quantized ? *moe::parseWireFormat(dispatchQuantization.str()) : moe::WireFormat::Native,
       h, shape.elementBytes);
-  int64_t rowBytes = activationBytes + config.topK * 8;
+  int64_t rowBytes = activationBytes + config.topK * 6; // int16 id + f32 weight
 
   // Each phase's dispatch, as moe-plan-buffers sizes it. With TP dedupe a
   // rank dispatches ceil(T / tp) of its tokens.

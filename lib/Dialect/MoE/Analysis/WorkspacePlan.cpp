@@ -6,7 +6,7 @@
 using namespace mlir::moe;
 
 int64_t mlir::moe::dispatchRowBytes(const DispatchBounds &b) {
-  return b.wireActivationBytes + b.topK * int64_t(sizeof(int32_t) + sizeof(float));
+  return b.wireActivationBytes + b.topK * int64_t(sizeof(int16_t) + sizeof(float));
 }
 
 int64_t mlir::moe::plannedSendRows(const DispatchBounds &b) {
@@ -26,7 +26,7 @@ std::vector<Workspace> mlir::moe::planWorkspaces(const DispatchBounds &b) {
       b.codeGroups ? "(hidden FP8 codes + 4 * groups)" : "hidden * element bytes";
   const std::string sendRows = b.slots ? "ep * slots" : "max_tokens * min(top_k, ep)";
   const std::string receiveRows = b.slots ? "ep * slots" : "capacity";
-  const std::string rowFormula = "(wire activation bytes + 8 * top_k)";
+  const std::string rowFormula = "(wire activation bytes + 6 * top_k)";
   return {
       {"dispatch.send", sendRows + " * " + rowFormula, send * row},
       {"dispatch.recv", receiveRows + " * " + rowFormula, receive * row},

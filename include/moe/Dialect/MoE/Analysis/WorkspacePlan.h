@@ -31,7 +31,8 @@ struct Workspace {
   int64_t bytes = 0;
 };
 
-/// Bytes of one dispatched row: activations, then top-k ids and weights.
+/// Bytes of one dispatched row: activations, then top-k int16 local expert
+/// ids and f32 weights.
 int64_t dispatchRowBytes(const DispatchBounds &bounds);
 /// Rows a rank sends at most: every token to min(top-k, ep) ranks (prefill),
 /// or ep blocks of `slots` rows (decode).
