@@ -115,3 +115,20 @@ def test_gemm_reading_fp8_codes_equals_dequantizing_on_receive(tmp_path, quant, 
         groups = 256 // (128 if quant == "fp8-e4m3-g128" else 32)
         rows = c["counters"]["high_water_bytes"]["expert.rows"] // (256 + 4 * groups)
         assert d["counters"]["high_water_bytes"]["expert.rows"] == rows * 256 * 4
+
+
+def test_fp8_dispatch_with_top8_stays_within_053_of_bf16(tmp_path):
+    """H = 1024, top-8: 6 route bytes per choice (int16 id, f32 weight) keep the ratio
+    (1024 + 32 + 48) / (2048 + 48) = 0.5267."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "qwen3_moe", "hidden_size": 1024,
+                                  "moe_intermediate_size": 16, "num_experts": 16,
+                                  "num_experts_per_tok": 8, "norm_topk_prob": True}))
+    _, fp8 = run(tmp_path, 2, quant="fp8-e4m3-g128", tolerance=FP8_LAYER_TOLERANCE,
+                 config=config)
+    _, bf16 = run(tmp_path, 2, config=config, dtype="bf16")
+    ratio = dispatched_bytes(fp8) / dispatched_bytes(bf16)
+    print(f"\ntop-8, H=1024: dispatch bytes {dispatched_bytes(fp8)} vs bf16 "
+          f"{dispatched_bytes(bf16)} = {ratio:.4f}x")
+    assert ratio <= 0.53
+    assert abs(ratio - 1104 / 2096) < 1e-9  # the same rows, FP8 and BF16 row sizes
