@@ -5,5 +5,6 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export MOE_BUILD_DIR=${MOE_BUILD_DIR:-$root/build}
 bash "$root/utils/setup.sh"
-cd "$root/python"
+# Run from here, so that relative paths (--config PATH) keep their meaning.
+export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
 exec python3 -m moec.main "$@"

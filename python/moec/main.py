@@ -89,8 +89,10 @@ def describe_phases(plan):
         if p:
             spaces = ", ".join(f"{w['name']} {w['bytes']} B" for w in p["workspaces"])
             print(f"  {name}: {p['layout']}; up to {p['max_tokens_per_rank']} tokens per rank; "
-                  f"dispatch {p['dispatch_bytes_per_token']:.0f} B/token, combine "
-                  f"{p['combine_bytes_per_token']:.0f} B/token on the wire; workspaces: {spaces}")
+                  f"on the wire per rank and call at most: dispatch "
+                  f"{p['dispatch_bytes_per_call_max']} B, combine {p['combine_bytes_per_call_max']} B "
+                  f"({p['dispatch_bytes_per_token']:.0f} + {p['combine_bytes_per_token']:.0f} B per "
+                  f"token: {p['per_token_note']}); workspaces: {spaces}")
     print(f"  phase selection: {plan['phases']['selection']}")
 
 
