@@ -48,7 +48,13 @@ struct Timer {
   }
 };
 
-Status validate(const DispatchInput &in, int ranks, Placement &placement) {
+/// A local precondition that some rank may fail, checked before any
+/// collective of the dispatch so that every rank fails together. Builds the
+/// placement (from the replicas or from expert_rank) on the way.
+Status localProblem(const DispatchInput &in, int ranks, Placement &placement) {
+  if (in.ranks && in.ranks != ranks)
+    return "dispatch: the layer was planned for " + std::to_string(in.ranks) +
+           " expert-parallel ranks but runs on " + std::to_string(ranks);
   if (in.elementBytes != 4 && in.elementBytes != 2)
     return "dispatch: element size must be 4 (f32) or 2 (bf16)";
   if (in.quant != QuantScheme::None)
@@ -67,6 +73,17 @@ Status validate(const DispatchInput &in, int ranks, Placement &placement) {
          << placement.experts() << ")";
       return os.str();
     }
+  if (placement.slotsPerRank() > INT16_MAX)
+    return "dispatch: " + std::to_string(placement.slotsPerRank()) +
+           " experts per rank do not fit the wire's int16 ids";
+  const int64_t limit = in.slots ? in.slots : in.maxTokens;
+  if (limit && in.tokens > limit) {
+    std::ostringstream os;
+    os << "dispatch: " << in.tokens << " tokens but the plan allows at most "
+       << limit << " per rank" << (in.slots ? " in the decode layout" : "")
+       << "; nothing was written";
+    return os.str();
+  }
   return std::nullopt;
 }
 } // namespace
@@ -84,30 +101,6 @@ Status ExpertParallel::reserve(std::vector<uint8_t> &space, const char *name,
   counters.noteBuffer(name, requested);
   return std::nullopt;
 }
-
-namespace {
-/// A local precondition that some rank may fail, checked before any
-/// collective of the dispatch so that every rank fails together.
-Status localProblem(const DispatchInput &in, int ranks, Placement &placement) {
-  if (in.ranks && in.ranks != ranks)
-    return "dispatch: the layer was planned for " + std::to_string(in.ranks) +
-           " expert-parallel ranks but runs on " + std::to_string(ranks);
-  if (Status e = validate(in, ranks, placement))
-    return e;
-  if (placement.slotsPerRank() > INT16_MAX)
-    return "dispatch: " + std::to_string(placement.slotsPerRank()) +
-           " experts per rank do not fit the wire's int16 ids";
-  const int64_t limit = in.slots ? in.slots : in.maxTokens;
-  if (limit && in.tokens > limit) {
-    std::ostringstream os;
-    os << "dispatch: " << in.tokens << " tokens but the plan allows at most "
-       << limit << " per rank" << (in.slots ? " in the decode layout" : "")
-       << "; nothing was written";
-    return os.str();
-  }
-  return std::nullopt;
-}
-} // namespace
 
 Status ExpertParallel::dispatch(const DispatchInput &in,
                                 const DispatchAllocator &allocate,

@@ -1,4 +1,5 @@
 //===- DecomposeLayer.cpp - split moe.layer into its steps ----------------===//
+#include "moe/Dialect/MoE/Analysis/PhasePlan.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Dialect/MoE/Transforms/Passes.h"
 
@@ -90,9 +91,16 @@ struct MoEDecomposeLayerPass
     int64_t localExperts = experts / ep;
     if (Value slots = layer.getPhysToLog())
       localExperts = cast<RankedTensorType>(slots.getType()).getDimSize(0) / ep;
+    DecodeLayout fixed;
+    if (decode) {
+      LayerShape shape;
+      shape.experts = localExperts * ep;
+      shape.ep = ep;
+      fixed = decodeLayout(shape, *layer.getMaxTokensPerRank());
+    }
     if (ep > 1) {
       int64_t maxTokens = *layer.getMaxTokensPerRank();
-      int64_t received = decode ? ep * maxTokens : ShapedType::kDynamic;
+      int64_t received = decode ? fixed.receivedRows : ShapedType::kDynamic;
       auto exchange = EpDispatchOp::create(
           b, xType.clone({received, xType.getDimSize(1)}), /*received_scales=*/Type(),
           RankedTensorType::get({received, topK}, i32),
@@ -101,7 +109,7 @@ struct MoEDecomposeLayerPass
           layer.getPhysToLog(), layer.getReplicaShare(),
           b.getI64IntegerAttr(maxTokens * ep), b.getI64IntegerAttr(ep),
           b.getI64IntegerAttr(maxTokens),
-          decode ? b.getI64IntegerAttr(maxTokens) : IntegerAttr(),
+          decode ? b.getI64IntegerAttr(fixed.slotsPerPeer) : IntegerAttr(),
           DispatchQuantizationAttr());
       expertInput = exchange.getReceived();
       ids = exchange.getLocalIds();
@@ -114,9 +122,8 @@ struct MoEDecomposeLayerPass
                                                       : inputTokens * topK;
     IntegerAttr capacity;
     if (decode) {
-      int64_t perExpert = ep > 1 ? inputTokens : *layer.getMaxTokensPerRank();
-      capacity = b.getI64IntegerAttr(perExpert);
-      rows = localExperts * perExpert;
+      capacity = b.getI64IntegerAttr(fixed.capacityPerExpert);
+      rows = fixed.maskedRows;
     }
     auto dispatch = DispatchOp::create(
         b, xType.clone({rows, xType.getDimSize(1)}),
