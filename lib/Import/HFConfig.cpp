@@ -1,9 +1,12 @@
 //===- HFConfig.cpp - MoE layer description from a HuggingFace config -----===//
 #include "moe/Import/HFConfig.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Support/JSONInput.h"
+#include "moe/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -54,12 +57,22 @@ public:
     fail(key, "a string", v);
     return "";
   }
-  /// A positive integer field.
-  int64_t positive(llvm::StringRef key) {
-    int64_t value = integer(key);
-    if (!error && value <= 0)
-      error = llvm::formatv("$.{0}: must be a positive integer, got {1}", key,
-                            value);
+  /// A positive integer field of at most `max`.
+  int64_t positive(llvm::StringRef key, int64_t max) {
+    return bounded(key, integer(key), 1, max);
+  }
+  /// An optional integer field in [min, max].
+  int64_t optional(llvm::StringRef key, int64_t fallback, int64_t min,
+                   int64_t max) {
+    return bounded(key, integer(key, fallback), min, max);
+  }
+  /// An optional number field that is finite and in [min, max].
+  double number(llvm::StringRef key, double fallback, double min, double max) {
+    double value = number(key, fallback);
+    if (!error && !(value >= min && value <= max))
+      error = llvm::formatv("$.{0}: must be a number in [{1}, {2}], got {3}",
+                            key, llvm::format("%g", min),
+                            llvm::format("%g", max), llvm::format("%g", value));
     return value;
   }
   bool has(llvm::StringRef key) const { return object.get(key) != nullptr; }
@@ -87,6 +100,18 @@ private:
     os << *got;
     failWith(llvm::formatv("$.{0}: expected {1}, got {2}", key, expected, text));
   }
+  int64_t bounded(llvm::StringRef key, int64_t value, int64_t min,
+                  int64_t max) {
+    if (error)
+      return value;
+    if (min == 1 && value <= 0)
+      error = llvm::formatv("$.{0}: must be a positive integer, got {1}", key,
+                            value);
+    else if (value < min || value > max)
+      error = llvm::formatv("$.{0}: must be in [{1}, {2}], got {3}", key, min,
+                            max, value);
+    return value;
+  }
   const json::Object &object;
 };
 
@@ -96,7 +121,7 @@ llvm::Error configError(const std::string &message) {
 } // namespace
 
 llvm::Expected<MoELayerConfig> moe::parseHFConfig(llvm::StringRef jsonText) {
-  llvm::Expected<json::Value> parsed = json::parse(jsonText);
+  llvm::Expected<json::Value> parsed = parseJSONInput(jsonText);
   if (!parsed)
     return configError("not valid JSON: " + llvm::toString(parsed.takeError()));
   const json::Object *object = parsed->getAsObject();
@@ -108,22 +133,25 @@ llvm::Expected<MoELayerConfig> moe::parseHFConfig(llvm::StringRef jsonText) {
   c.modelType = r.string("model_type");
   if (r.error)
     return configError(*r.error);
-  c.hiddenSize = r.positive("hidden_size");
-  c.topK = r.positive("num_experts_per_tok");
+  c.hiddenSize = r.positive("hidden_size", limits::kMaxHidden);
+  c.topK = r.positive("num_experts_per_tok", limits::kMaxTopK);
   if (c.modelType == "qwen3_moe" || c.modelType == "qwen2_moe") {
-    c.numExperts = r.positive("num_experts");
-    c.intermediateSize = r.positive("moe_intermediate_size");
+    c.numExperts = r.positive("num_experts", limits::kMaxExperts);
+    c.intermediateSize =
+        r.positive("moe_intermediate_size", limits::kMaxIntermediate);
     c.normalize = r.boolean("norm_topk_prob", false);
     if (r.integer("shared_expert_intermediate_size", 0) != 0)
       r.failWith("$.shared_expert_intermediate_size: a gated shared expert "
                  "(qwen2_moe) is not supported yet");
   } else if (c.modelType == "mixtral") {
-    c.numExperts = r.positive("num_local_experts");
-    c.intermediateSize = r.positive("intermediate_size");
+    c.numExperts = r.positive("num_local_experts", limits::kMaxExperts);
+    c.intermediateSize =
+        r.positive("intermediate_size", limits::kMaxIntermediate);
     c.normalize = true; // softmax over the selected logits == renormalize
   } else if (c.modelType == "deepseek_v3") {
-    c.numExperts = r.positive("n_routed_experts");
-    c.intermediateSize = r.positive("moe_intermediate_size");
+    c.numExperts = r.positive("n_routed_experts", limits::kMaxExperts);
+    c.intermediateSize =
+        r.positive("moe_intermediate_size", limits::kMaxIntermediate);
     std::string scoring = r.string("scoring_func", std::string("sigmoid"));
     if (scoring == "softmax")
       c.score = ScoreFunction::softmax;
@@ -133,19 +161,26 @@ llvm::Expected<MoELayerConfig> moe::parseHFConfig(llvm::StringRef jsonText) {
       r.failWith("$.scoring_func: expected \"softmax\" or \"sigmoid\", got \"" +
                  scoring + "\"");
     c.normalize = r.boolean("norm_topk_prob", true);
-    c.nGroup = r.integer("n_group", 1);
-    c.topkGroup = r.integer("topk_group", 1);
-    c.scale = r.number("routed_scaling_factor", 1.0);
+    c.nGroup = r.optional("n_group", 1, 1, c.numExperts);
+    c.topkGroup = r.optional("topk_group", 1, 1, c.nGroup);
+    // The scale multiplies f32 routing weights: keep it a normal f32.
+    c.scale = r.number("routed_scaling_factor", 1.0, 1e-30, 1e30);
     std::string method = r.string("topk_method", std::string("noaux_tc"));
     if (method != "noaux_tc" && method != "greedy" && method != "group_limited_greedy")
       r.failWith("$.topk_method: unknown value \"" + method + "\"");
     c.correctionBias = method == "noaux_tc";
-    c.sharedIntermediateSize =
-        r.integer("n_shared_experts", 0) * c.intermediateSize;
+    // The shared experts act as one expert of n times the width.
+    int64_t shared = r.optional("n_shared_experts", 0, 0,
+                                limits::kMaxIntermediate /
+                                    std::max<int64_t>(c.intermediateSize, 1));
+    c.sharedIntermediateSize = shared * c.intermediateSize;
   } else if (!r.error) {
     r.failWith("$.model_type: unsupported MoE model type \"" + c.modelType +
                "\" (supported: qwen3_moe, mixtral, deepseek_v3)");
   }
+  if (!r.error && c.topK > c.numExperts)
+    r.failWith(llvm::formatv("$.num_experts_per_tok: {0} is more than the {1} "
+                             "experts", c.topK, c.numExperts));
   if (r.error)
     return configError(*r.error);
   return c;
@@ -217,21 +252,40 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
 json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout,
                            llvm::StringRef elementType,
                            llvm::StringRef funcName) {
-  json::Array args{"x[T,H]", "router_weight[E,H]"};
-  if (c.correctionBias)
-    args.push_back("correction_bias[E] (f32)");
+  // Each argument twice: as text for people, and as name, shape (-1: the
+  // token count) and dtype for callers that check what they pass.
+  json::Array args, parameters;
+  auto add = [&](llvm::StringRef text, llvm::StringRef name,
+                 std::vector<int64_t> shape, llvm::StringRef dtype) {
+    args.push_back(text);
+    json::Array dims;
+    for (int64_t d : shape)
+      dims.push_back(d);
+    parameters.push_back(json::Object{
+        {"name", name}, {"shape", std::move(dims)}, {"dtype", dtype}});
+  };
+  const int64_t h = c.hiddenSize, e = c.numExperts, i = c.intermediateSize,
+                s = c.sharedIntermediateSize;
   const bool placed = layout.ep > 1 && layout.physicalExperts;
-  args.push_back(placed ? "w13[P/ep,2I,H]" : "w13[E/ep,2I,H]");
-  args.push_back(placed ? "w2[P/ep,H,I]" : "w2[E/ep,H,I]");
-  if (c.sharedIntermediateSize) {
-    args.push_back("shared_w13[2Is,H]");
-    args.push_back("shared_w2[H,Is]");
+  const int64_t local = (placed ? layout.physicalExperts : e) / layout.ep;
+  add("x[T,H]", "x", {-1, h}, elementType);
+  add("router_weight[E,H]", "router_weight", {e, h}, elementType);
+  if (c.correctionBias)
+    add("correction_bias[E] (f32)", "correction_bias", {e}, "f32");
+  add(placed ? "w13[P/ep,2I,H]" : "w13[E/ep,2I,H]", "w13", {local, 2 * i, h},
+      elementType);
+  add(placed ? "w2[P/ep,H,I]" : "w2[E/ep,H,I]", "w2", {local, h, i},
+      elementType);
+  if (s) {
+    add("shared_w13[2Is,H]", "shared_w13", {2 * s, h}, elementType);
+    add("shared_w2[H,Is]", "shared_w2", {h, s}, elementType);
   }
   if (placed) {
-    args.push_back("phys_to_log[P] (i32)");
-    args.push_back("replica_share[P] (f32)");
+    add("phys_to_log[P] (i32)", "phys_to_log", {layout.physicalExperts}, "i32");
+    add("replica_share[P] (f32)", "replica_share", {layout.physicalExperts},
+        "f32");
   } else if (layout.ep > 1) {
-    args.push_back("expert_rank[E] (i32)");
+    add("expert_rank[E] (i32)", "expert_rank", {e}, "i32");
   }
   json::Object parallel{{"ep", layout.ep}, {"tp", layout.tp}};
   if (layout.ep > 1) {
@@ -263,6 +317,7 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
        json::Object{{"symbol", ("_mlir_ciface_" + funcName).str()},
                     {"abi", "MLIR strided memref descriptors; result first"},
                     {"arguments", std::move(args)},
+                    {"parameters", std::move(parameters)},
                     {"result", "y[T,H]"}}},
   };
 }

@@ -1,15 +1,56 @@
-"""Runs a compiled MoE layer on numpy inputs."""
+"""Runs a compiled MoE layer on numpy inputs, after checking them against its plan."""
+import numpy as np
+
 from .memref import CompiledFunction
 from .weights import DTYPES
 
-
 PHASES = {"auto": 0, "prefill": 1, "decode": 2}
+_DTYPES = {**DTYPES, "i32": np.int32}
+
+
+def check_arguments(plan, x, weights):
+    """Returns the arrays in the entry point's order, or raises ValueError naming
+    the argument whose name, shape or dtype differs from the plan's parameters.
+    `weights` maps parameter names to arrays (any order)."""
+    parameters = [p for p in plan["entry_point"]["parameters"] if p["name"] != "phase"]
+    names = [p["name"] for p in parameters]
+    given = {"x": x, **weights}
+    missing = [n for n in names if n not in given]
+    extra = [n for n in given if n not in names]
+    if missing or extra:
+        raise ValueError(f"layer arguments: missing {missing}, unexpected {extra}; "
+                         f"the entry point takes {names}")
+    ordered = []
+    for p in parameters:
+        a = given[p["name"]]
+        if not isinstance(a, np.ndarray):
+            raise ValueError(f"{p['name']}: expected a numpy array, got {type(a).__name__}")
+        want = np.dtype(_DTYPES[p["dtype"]])
+        if a.dtype != want:
+            raise ValueError(f"{p['name']}: expected dtype {p['dtype']} ({want}), got {a.dtype}")
+        shape = p["shape"]
+        if a.ndim != len(shape) or any(w not in (-1, g) for w, g in zip(shape, a.shape)):
+            expected = "[" + ", ".join("T" if w == -1 else str(w) for w in shape) + "]"
+            raise ValueError(f"{p['name']}: expected shape {expected}, got {list(a.shape)}")
+        ordered.append(a)
+    tokens = x.shape[0]
+    limit = plan["layout"].get("max_tokens_per_rank")
+    if limit is not None and tokens > limit:
+        raise ValueError(f"x: {tokens} tokens, but the layer was compiled for at most "
+                         f"{limit} per rank")
+    if tokens >= 2**31:
+        raise ValueError(f"x: {tokens} tokens is more than the 2^31 a call takes")
+    return ordered
 
 
 def run_layer(library, plan, x, weights, phase="auto"):
-    """`phase` matters for layers compiled with prefill and decode variants."""
+    """`weights` maps the plan's parameter names to arrays; `phase` matters for
+    layers compiled with prefill and decode variants."""
+    arrays = check_arguments(plan, x, weights)
     fn = CompiledFunction(library, plan["entry_point"]["symbol"].removeprefix("_mlir_ciface_"),
                           [(2, DTYPES[plan["element_type"]])])
     if "phase_argument" in plan["entry_point"]:
-        return fn(x, *weights.values(), PHASES[phase])
-    return fn(x, *weights.values())
+        if phase not in PHASES:
+            raise ValueError(f"phase: expected one of {list(PHASES)}, got {phase!r}")
+        return fn(*arrays, PHASES[phase])
+    return fn(*arrays)

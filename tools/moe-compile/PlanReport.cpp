@@ -7,6 +7,7 @@
 #include "moe/Dialect/MoE/Analysis/WorkspacePlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
 namespace json = llvm::json;
@@ -45,7 +46,7 @@ json::Object phaseReport(const moe::LayerShape &shape, moe::DispatchBounds bound
 }
 } // namespace
 
-json::Value moe_compile::planReport(ModuleOp module,
+llvm::Expected<json::Value> moe_compile::planReport(ModuleOp module,
                                     const moe::MoELayerConfig &config,
                                     const moe::ParallelLayout &layout,
                                     llvm::StringRef elementType,
@@ -100,11 +101,17 @@ json::Value moe_compile::planReport(ModuleOp module,
   json::Array buffers;
   int64_t total = 0;
   for (const moe::BufferFootprint &b : moe::moeBuffers(shape)) {
+    std::optional<int64_t> bytes = llvm::checkedMul(b.bytesPerToken, tokens);
+    std::optional<int64_t> sum = bytes ? llvm::checkedAdd(total, *bytes) : std::nullopt;
+    if (!sum)
+      return llvm::createStringError(
+          "plan: the buffer " + b.name + " of " + std::to_string(tokens) +
+          " tokens needs more bytes than a 64-bit size holds");
     buffers.push_back(json::Object{{"name", b.name},
                                    {"bytes_per_token", b.bytesPerToken},
                                    {"formula", b.formula},
-                                   {"bytes", b.bytesPerToken * tokens}});
-    total += b.bytesPerToken * tokens;
+                                   {"bytes", *bytes}});
+    total = *sum;
   }
   plan["buffers"] = json::Object{{"tokens_per_chunk", tokens},
                                  {"list", std::move(buffers)},
@@ -156,6 +163,9 @@ json::Value moe_compile::planReport(ModuleOp module,
       (*entry)["phase_argument"] = "i32, last: 0 by token count, 1 prefill, 2 decode";
       if (json::Array *args = entry->getArray("arguments"))
         args->push_back("phase: i32");
+      if (json::Array *parameters = entry->getArray("parameters"))
+        parameters->push_back(json::Object{
+            {"name", "phase"}, {"shape", json::Array{}}, {"dtype", "i32"}});
     }
   }
   plan["phases"] = std::move(phases);

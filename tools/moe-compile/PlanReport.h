@@ -12,13 +12,12 @@ namespace moe_compile {
 /// The layer's plan (shapes, routing, ABI) plus what the planning passes
 /// decided: the chunking (from `moe.chunk_plan`) and every MoE buffer with
 /// its formula and size at the planned maxima.
-llvm::json::Value planReport(mlir::ModuleOp module,
-                             const mlir::moe::MoELayerConfig &config,
-                             const mlir::moe::ParallelLayout &layout,
-                             llvm::StringRef elementType,
-                             llvm::StringRef dispatchQuantization,
-                             bool dedupeTp, llvm::StringRef funcName,
-                             int64_t decodeMaxTokens);
+/// Fails when a size of the plan does not fit 64 bits.
+llvm::Expected<llvm::json::Value>
+planReport(mlir::ModuleOp module, const mlir::moe::MoELayerConfig &config,
+           const mlir::moe::ParallelLayout &layout, llvm::StringRef elementType,
+           llvm::StringRef dispatchQuantization, bool dedupeTp,
+           llvm::StringRef funcName, int64_t decodeMaxTokens);
 
 } // namespace moe_compile
 

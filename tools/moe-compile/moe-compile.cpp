@@ -8,10 +8,12 @@
 //===----------------------------------------------------------------------===//
 #include "ObjectEmitter.h"
 #include "PlanReport.h"
+#include "moe/Dialect/MoE/Analysis/DispatchPlan.h"
 #include "moe/Dialect/MoE/Transforms/Passes.h"
 #include "moe/Import/HFConfig.h"
 #include "moe/InitAll.h"
 #include "moe/Pipelines/Pipelines.h"
+#include "moe/Support/Limits.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -20,10 +22,12 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/IR/LLVMContext.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -120,15 +124,172 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
-/// Writes `text` to the output file (or stdout), all or nothing.
-int writeText(llvm::function_ref<void(llvm::raw_ostream &)> print) {
+/// The plan report, when --plan asks for one: written only after the main
+/// output, so that a failed run leaves neither behind.
+std::optional<std::string> planText;
+
+/// Writes `text` to `path` (or stdout for "-"), all or nothing.
+int writeFile(llvm::StringRef path,
+              llvm::function_ref<void(llvm::raw_ostream &)> print) {
   std::string error;
-  auto out = openOutputFile(outputFile, &error);
+  auto out = openOutputFile(path, &error);
   if (!out)
     return fail(error);
   print(out->os());
+  out->os().flush();
+  if (out->os().has_error())
+    return fail("cannot write " + path + ": " + out->os().error().message());
   out->keep();
   return 0;
+}
+
+/// Writes the plan report after the main output at `written`; on failure
+/// removes that output again.
+int finish(llvm::StringRef written) {
+  if (!planText)
+    return 0;
+  if (int rc = writeFile(planFile, [](llvm::raw_ostream &os) { os << *planText; })) {
+    if (written != "-")
+      llvm::sys::fs::remove(written);
+    return rc;
+  }
+  return 0;
+}
+
+/// Writes `text` to the output file (or stdout), then the plan report.
+int writeText(llvm::function_ref<void(llvm::raw_ostream &)> print) {
+  if (int rc = writeFile(outputFile, print))
+    return rc;
+  return finish(outputFile);
+}
+
+/// Moves a finished temporary file to the output path (a rename where both
+/// are on one file system), then writes the plan report.
+int publish(llvm::StringRef temporary) {
+  if (llvm::sys::fs::rename(temporary, outputFile)) {
+    if (std::error_code ec = llvm::sys::fs::copy_file(temporary, outputFile)) {
+      llvm::sys::fs::remove(outputFile);
+      return fail("cannot write " + outputFile + ": " + ec.message());
+    }
+  }
+  return finish(outputFile);
+}
+
+bool given(const cl::Option &option) { return option.getNumOccurrences() > 0; }
+
+/// Checks --entry: a C identifier that clashes with nothing the layer links.
+std::optional<std::string> entryProblem(llvm::StringRef name) {
+  if (name.empty())
+    return "--entry must name the layer function, got an empty name";
+  if (name.size() > 200)
+    return "--entry is longer than 200 characters";
+  if (!(llvm::isAlpha(name[0]) || name[0] == '_') ||
+      !llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; }))
+    return ("--entry must be a C identifier ([A-Za-z_][A-Za-z0-9_]*), got '" +
+            name + "'")
+        .str();
+  for (llvm::StringRef prefix : {"moert_", "mgpu", "_mlir", "__", "llvm_"})
+    if (name.starts_with(prefix))
+      return ("--entry '" + name + "' starts with '" + prefix +
+              "', which the runtime and generated code reserve")
+          .str();
+  for (llvm::StringRef reserved :
+       {"main", "malloc", "free", "calloc", "realloc", "aligned_alloc", "abort",
+        "exit", "memcpy", "memmove", "memset", "printf", "puts", "putchar"})
+    if (name == reserved)
+      return ("--entry '" + name +
+              "' clashes with a C library function the layer links")
+          .str();
+  return std::nullopt;
+}
+
+/// Checks the options on their own; the ones that need the config are
+/// checked by configProblem.
+std::optional<std::string> optionProblem() {
+  using namespace moe::limits;
+  if (configFile.empty() == inputFile.empty())
+    return "give exactly one input: --config config.json or an .mlir file";
+  if (dispatchQuant != "none" && dispatchQuant != "fp8-e4m3-g128" &&
+      dispatchQuant != "fp8-e4m3-g32-ue8m0")
+    return "--dispatch-quant must be none, fp8-e4m3-g128 or "
+           "fp8-e4m3-g32-ue8m0, got '" + dispatchQuant + "'";
+  if (ep < 1 || ep > kMaxRanks)
+    return llvm::formatv("--ep must be in [1, {0}], got {1}", kMaxRanks,
+                         ep.getValue()).str();
+  if (tp < 1 || ep % tp != 0)
+    return llvm::formatv("--tp must be positive and divide --ep ({0}), got {1}",
+                         ep.getValue(), tp.getValue()).str();
+  if (maxTokensPerRank < 1 || maxTokensPerRank > kMaxTokens)
+    return llvm::formatv("--max-tokens-per-rank must be in [1, {0}], got {1}",
+                         kMaxTokens, maxTokensPerRank.getValue()).str();
+  if (chunkBudget < 0)
+    return llvm::formatv("--chunk-budget-bytes must be 0 (no limit) or "
+                         "positive, got {0}", chunkBudget.getValue()).str();
+  // A decode maximum above --max-tokens-per-rank is clamped to it.
+  if (decodeMaxTokens < 0 || decodeMaxTokens > kMaxTokens)
+    return llvm::formatv("--decode-max-tokens must be 0 (off) or positive up "
+                         "to {0}, got {1}", kMaxTokens,
+                         decodeMaxTokens.getValue()).str();
+  if (physicalExperts < 0 || physicalExperts > kMaxExperts ||
+      physicalExperts % ep != 0)
+    return llvm::formatv("--physical-experts must be 0 or a multiple of --ep "
+                         "up to {0}, got {1}", kMaxExperts,
+                         physicalExperts.getValue()).str();
+  if (physicalExperts > 0 && ep == 1)
+    return "--physical-experts places experts on EP ranks: it needs --ep > 1";
+  if (dtype != "f32" && dtype != "bf16")
+    return "--dtype must be f32 or bf16, got '" + dtype + "'";
+  if (auto problem = entryProblem(entry))
+    return problem;
+  if (dispatchQuant != "none" && ep == 1)
+    return "--dispatch-quant quantizes the expert-parallel dispatch: it needs "
+           "--ep > 1";
+  if (!fp8Gemm && dispatchQuant == "none")
+    return "--fp8-gemm=false chooses how FP8 dispatches reach the GEMM: it "
+           "needs --dispatch-quant";
+  if (noTpDedupe && tp == 1)
+    return "--no-tp-dedupe needs --tp > 1";
+  if (target == Target::Cuda && emit != Emit::Mlir && emit != Emit::Lowered)
+    return "--target=cuda produces IR with embedded PTX: use --emit=lowered";
+  if ((emit == Emit::Object || emit == Emit::Shared) && outputFile == "-")
+    return "--emit=obj and --emit=shared need -o <path>";
+  if (!planFile.empty() && configFile.empty())
+    return "--plan needs --config";
+  if (!planFile.empty() && planFile == outputFile)
+    return "--plan and -o name the same file";
+  if (!inputFile.empty()) {
+    // An .mlir input carries its layout and types in the IR.
+    const cl::Option *layoutOptions[] = {&ep, &tp, &dtype, &physicalExperts};
+    for (const cl::Option *option : layoutOptions)
+      if (given(*option))
+        return ("--" + option->ArgStr + " applies to --config inputs; an .mlir "
+                "input carries it in its IR").str();
+    if (given(maxTokensPerRank) && chunkBudget == 0)
+      return "with an .mlir input, --max-tokens-per-rank only bounds "
+             "--chunk-budget-bytes planning; give both or neither";
+  }
+  return std::nullopt;
+}
+
+/// Checks the options against the model's config.
+std::optional<std::string> configProblem(const moe::MoELayerConfig &config) {
+  if (ep > 1 && physicalExperts == 0 && config.numExperts % ep != 0)
+    return llvm::formatv("--ep {0} does not divide the {1} experts of the "
+                         "config", ep.getValue(), config.numExperts).str();
+  if (physicalExperts > 0 && physicalExperts < config.numExperts)
+    return llvm::formatv("--physical-experts {0} is fewer than the {1} "
+                         "experts: every expert needs a slot",
+                         physicalExperts.getValue(), config.numExperts).str();
+  if (dispatchQuant != "none") {
+    int64_t group =
+        moe::scaleGroup(*moe::parseWireFormat(dispatchQuant.getValue()));
+    if (config.hiddenSize % group != 0)
+      return llvm::formatv("--dispatch-quant {0} scales groups of {1} "
+                           "elements: hidden size {2} is not a multiple",
+                           dispatchQuant.getValue(), group,
+                           config.hiddenSize).str();
+  }
+  return std::nullopt;
 }
 
 OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
@@ -180,25 +341,8 @@ int main(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   cl::ParseCommandLineOptions(argc, argv, "moe-compile: MoE layer compiler\n");
-  if (configFile.empty() == inputFile.empty())
-    return fail("give exactly one input: --config config.json or an .mlir file");
-  if (dispatchQuant != "none" && dispatchQuant != "fp8-e4m3-g128" &&
-      dispatchQuant != "fp8-e4m3-g32-ue8m0")
-    return fail("--dispatch-quant must be none, fp8-e4m3-g128 or "
-                "fp8-e4m3-g32-ue8m0, got '" + dispatchQuant + "'");
-  if (ep < 1 || maxTokensPerRank < 1 || tp < 1)
-    return fail("--ep, --tp and --max-tokens-per-rank must be positive");
-  if (physicalExperts < 0 || (physicalExperts && physicalExperts % ep != 0))
-    return fail("--physical-experts must be 0 or a multiple of --ep");
-  if (decodeMaxTokens < 0)
-    return fail("--decode-max-tokens must be 0 (off) or positive");
-  if (dtype != "f32" && dtype != "bf16")
-    return fail("--dtype must be f32 or bf16, got '" + dtype + "'");
-  if (target == Target::Cuda && emit != Emit::Mlir && emit != Emit::Lowered)
-    return fail("--target=cuda produces IR with embedded PTX: use "
-                "--emit=lowered");
-  if ((emit == Emit::Object || emit == Emit::Shared) && outputFile == "-")
-    return fail("--emit=obj and --emit=shared need -o <path>");
+  if (auto problem = optionProblem())
+    return fail(*problem);
 
   DialectRegistry registry;
   moe::registerMoECompilerDialects(registry);
@@ -210,7 +354,12 @@ int main(int argc, char **argv) {
 
   std::optional<moe::MoELayerConfig> config;
   OwningOpRef<ModuleOp> module = loadInput(context, sourceMgr, config);
-  if (!module || failed(verify(*module)))
+  if (!module)
+    return 1;
+  if (config)
+    if (auto problem = configProblem(*config))
+      return fail(configFile + ": " + *problem);
+  if (failed(verify(*module)))
     return 1;
 
   // Phase variants first, so that chunking plans each of them.
@@ -230,18 +379,12 @@ int main(int argc, char **argv) {
     return 1;
 
   if (!planFile.empty()) {
-    if (!config)
-      return fail("--plan needs --config");
-    std::string error;
-    auto out = openOutputFile(planFile, &error);
-    if (!out)
-      return fail(error);
-    out->os() << llvm::formatv("{0:2}", moe_compile::planReport(
-                                           *module, *config, layout(), dtype,
-                                           dispatchQuant, !noTpDedupe, entry,
-                                           decodeMaxTokens))
-              << "\n";
-    out->keep();
+    llvm::Expected<llvm::json::Value> report = moe_compile::planReport(
+        *module, *config, layout(), dtype, dispatchQuant, !noTpDedupe, entry,
+        decodeMaxTokens);
+    if (!report)
+      return fail(llvm::toString(report.takeError()));
+    planText = llvm::formatv("{0:2}\n", *report);
   }
   if (emit == Emit::Mlir)
     return writeText([&](llvm::raw_ostream &os) { module->print(os); });
@@ -267,24 +410,21 @@ int main(int argc, char **argv) {
     return fail(llvm::toString(llvmModule.takeError()));
   if (emit == Emit::LLVMIR)
     return writeText([&](llvm::raw_ostream &os) { (*llvmModule)->print(os, nullptr); });
-  if (emit == Emit::Object) {
-    if (llvm::Error e = moe_compile::writeObject(**llvmModule, outputFile))
-      return fail(llvm::toString(std::move(e)));
-    return 0;
-  }
 
-  // Shared library: object and library go to temporaries first, so that a
-  // failure leaves nothing at the output path.
+  // Objects and libraries go to temporaries next to the output first, so that
+  // a failure leaves nothing at the output path.
   llvm::SmallString<128> object, library;
-  if (llvm::sys::fs::createTemporaryFile("moe-layer", "o", object) ||
-      llvm::sys::fs::createTemporaryFile("moe-layer", "so", library))
-    return fail("cannot create temporary files");
+  std::string pattern = outputFile.getValue() + ".tmp-%%%%%%";
+  if (llvm::sys::fs::createUniqueFile(pattern, object) ||
+      (emit == Emit::Shared &&
+       llvm::sys::fs::createUniqueFile(pattern, library)))
+    return fail("cannot create a temporary file next to " + outputFile);
   llvm::FileRemover removeObject(object), removeLibrary(library);
   if (llvm::Error e = moe_compile::writeObject(**llvmModule, object))
     return fail(llvm::toString(std::move(e)));
+  if (emit == Emit::Object)
+    return publish(object);
   if (llvm::Error e = moe_compile::linkShared(object, library, runtimeLibDir(argv[0])))
     return fail(llvm::toString(std::move(e)));
-  if (std::error_code ec = llvm::sys::fs::copy_file(library, outputFile))
-    return fail("cannot write " + outputFile + ": " + ec.message());
-  return 0;
+  return publish(library);
 }
