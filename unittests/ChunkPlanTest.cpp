@@ -72,3 +72,48 @@ TEST(ChunkPlan, MoreRanksMeanMoreReceiveBuffers) {
   many.ep = 64;
   EXPECT_LT(moeBytesPerToken(one), moeBytesPerToken(many));
 }
+
+// Issue 9: a rank of 0 tokens (a static 0-token layer) plans one chunk size
+// of 1 and no chunk, instead of dividing by a chunk size of 0.
+TEST(ChunkPlan, ZeroTokensPlanNoChunk) {
+  LayerShape s = deepseekLike();
+  std::string error;
+  auto plan = planChunks(s, int64_t(1) << 40, 0, error);
+  ASSERT_TRUE(plan) << error;
+  EXPECT_EQ(plan->chunkSize, 1);
+  EXPECT_EQ(plan->maxChunks, 0);
+  EXPECT_FALSE(plan->chunked);
+}
+
+// Issue 9: sizes near 2^62 are an error, not a wrapped plan.
+TEST(ChunkPlan, HugeSizesAreAnError) {
+  for (int64_t LayerShape::*field :
+       {&LayerShape::hidden, &LayerShape::intermediate, &LayerShape::experts,
+        &LayerShape::topK, &LayerShape::ep, &LayerShape::sharedIntermediate}) {
+    LayerShape s = deepseekLike();
+    s.*field = int64_t(1) << 62;
+    std::string error;
+    EXPECT_FALSE(planChunks(s, INT64_MAX, 4096, error));
+    EXPECT_NE(error.find("outside"), std::string::npos) << error;
+    EXPECT_TRUE(moeBuffers(s).empty());
+    EXPECT_EQ(moeBytesPerToken(s), -1);
+  }
+  std::string error;
+  EXPECT_FALSE(planChunks(deepseekLike(), INT64_MAX, int64_t(1) << 62, error));
+  EXPECT_NE(error.find("max tokens per rank"), std::string::npos) << error;
+  EXPECT_FALSE(planChunks(deepseekLike(), INT64_MAX, -1, error));
+  EXPECT_FALSE(planChunks(deepseekLike(), 0, 16, error));
+}
+
+// The largest layer within the limits plans without overflow.
+TEST(ChunkPlan, LargestShapeWithinLimitsPlans) {
+  LayerShape s;
+  s.hidden = s.intermediate = s.experts = s.sharedIntermediate = int64_t(1) << 20;
+  s.topK = 1024;
+  s.ep = int64_t(1) << 16;
+  s.elementBytes = 8;
+  EXPECT_FALSE(checkLayerShape(s));
+  EXPECT_GT(moeBytesPerToken(s), 0);
+  std::string error;
+  EXPECT_TRUE(planChunks(s, INT64_MAX, int64_t(1) << 31, error)) << error;
+}

@@ -78,13 +78,13 @@ TEST(PhaseDecision, DecodeLayoutIsStatic) {
   shape.experts = 16;
   shape.ep = 4;
   shape.topK = 2;
-  DecodeLayout d = decodeLayout(shape, 8);
+  DecodeLayout d = *decodeLayout(shape, 8);
   EXPECT_EQ(d.slotsPerPeer, 8);
   EXPECT_EQ(d.receivedRows, 32);      // 4 ranks x 8 slots
   EXPECT_EQ(d.capacityPerExpert, 32); // each received row meets an expert once
   EXPECT_EQ(d.maskedRows, 4 * 32);    // 4 local experts
   shape.ep = 1;
-  DecodeLayout one = decodeLayout(shape, 8);
+  DecodeLayout one = *decodeLayout(shape, 8);
   EXPECT_EQ(one.receivedRows, 8);
   EXPECT_EQ(one.maskedRows, 16 * 8);
 }
@@ -142,4 +142,68 @@ TEST(BufferPlan, DecodeWorkspacesAreFixedBlocks) {
   EXPECT_EQ(plannedReceiveRows(b), 16);
   EXPECT_EQ(dispatchRowBytes(b), 64 + 4 * 6);
   EXPECT_EQ(planWorkspaces(b)[1].formula, "ep * slots * (wire activation bytes + 6 * top_k)");
+}
+
+// Issue 9: sizes near 2^62 make the planners fail instead of wrapping into
+// a wrong plan (checked arithmetic).
+TEST(Overflow, DecodeLayoutFailsInsteadOfWrapping) {
+  LayerShape shape;
+  shape.experts = int64_t(1) << 40;
+  shape.ep = 1;
+  EXPECT_FALSE(decodeLayout(shape, int64_t(1) << 30));
+  shape.ep = int64_t(1) << 20;
+  shape.experts = shape.ep;
+  EXPECT_FALSE(decodeLayout(shape, int64_t(1) << 62));
+  EXPECT_FALSE(decodeLayout(shape, -1));
+}
+
+TEST(Overflow, PlannedSizesNeedI32RowIds) {
+  LayerShape shape;
+  shape.hidden = 64;
+  shape.intermediate = 32;
+  shape.experts = 8;
+  shape.topK = 2;
+  shape.ep = 2;
+  EXPECT_FALSE(checkPlannedSizes(shape, 256));
+  // 2 ranks x 2^30 tokens x 2 choices = 2^32 pairs: more than i32 row ids.
+  EXPECT_TRUE(checkPlannedSizes(shape, int64_t(1) << 30));
+  EXPECT_TRUE(checkPlannedSizes(shape, int64_t(1) << 62));
+}
+
+TEST(Overflow, WorkspacesOverflowToNothing) {
+  DispatchBounds b;
+  b.ep = 4;
+  b.maxTokens = int64_t(1) << 62;
+  b.topK = 8;
+  b.hidden = 7168;
+  b.elementBytes = 2;
+  b.wireActivationBytes = 7168 * 2;
+  b.capacity = int64_t(1) << 62;
+  EXPECT_TRUE(planWorkspaces(b).empty());
+  EXPECT_EQ(plannedSendRows(b), -1);
+  ASSERT_TRUE(checkDispatchBounds(b));
+  EXPECT_NE(checkDispatchBounds(b)->find("max_tokens"), std::string::npos);
+  b.maxTokens = 256;
+  b.capacity = 1024;
+  EXPECT_FALSE(checkDispatchBounds(b));
+  // A dynamic top-k (ShapedType::kDynamic = INT64_MIN) is not a size.
+  b.topK = INT64_MIN;
+  EXPECT_TRUE(checkDispatchBounds(b));
+  EXPECT_EQ(dispatchRowBytes(b), -1);
+}
+
+TEST(Overflow, WireBytesOverflowIsInvalid) {
+  LayerShape shape;
+  shape.ep = 4;
+  shape.topK = 8;
+  EXPECT_FALSE(prefillDispatchBytes(shape, int64_t(1) << 40, int64_t(1) << 30).valid);
+  EXPECT_FALSE(decodeDispatchBytes(shape, int64_t(1) << 40, int64_t(1) << 30, 1).valid);
+  EXPECT_EQ(wireActivationBytes(WireFormat::Native, int64_t(1) << 62, 4), -1);
+}
+
+TEST(Overflow, TpDecisionsNeverOverflow) {
+  EXPECT_EQ(*decideTpDedupe(2, INT64_MAX).slicedMaxTokens, INT64_MAX / 2 + 1);
+  RowRange r = tpSliceRows(INT64_MAX, 2, 3); // past the group: empty
+  EXPECT_EQ(r.size, 0);
+  EXPECT_EQ(tpSliceRows(0, 4, 1).size, 0);
 }

@@ -40,4 +40,22 @@ TEST(RoutingAttr, RulesHaveTheirIds) {
   EXPECT_EQ(routingError(2, 1, 1, 0.0).rfind("routing_c4:", 0), 0u);
   EXPECT_EQ(routingError(2, 1, 1, -1.0).rfind("routing_c4:", 0), 0u);
 }
+
+// Issue 9: a scale that is not a normal f32 would lower to 0, +inf or a
+// subnormal constant (routing_c5).
+TEST(RoutingAttr, ScaleMustBeANormalF32) {
+  EXPECT_EQ(routingError(2, 1, 1, 1e-50).rfind("routing_c5:", 0), 0u);
+  EXPECT_EQ(routingError(2, 1, 1, 1e39).rfind("routing_c5:", 0), 0u);
+  EXPECT_EQ(routingError(2, 1, 1, 1e-40).rfind("routing_c5:", 0), 0u); // subnormal
+  EXPECT_EQ(routingError(2, 1, 1, 0x1p-126), "");                       // FLT_MIN
+  EXPECT_EQ(routingError(2, 1, 1, 3.4028234e38), "");                   // ~FLT_MAX
+  EXPECT_EQ(routingError(2, 1, 1, 1e-30), "");
+}
+
+// Issue 9: top_k and n_group are bounded by limits::kMaxTopK (routing_c6).
+TEST(RoutingAttr, TopKAndGroupsAreBounded) {
+  EXPECT_EQ(routingError(int64_t(1) << 62, 1, 1, 1.0).rfind("routing_c6:", 0), 0u);
+  EXPECT_EQ(routingError(2, int64_t(1) << 62, 1, 1.0).rfind("routing_c6:", 0), 0u);
+  EXPECT_EQ(routingError(1024, 1024, 1024, 1.0), "");
+}
 } // namespace

@@ -2,6 +2,8 @@
 // RUN: not moe-opt %s -split-input-file --convert-moe-to-linalg 2>&1 >/dev/null | FileCheck %s --check-prefix=ERR
 
 // Tests that softmax moe.route lowers to an f32 router GEMM, softmax, rank top-k (ties to lower id), normalization.
+// The rank comparison is a total order (issue 9, a NaN score routes deterministically): `other` beats
+// `self` when it is greater, or is a number and self is NaN, or ties (equal, or both NaN) with a lower index.
 // CHECK-LABEL: func.func @route_softmax
 // CHECK-SAME: (%[[X:.+]]: tensor<?x16xf32>, %[[WR:.+]]: tensor<4x16xf32>)
 // CHECK: %[[LOGITS:.+]] = linalg.generic
@@ -20,11 +22,22 @@
 // CHECK: arith.divf
 // CHECK: %[[RANK:.+]] = linalg.generic
 // CHECK-SAME: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
-// CHECK: %[[OTHER_GT:.+]] = arith.cmpf ogt
-// CHECK: %[[OTHER_EQ:.+]] = arith.cmpf oeq
-// CHECK: %[[BEFORE:.+]] = arith.cmpi ult
-// CHECK: %[[TIE:.+]] = arith.andi %[[OTHER_EQ]], %[[BEFORE]]
-// CHECK: arith.ori %[[OTHER_GT]], %[[TIE]]
+// CHECK: ^bb0(%[[SELF:.+]]: f32, %[[OTHER:.+]]: f32, %[[ACC:.+]]: i32):
+// CHECK: %[[IS:.+]] = linalg.index 2
+// CHECK: %[[IO:.+]] = linalg.index 3
+// CHECK: %[[BEFORE:.+]] = arith.cmpi ult, %[[IO]], %[[IS]]
+// CHECK: %[[OTHER_GT:.+]] = arith.cmpf ogt, %[[OTHER]], %[[SELF]]
+// CHECK: %[[OTHER_EQ:.+]] = arith.cmpf oeq, %[[OTHER]], %[[SELF]]
+// CHECK: %[[OTHER_NAN:.+]] = arith.cmpf uno, %[[OTHER]], %[[OTHER]]
+// CHECK: %[[SELF_NAN:.+]] = arith.cmpf uno, %[[SELF]], %[[SELF]]
+// CHECK: %[[BOTH_NAN:.+]] = arith.andi %[[OTHER_NAN]], %[[SELF_NAN]]
+// CHECK: %[[TIE:.+]] = arith.ori %[[OTHER_EQ]], %[[BOTH_NAN]]
+// CHECK: %[[OTHER_NUM:.+]] = arith.xori %[[OTHER_NAN]], %{{.+}}
+// CHECK: %[[NUM_OVER_NAN:.+]] = arith.andi %[[SELF_NAN]], %[[OTHER_NUM]]
+// CHECK: %[[TIE_BEFORE:.+]] = arith.andi %[[TIE]], %[[BEFORE]]
+// CHECK: %[[ABOVE:.+]] = arith.ori %[[OTHER_GT]], %[[NUM_OVER_NAN]]
+// CHECK: %[[BEATS:.+]] = arith.ori %[[ABOVE]], %[[TIE_BEFORE]]
+// CHECK: arith.select %[[BEATS]]
 // CHECK: %[[RANK2:.+]] = tensor.collapse_shape %[[RANK]]
 // CHECK: %[[IDS:.+]] = linalg.generic {{.*}} ins(%[[RANK2]] : tensor<?x4xi32>) outs({{.*}} : tensor<?x2xi32>)
 // CHECK: %[[PICKED:.+]] = linalg.generic {{.*}} ins(%[[RANK2]], %[[SCORES]] : tensor<?x4xi32>, tensor<?x4xf32>) outs({{.*}} : tensor<?x2xf32>)
@@ -164,14 +177,18 @@ func.func @grouped_matmul_f32(%in: tensor<?x64xf32>, %w: tensor<8x32x64xf32>,
 
 // -----
 
-// Tests that moe.activation lowers to silu(gate) * up over the two column halves.
+// Tests that moe.activation lowers to silu(gate) * up over the two column halves, read at
+// (r, c) and (r, c + I) without slices (a static 0-row input has no slice offset 0).
 // CHECK-LABEL: func.func @activation
 // CHECK-SAME: (%[[H:.+]]: tensor<?x16xf32>)
 // CHECK: %[[T:.+]] = tensor.dim %[[H]]
-// CHECK: %[[GATE:.+]] = tensor.extract_slice %[[H]][0, 0] [%[[T]], 8] [1, 1] : tensor<?x16xf32> to tensor<?x8xf32>
-// CHECK: %[[UP:.+]] = tensor.extract_slice %[[H]][0, 8] [%[[T]], 8] [1, 1] : tensor<?x16xf32> to tensor<?x8xf32>
-// CHECK: %[[A:.+]] = linalg.generic {{.*}} ins(%[[GATE]], %[[UP]] : tensor<?x8xf32>, tensor<?x8xf32>)
-// CHECK: ^bb0(%[[G:.+]]: f32, %[[U:.+]]: f32, %{{.+}}: f32):
+// CHECK: %[[INIT:.+]] = tensor.empty(%[[T]]) : tensor<?x8xf32>
+// CHECK: %[[A:.+]] = linalg.generic {{.*}} outs(%[[INIT]] : tensor<?x8xf32>)
+// CHECK: %[[R:.+]] = linalg.index 0
+// CHECK: %[[C:.+]] = linalg.index 1
+// CHECK: %[[UPC:.+]] = arith.addi %[[C]], %{{.+}}
+// CHECK: %[[G:.+]] = tensor.extract %[[H]][%[[R]], %[[C]]]
+// CHECK: %[[U:.+]] = tensor.extract %[[H]][%[[R]], %[[UPC]]]
 // CHECK: %[[NEG:.+]] = arith.negf %[[G]]
 // CHECK: %[[EXP:.+]] = math.exp %[[NEG]]
 // CHECK: %[[DEN:.+]] = arith.addf %{{.+}}, %[[EXP]]
@@ -226,12 +243,38 @@ func.func @combine(%o: tensor<?x16xf32>, %s: tensor<?x2xi32>, %w: tensor<?x2xf32
 
 // -----
 
-// Tests that a moe.layer left undecomposed makes the pass fail (RUN 1: -verify-diagnostics, RUN 2: exit status).
-// ERR: convert-moe-to-linalg.mlir:[[# @LINE + 5]]:8: error: failed to legalize operation 'moe.layer'
+// Tests that moe.route with a static token count in its results but a dynamic x casts the
+// computed ids and weights to the stated types (issue 9: an unresolved materialization).
+// CHECK-LABEL: func.func @route_static_result
+// CHECK: %[[IDS:.+]] = tensor.cast %{{.+}} : tensor<?x2xi32> to tensor<3x2xi32>
+// CHECK: %[[W:.+]] = tensor.cast %{{.+}} : tensor<?x2xf32> to tensor<3x2xf32>
+// CHECK: return %[[IDS]], %[[W]]
+func.func @route_static_result(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>)
+    -> (tensor<3x2xi32>, tensor<3x2xf32>) {
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<?x16xf32>, tensor<4x16xf32>) -> (tensor<3x2xi32>, tensor<3x2xf32>)
+  return %ids, %w : tensor<3x2xi32>, tensor<3x2xf32>
+}
+
+// -----
+
+// Tests that moe.activation of a static 0-row input lowers without slices (issue 9).
+// CHECK-LABEL: func.func @activation_empty
+// CHECK-NOT: tensor.extract_slice
+// CHECK: linalg.generic {{.*}} outs(%{{.+}} : tensor<0x8xf32>)
+func.func @activation_empty(%h: tensor<0x16xf32>) -> tensor<0x8xf32> {
+  %a = moe.activation %h kind swiglu : (tensor<0x16xf32>) -> tensor<0x8xf32>
+  return %a : tensor<0x8xf32>
+}
+
+// -----
+
+// Tests that a moe.layer left undecomposed makes the pass fail with a clear message (RUN 1: -verify-diagnostics, RUN 2: exit status).
+// ERR: convert-moe-to-linalg.mlir:[[# @LINE + 5]]:8: error: convert-moe-to-linalg: run moe-decompose-layer first
 func.func @layer_not_decomposed(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
                                 %w13: tensor<4x8x16xf32>, %w2: tensor<4x16x4xf32>)
     -> tensor<?x16xf32> {
-  // expected-error @+1 {{failed to legalize operation 'moe.layer' that was explicitly marked illegal}}
+  // expected-error @+1 {{convert-moe-to-linalg: run moe-decompose-layer first (moe.layer lowers through its steps)}}
   %y = moe.layer %x router(%wr) experts(%w13, %w2)
          routing <softmax, top_k = 1> activation swiglu layout <ep = 1, tp = 1>
        : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x8x16xf32>,

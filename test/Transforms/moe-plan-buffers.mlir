@@ -54,10 +54,24 @@ func.func @quantized(%x: tensor<?x256xbf16>, %ids: tensor<?x4xi32>, %w: tensor<?
 // Tests that a dispatch without declared maxima cannot be sized, by name.
 func.func @unbounded(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
                      %er: tensor<8xi32>) -> tensor<?x64xf32> {
-  // expected-error @+1 {{moe-plan-buffers: cannot size this dispatch's workspaces statically: it needs ep, max_tokens and a static hidden size}}
+  // expected-error @+1 {{moe-plan-buffers: cannot size this dispatch's workspaces statically: it needs ep, max_tokens, a static hidden size and a static top-k}}
   %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 512
     : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
       -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  %y = moe.ep_combine %r, %h : (tensor<?x64xf32>, i64) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
+// Tests that a dynamic top-k is not multiplied into the workspace sizes (issue 9: kDynamic =
+// INT64_MIN became a wrapped size) but named as the reason the dispatch cannot be sized.
+func.func @dynamic_top_k(%x: tensor<?x64xf32>, %ids: tensor<?x?xi32>, %w: tensor<?x?xf32>,
+                         %er: tensor<8xi32>) -> tensor<?x64xf32> {
+  // expected-error @+1 {{moe-plan-buffers: cannot size this dispatch's workspaces statically: it needs ep, max_tokens, a static hidden size and a static top-k}}
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 512 ep = 2 max_tokens = 256
+    : (tensor<?x64xf32>, tensor<?x?xi32>, tensor<?x?xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x?xi32>, tensor<?x?xf32>, i64)
   %y = moe.ep_combine %r, %h : (tensor<?x64xf32>, i64) -> tensor<?x64xf32>
   return %y : tensor<?x64xf32>
 }

@@ -3,6 +3,7 @@
 // RUN:   -moe-decompose-layer -convert-moe-to-linalg | FileCheck %s --check-prefix=LOOP
 // RUN: not moe-opt %s -split-input-file -moe-plan-chunks="budget-bytes=10" 2>&1 | FileCheck %s --check-prefix=TINY
 // RUN: not moe-opt %s -split-input-file -moe-plan-chunks 2>&1 | FileCheck %s --check-prefix=NOBUDGET
+// RUN: not moe-opt %s -split-input-file -moe-plan-chunks="budget-bytes=100000 max-tokens-per-rank=-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 
 // Tests that an expert-parallel layer too big for the budget is wrapped in an agreed chunk loop
 // whose inner layer plans for one chunk.
@@ -27,6 +28,7 @@
 // LOOP: tensor.insert_slice
 // TINY: error: moe-plan-chunks: a budget of 10 bytes does not fit one token
 // NOBUDGET: error: moe-plan-chunks needs budget-bytes > 0
+// NEGATIVE: error: moe-plan-chunks needs max-tokens-per-rank in [0, 2147483648], got -1
 func.func @ep_layer(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>, %w13: tensor<4x24x16xf32>,
                     %w2: tensor<4x16x12xf32>, %r: tensor<8xi32>) -> tensor<?x16xf32> {
   %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%r)
@@ -51,4 +53,21 @@ func.func @small_layer(%x: tensor<8x16xf32>, %wr: tensor<8x16xf32>, %w13: tensor
        : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x24x16xf32>, tensor<8x16x12xf32>)
          -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that a static 0-token layer plans no chunk (issue 9: the chunk count divided by a chunk
+// size of 0, SIGFPE): chunk size 1, 0 chunks, no loop.
+// CHECK-LABEL: func.func @zero_tokens(
+// CHECK-NOT: moe.chunk_loop
+// CHECK: moe.layer
+// CHECK-SAME: moe.chunk_plan = {budget_bytes = 100000 : i64, bytes_per_token = {{[0-9]+}} : i64, chunk_size = 1 : i64, max_chunks = 0 : i64}
+func.func @zero_tokens(%x: tensor<0x16xf32>, %wr: tensor<8x16xf32>, %w13: tensor<8x24x16xf32>,
+                       %w2: tensor<8x16x12xf32>) -> tensor<0x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<0x16xf32>, tensor<8x16xf32>, tensor<8x24x16xf32>, tensor<8x16x12xf32>)
+         -> tensor<0x16xf32>
+  return %y : tensor<0x16xf32>
 }

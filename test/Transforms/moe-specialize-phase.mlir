@@ -45,7 +45,7 @@
 // The entry's collectives pass moe-verify-collectives: the branch on the phase is uniform.
 // VERIFIED-LABEL: func.func @ep_layer(
 // VERIFIED: moe.agree_count
-// NOTHRESHOLD: error: moe-specialize-phase needs decode-max-tokens > 0
+// NOTHRESHOLD: error: moe-specialize-phase needs decode-max-tokens in [1, 2147483648], got 0
 func.func @ep_layer(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>, %w13: tensor<4x24x16xf32>,
                     %w2: tensor<4x16x12xf32>, %r: tensor<8xi32>) -> tensor<?x16xf32> {
   %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%r)
@@ -92,4 +92,66 @@ func.func @computed_input(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>, %w13: ten
        : (tensor<?x16xf32>, tensor<8x16xf32>, tensor<8x24x16xf32>, tensor<8x16x12xf32>)
        -> tensor<?x16xf32>
   return %y : tensor<?x16xf32>
+}
+
+// -----
+
+// Tests that a static token count above the threshold (12 > 8) is seen as dynamic by the decode
+// variant (issue 9: the decode layer broke layer_c10 and the local dispatch's capacity), and the
+// whole chain still lowers.
+// CHECK-LABEL: func.func @static_tokens_decode(
+// CHECK-SAME: %[[X:[^:]+]]: tensor<12x16xf32>
+// CHECK: %[[DYN:.+]] = tensor.cast %[[X]] : tensor<12x16xf32> to tensor<?x16xf32>
+// CHECK: %[[L:.+]] = moe.layer %[[DYN]]
+// CHECK-SAME: {max_tokens_per_rank = 8 : i64, phase = #moe<phase decode>}
+// CHECK-SAME: -> tensor<?x16xf32>
+// CHECK: %[[BACK:.+]] = tensor.cast %[[L]] : tensor<?x16xf32> to tensor<12x16xf32>
+// CHECK: return %[[BACK]]
+// CHECK-LABEL: func.func @static_tokens(
+// CHECK: arith.cmpi ule, %{{.+}}, %c8
+// VERIFIED-LABEL: func.func @static_tokens_decode(
+// VERIFIED: cf.assert {{.+}} "moe.dispatch: more tokens than the decode layout's capacity of 8 per expert"
+func.func @static_tokens(%x: tensor<12x16xf32>, %wr: tensor<8x16xf32>, %w13: tensor<8x24x16xf32>,
+                         %w2: tensor<8x16x12xf32>) -> tensor<12x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<12x16xf32>, tensor<8x16xf32>, tensor<8x24x16xf32>, tensor<8x16x12xf32>)
+         -> tensor<12x16xf32>
+  return %y : tensor<12x16xf32>
+}
+
+// -----
+
+// Tests that a static token count below the threshold bounds the decode variant (3 tokens: a
+// 3-row layout, whatever decode-max-tokens says).
+// CHECK-LABEL: func.func @few_static_tokens_decode(
+// CHECK: moe.layer %{{[^ ]+}} router
+// CHECK-SAME: {max_tokens_per_rank = 3 : i64, phase = #moe<phase decode>}
+// CHECK-SAME: -> tensor<3x16xf32>
+// CHECK-LABEL: func.func @few_static_tokens(
+// CHECK-SAME: moe.phase_plan = {decode = "few_static_tokens_decode", decode_max_tokens = 3 : i64
+func.func @few_static_tokens(%x: tensor<3x16xf32>, %wr: tensor<8x16xf32>, %w13: tensor<8x24x16xf32>,
+                             %w2: tensor<8x16x12xf32>) -> tensor<3x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<3x16xf32>, tensor<8x16xf32>, tensor<8x24x16xf32>, tensor<8x16x12xf32>)
+         -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}
+
+// -----
+
+// Tests that a static 0-token layer gets a decode variant of at most 1 token (a maximum is positive).
+// CHECK-LABEL: func.func @zero_static_tokens_decode(
+// CHECK: moe.layer
+// CHECK-SAME: {max_tokens_per_rank = 1 : i64, phase = #moe<phase decode>}
+// CHECK-LABEL: func.func @zero_static_tokens(
+// VERIFIED-LABEL: func.func @zero_static_tokens(
+func.func @zero_static_tokens(%x: tensor<0x16xf32>, %wr: tensor<8x16xf32>, %w13: tensor<8x24x16xf32>,
+                              %w2: tensor<8x16x12xf32>) -> tensor<0x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<0x16xf32>, tensor<8x16xf32>, tensor<8x24x16xf32>, tensor<8x16x12xf32>)
+         -> tensor<0x16xf32>
+  return %y : tensor<0x16xf32>
 }

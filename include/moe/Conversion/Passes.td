@@ -45,7 +45,10 @@ def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
     `moert_ep_dispatch_{f32,bf16}` and `moert_ep_combine_{f32,bf16}`. The
     declarations use dynamic shapes so that one symbol serves every layer;
     `tensor.cast` restores the static extents. The capacity becomes an i64
-    argument, checked by the runtime before it writes anything.
+    argument, checked by the runtime before it writes anything. An existing
+    symbol with an entry's name is reused when it is a `func.func`
+    declaration of the same type; a defined function, another type or
+    another kind of symbol is an error at the op that needs the entry.
 
     Before:
     ```mlir

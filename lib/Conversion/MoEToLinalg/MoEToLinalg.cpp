@@ -55,8 +55,33 @@ Value sigmoid(OpBuilder &b, Location loc, Value v) {
 // moe.route
 //===----------------------------------------------------------------------===//
 
-/// rank[t,g,s] = how many entries of v[t,g,:] beat v[t,g,s]; a tie goes to
-/// the lower index. The ranks of a row are a permutation of 0..S-1.
+/// True when `other` (at index `io`) comes before `self` (at `is`) in the
+/// routing order, a strict total order on (score, index) pairs: a higher
+/// score first, equal scores by the lower index, and NaN below every number
+/// (-inf included), NaNs among themselves by index. With it the ranks of a
+/// row are a permutation even when scores are NaN, so every token gets k
+/// distinct expert ids in [0, E).
+Value beats(OpBuilder &b, Location loc, Value other, Value self, Value io, Value is) {
+  using P = arith::CmpFPredicate;
+  Value before = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, io, is);
+  // Both ordered predicates are false when either side is NaN.
+  Value greater = arith::CmpFOp::create(b, loc, P::OGT, other, self);
+  Value equal = arith::CmpFOp::create(b, loc, P::OEQ, other, self);
+  Value otherNaN = arith::CmpFOp::create(b, loc, P::UNO, other, other);
+  Value selfNaN = arith::CmpFOp::create(b, loc, P::UNO, self, self);
+  Value tie = arith::OrIOp::create(
+      b, loc, equal, arith::AndIOp::create(b, loc, otherNaN, selfNaN));
+  Value numberOverNaN = arith::AndIOp::create(
+      b, loc, selfNaN,
+      arith::XOrIOp::create(b, loc, otherNaN,
+                            arith::ConstantOp::create(b, loc, b.getBoolAttr(true))));
+  return arith::OrIOp::create(
+      b, loc, arith::OrIOp::create(b, loc, greater, numberOverNaN),
+      arith::AndIOp::create(b, loc, tie, before));
+}
+
+/// rank[t,g,s] = how many entries of v[t,g,:] beat v[t,g,s] (`beats`). The
+/// ranks of a row are a permutation of 0..S-1.
 Value buildSegmentRank(ImplicitLocOpBuilder &b, Value v) {
   SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, b.getLoc(), v);
   Value init = buildFilled(b, sizes, b.getI32IntegerAttr(0));
@@ -64,15 +89,8 @@ Value buildSegmentRank(ImplicitLocOpBuilder &b, Value v) {
       b, {v, v}, init, {Dims{0, 1, 2}, Dims{0, 1, 3}, Dims{0, 1, 2}}, 4, {3},
       [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange args) -> Value {
         Value self = args[0], other = args[1];
-        Value greater = arith::CmpFOp::create(nb, loc, arith::CmpFPredicate::OGT,
-                                              other, self);
-        Value equal = arith::CmpFOp::create(nb, loc, arith::CmpFPredicate::OEQ,
-                                            other, self);
-        Value before = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
-                                             idx[3], idx[2]);
-        Value beats = arith::OrIOp::create(
-            nb, loc, greater, arith::AndIOp::create(nb, loc, equal, before));
-        return addIf(nb, loc, beats, constI32(nb, loc, 1), args[2]);
+        return addIf(nb, loc, beats(nb, loc, other, self, idx[3], idx[2]),
+                     constI32(nb, loc, 1), args[2]);
       });
 }
 
@@ -143,7 +161,12 @@ struct RouteLowering : OpRewritePattern<RouteOp> {
     Value ids = pickByRank(Value(), b.getI32IntegerAttr(0));
     Value weights = pickByRank(scores, b.getF32FloatAttr(0));
     weights = normalizeAndScale(b, weights, tokens, tk, routing);
-    rewriter.replaceOp(op, {ids, weights});
+    // The op may state a static token count that the lowering sees as dynamic.
+    auto castTo = [&](Value v, Type type) -> Value {
+      return v.getType() == type ? v : tensor::CastOp::create(b, type, v).getResult();
+    };
+    rewriter.replaceOp(op, {castTo(ids, op.getExpertIds().getType()),
+                            castTo(weights, op.getExpertWeights().getType())});
     return success();
   }
 
@@ -512,20 +535,24 @@ struct ActivationLowering : OpRewritePattern<ActivationOp> {
     Value input = op.getInput();
     OpFoldResult rows = tensor::getMixedSize(b, b.getLoc(), input, 0);
     int64_t half = op.getInput().getType().getDimSize(1) / 2;
-    auto slice = [&](int64_t col) -> Value {
-      return tensor::ExtractSliceOp::create(
-          b, input, {b.getIndexAttr(0), b.getIndexAttr(col)},
-          {rows, b.getIndexAttr(half)}, {b.getIndexAttr(1), b.getIndexAttr(1)});
-    };
+    // Gate and up are read with tensor.extract at (r, c) and (r, c + I):
+    // no slices, so a static 0-row input needs no slice offset
+    // (tensor.extract_slice rejects offset 0 of an empty dimension).
     Type elem = op.getType().getElementType();
     // SwiGLU: silu(gate) * up, in f32.
     Value result = buildGeneric(
-        b, {slice(0), slice(half)}, buildEmpty(b, {rows, b.getIndexAttr(half)}, elem),
-        {Dims{0, 1}, Dims{0, 1}, Dims{0, 1}}, 2, {},
-        [elem](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
-          Value gate = toF32(nb, loc, a[0]);
+        b, ValueRange{}, buildEmpty(b, {rows, b.getIndexAttr(half)}, elem),
+        {Dims{0, 1}}, 2, {},
+        [input, half, elem](OpBuilder &nb, Location loc, ValueRange idx,
+                            ValueRange) -> Value {
+          Value upCol = arith::AddIOp::create(
+              nb, loc, idx[1], arith::ConstantIndexOp::create(nb, loc, half));
+          Value gate = toF32(nb, loc, tensor::ExtractOp::create(
+                                          nb, loc, input, ValueRange{idx[0], idx[1]}));
+          Value up = toF32(nb, loc, tensor::ExtractOp::create(
+                                        nb, loc, input, ValueRange{idx[0], upCol}));
           Value silu = arith::MulFOp::create(nb, loc, gate, sigmoid(nb, loc, gate));
-          Value v = arith::MulFOp::create(nb, loc, silu, toF32(nb, loc, a[1]));
+          Value v = arith::MulFOp::create(nb, loc, silu, up);
           return elem.isF32() ? v : arith::TruncFOp::create(nb, loc, elem, v);
         });
     if (result.getType() != op.getType())
@@ -631,6 +658,14 @@ struct ConvertMoEToLinalgPass
     target.addIllegalOp<LayerOp, RouteOp, DispatchOp, GroupedMatmulOp, ActivationOp,
                         CombineOp, ChunkLoopOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    // moe.layer has no lowering here: moe-decompose-layer splits it first.
+    WalkResult layers = getOperation()->walk([](LayerOp layer) {
+      layer.emitError("convert-moe-to-linalg: run moe-decompose-layer first "
+                      "(moe.layer lowers through its steps)");
+      return WalkResult::interrupt();
+    });
+    if (layers.wasInterrupted())
+      return signalPassFailure();
     RewritePatternSet patterns(ctx);
     patterns.add<RouteLowering, DispatchLowering, GroupedMatmulLowering,
                  ActivationLowering, CombineLowering, ChunkLoopLowering>(ctx);

@@ -32,14 +32,48 @@ std::string suffix(Type tensorType) {
                                                                       : "f32";
 }
 
-/// Declares `name` (private, with a C interface) unless the module has it.
-func::FuncOp declare(ModuleOp module, StringRef name, FunctionType type) {
-  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
-    return existing;
-  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-  auto func = func::FuncOp::create(b, module.getLoc(), name, type);
-  func.setPrivate();
-  func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+/// The runtime entry `name` of type `type`, declared (private) in the symbol
+/// table that holds `op` unless it is declared there already. An existing
+/// symbol of that name is reused only if it is a func.func declaration (no
+/// body) of exactly `type`; it then gets the calling convention the runtime
+/// implements (`llvm.emit_c_interface` for entries that take tensors, plain C
+/// for scalar ones). Anything else — another op, a defined function (such as
+/// the layer's own function named like the entry), another type — is an
+/// error at `op` with a note at the symbol, not a call that cannot verify.
+FailureOr<func::FuncOp> declare(Operation *op, StringRef name, FunctionType type,
+                                bool cInterface = true) {
+  Operation *table = SymbolTable::getNearestSymbolTable(op);
+  if (!table || table->getNumRegions() != 1 || !table->getRegion(0).hasOneBlock())
+    return op->emitOpError("convert-moe-to-runtime: no symbol table with one "
+                           "block holds this op, so @")
+           << name << " cannot be declared";
+  func::FuncOp func;
+  if (Operation *existing = SymbolTable::lookupSymbolIn(table, name)) {
+    func = dyn_cast<func::FuncOp>(existing);
+    const char *why = nullptr;
+    if (!func)
+      why = "is not a func.func";
+    else if (!func.isExternal())
+      why = "is a defined function, not a declaration";
+    else if (func.getFunctionType() != type)
+      why = "is declared with another type";
+    if (why) {
+      InFlightDiagnostic diag = op->emitOpError()
+                                << "convert-moe-to-runtime: the runtime entry @" << name
+                                << " of type " << type << " is needed, but the symbol @"
+                                << name << " " << why;
+      diag.attachNote(existing->getLoc()) << "the conflicting symbol";
+      return diag;
+    }
+  } else {
+    OpBuilder b = OpBuilder::atBlockBegin(&table->getRegion(0).front());
+    func = func::FuncOp::create(b, table->getLoc(), name, type);
+    func.setPrivate();
+  }
+  if (cInterface)
+    func->setAttr("llvm.emit_c_interface", UnitAttr::get(op->getContext()));
+  else
+    func->removeAttr("llvm.emit_c_interface");
   return func;
 }
 
@@ -47,19 +81,29 @@ struct ConvertMoEToRuntimePass
     : moe::impl::ConvertMoEToRuntimeBase<ConvertMoEToRuntimePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    module.walk([&](EpDispatchOp op) { lowerDispatch(module, op); });
-    module.walk([&](EpCombineOp op) { lowerCombine(module, op); });
-    module.walk([&](AgreeCountOp op) { lowerAgreeCount(module, op); });
-    module.walk([&](TpSliceOp op) { lowerTpSlice(module, op); });
-    module.walk([&](TpGatherOp op) { lowerTpGather(module, op); });
+    // Each lowering erases its op; a failed one stops the walk.
+    auto lowerAll = [&](auto lower) {
+      return !module.walk(lower).wasInterrupted();
+    };
+    auto step = [](LogicalResult r) {
+      return failed(r) ? WalkResult::interrupt() : WalkResult::advance();
+    };
+    if (!lowerAll([&](EpDispatchOp op) { return step(lowerDispatch(op)); }) ||
+        !lowerAll([&](EpCombineOp op) { return step(lowerCombine(op)); }) ||
+        !lowerAll([&](AgreeCountOp op) { return step(lowerAgreeCount(op)); }) ||
+        !lowerAll([&](TpSliceOp op) { return step(lowerTpSlice(op)); }) ||
+        !lowerAll([&](TpGatherOp op) { return step(lowerTpGather(op)); }))
+      signalPassFailure();
   }
 
   /// Rows [j*c, min((j+1)*c, T)) of x, c = ceil(T / tp), j = rank % tp.
-  void lowerTpSlice(ModuleOp module, TpSliceOp op) {
+  LogicalResult lowerTpSlice(TpSliceOp op) {
     ImplicitLocOpBuilder b(op.getLoc(), op);
-    auto rankFn = declare(module, "moert_rank", b.getFunctionType({}, {b.getI32Type()}));
-    rankFn->removeAttr("llvm.emit_c_interface");
-    Value rank = func::CallOp::create(b, rankFn, ValueRange{}).getResult(0);
+    FailureOr<func::FuncOp> rankFn = declare(
+        op, "moert_rank", b.getFunctionType({}, {b.getI32Type()}), /*cInterface=*/false);
+    if (failed(rankFn))
+      return failure();
+    Value rank = func::CallOp::create(b, *rankFn, ValueRange{}).getResult(0);
     Value tp = arith::ConstantIndexOp::create(b, op.getTp());
     Value index = arith::RemUIOp::create(
         b, arith::IndexCastOp::create(b, b.getIndexType(), rank), tp);
@@ -70,13 +114,15 @@ struct ConvertMoEToRuntimePass
     SmallVector<OpFoldResult> offsets = {start, b.getIndexAttr(0)};
     SmallVector<OpFoldResult> sizes = {size, tensor::getMixedSize(b, b.getLoc(), op.getX(), 1)};
     SmallVector<OpFoldResult> strides = {b.getIndexAttr(1), b.getIndexAttr(1)};
-    Value slice = tensor::ExtractSliceOp::create(b, op.getType(), op.getX(), offsets,
-                                                 sizes, strides);
-    op.getSlice().replaceAllUsesWith(slice);
+    auto rows = op.getX().getType().clone(
+        {ShapedType::kDynamic, op.getX().getType().getDimSize(1)});
+    Value slice = tensor::ExtractSliceOp::create(b, rows, op.getX(), offsets, sizes, strides);
+    op.getSlice().replaceAllUsesWith(castTo(b, slice, op.getType()));
     op.erase();
+    return success();
   }
 
-  void lowerTpGather(ModuleOp module, TpGatherOp op) {
+  LogicalResult lowerTpGather(TpGatherOp op) {
     ImplicitLocOpBuilder b(op.getLoc(), op);
     Value tokens = arith::IndexCastOp::create(
         b, b.getI64Type(), tensor::DimOp::create(b, op.getFull(), 0));
@@ -84,24 +130,32 @@ struct ConvertMoEToRuntimePass
         castTo(b, op.getSlice(), erased(op.getSlice().getType())), tokens,
         arith::ConstantOp::create(b, b.getI64IntegerAttr(op.getTp()))};
     Type result = erased(op.getType());
-    auto callee = declare(module, "moert_tp_gather_" + suffix(op.getType()),
-                          b.getFunctionType(ValueRange(args).getTypes(), {result}));
-    auto call = func::CallOp::create(b, callee, args);
+    FailureOr<func::FuncOp> callee =
+        declare(op, "moert_tp_gather_" + suffix(op.getType()),
+                b.getFunctionType(ValueRange(args).getTypes(), {result}));
+    if (failed(callee))
+      return failure();
+    auto call = func::CallOp::create(b, *callee, args);
     op.getResult().replaceAllUsesWith(castTo(b, call.getResult(0), op.getType()));
     op.erase();
+    return success();
   }
 
-  void lowerAgreeCount(ModuleOp module, AgreeCountOp op) {
+  LogicalResult lowerAgreeCount(AgreeCountOp op) {
     ImplicitLocOpBuilder b(op.getLoc(), op);
-    Value local = arith::IndexCastOp::create(b, b.getI64Type(), op.getLocal());
     auto i64 = b.getI64Type();
-    auto callee = declare(module, "moert_agree_max", b.getFunctionType({i64, i64}, {i64}));
-    callee->removeAttr("llvm.emit_c_interface"); // scalars only: plain C
+    // Scalars only: plain C.
+    FailureOr<func::FuncOp> callee = declare(
+        op, "moert_agree_max", b.getFunctionType({i64, i64}, {i64}), /*cInterface=*/false);
+    if (failed(callee))
+      return failure();
+    Value local = arith::IndexCastOp::create(b, i64, op.getLocal());
     Value purpose = arith::ConstantOp::create(b, b.getI64IntegerAttr(int64_t(op.getPurpose())));
-    Value agreed = func::CallOp::create(b, callee, ValueRange{local, purpose}).getResult(0);
+    Value agreed = func::CallOp::create(b, *callee, ValueRange{local, purpose}).getResult(0);
     op.getAgreed().replaceAllUsesWith(
         arith::IndexCastOp::create(b, b.getIndexType(), agreed).getResult());
     op.erase();
+    return success();
   }
 
   /// The dispatch plan the runtime checks every request against, in the
@@ -126,7 +180,7 @@ struct ConvertMoEToRuntimePass
     return castTo(b, plan, erased(type));
   }
 
-  void lowerDispatch(ModuleOp module, EpDispatchOp op) {
+  LogicalResult lowerDispatch(EpDispatchOp op) {
     ImplicitLocOpBuilder b(op.getLoc(), op);
     SmallVector<Value> args = {
         castTo(b, op.getX(), erased(op.getX().getType())),
@@ -145,26 +199,34 @@ struct ConvertMoEToRuntimePass
       results.push_back(isa<RankedTensorType>(result.getType()) ? erased(result.getType())
                                                                 : result.getType());
     const bool codes = static_cast<bool>(op.getReceivedScales());
-    auto callee = declare(module,
-                          std::string("moert_ep_dispatch_") + (placed ? "placed_" : "") +
-                              (codes ? "fp8_" : "") + suffix(op.getX().getType()),
-                          b.getFunctionType(ValueRange(args).getTypes(), results));
-    auto call = func::CallOp::create(b, callee, args);
+    FailureOr<func::FuncOp> callee =
+        declare(op,
+                std::string("moert_ep_dispatch_") + (placed ? "placed_" : "") +
+                    (codes ? "fp8_" : "") + suffix(op.getX().getType()),
+                b.getFunctionType(ValueRange(args).getTypes(), results));
+    if (failed(callee))
+      return failure();
+    auto call = func::CallOp::create(b, *callee, args);
     for (auto [mine, theirs] : llvm::zip(op->getResults(), call.getResults()))
       mine.replaceAllUsesWith(castTo(b, theirs, mine.getType()));
     op.erase();
+    return success();
   }
 
-  void lowerCombine(ModuleOp module, EpCombineOp op) {
+  LogicalResult lowerCombine(EpCombineOp op) {
     ImplicitLocOpBuilder b(op.getLoc(), op);
     SmallVector<Value> args = {
         castTo(b, op.getPartial(), erased(op.getPartial().getType())), op.getHandle()};
     Type result = erased(op.getType());
-    auto callee = declare(module, "moert_ep_combine_" + suffix(op.getType()),
-                          b.getFunctionType(ValueRange(args).getTypes(), {result}));
-    auto call = func::CallOp::create(b, callee, args);
+    FailureOr<func::FuncOp> callee =
+        declare(op, "moert_ep_combine_" + suffix(op.getType()),
+                b.getFunctionType(ValueRange(args).getTypes(), {result}));
+    if (failed(callee))
+      return failure();
+    auto call = func::CallOp::create(b, *callee, args);
     op.getResult().replaceAllUsesWith(castTo(b, call.getResult(0), op.getType()));
     op.erase();
+    return success();
   }
 };
 } // namespace

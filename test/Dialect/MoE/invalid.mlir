@@ -1116,3 +1116,346 @@ func.func @tp_c2_rows(%s: tensor<?x64xf32>, %x: tensor<8x64xf32>) {
   %y = moe.tp_gather %s, %x tp = 2 : (tensor<?x64xf32>, tensor<8x64xf32>) -> tensor<4x64xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Issue 9: sizes within moe/Support/Limits.h, f32-normal scales, and the
+// rules that keep every pass from failing on what the verifier accepts.
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that routing_c5: a scale that rounds to 0 in f32 (1e-50) is rejected.
+// expected-error @+1 {{routing_c5: scale 1.000000e-50 is not a normal f32}}
+func.func @routing_c5() attributes {r = #moe.routing<softmax, top_k = 2, scale = 1.0e-50>} {
+  return
+}
+
+// -----
+
+// Tests that routing_c5: a scale that rounds to +inf in f32 (1e39) is rejected.
+// expected-error @+1 {{routing_c5: scale 1.000000e+39 is not a normal f32}}
+func.func @routing_c5_huge() attributes {r = #moe.routing<softmax, top_k = 2, scale = 1.0e39>} {
+  return
+}
+
+// -----
+
+// Tests that routing_c5: a scale that is an f32 subnormal (1e-40) is rejected.
+// expected-error @+1 {{routing_c5: scale 1.000000e-40 is not a normal f32}}
+func.func @routing_c5_subnormal() attributes {r = #moe.routing<softmax, top_k = 2, scale = 1.0e-40>} {
+  return
+}
+
+// -----
+
+// Tests that routing_c6: top_k is at most 1024 (2^62 would overflow products).
+// expected-error @+1 {{routing_c6: top_k (4611686018427387904) and n_group (1) must be at most 1024}}
+func.func @routing_c6() attributes {r = #moe.routing<softmax, top_k = 4611686018427387904>} {
+  return
+}
+
+// -----
+
+// Tests that routing_c6: n_group is at most 1024.
+// expected-error @+1 {{routing_c6: top_k (2) and n_group (2048) must be at most 1024}}
+func.func @routing_c6_groups() attributes {r = #moe.routing<sigmoid, top_k = 2, n_group = 2048, topk_group = 1>} {
+  return
+}
+
+// -----
+
+// Tests that layout_c3: ep and tp are at most 2^16 ranks.
+// expected-error @+1 {{layout_c3: ep (4611686018427387904) and tp (1) must be at most 65536}}
+func.func @layout_c3() attributes {l = #moe.layout<ep = 4611686018427387904, tp = 1>} {
+  return
+}
+
+// -----
+
+// Tests that size_c1: an extent near 2^62 (here experts) is rejected before any product is formed.
+func.func @size_c1(%x: tensor<?x64xf32>, %wr: tensor<4611686018427387904x64xf32>,
+                   %w13: tensor<4611686018427387904x64x64xf32>, %w2: tensor<4611686018427387904x64x32xf32>) {
+  // expected-error @+1 {{size_c1: 'tensor<4611686018427387904x64xf32>' has an extent above 2^57 or more than 2^62 elements}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<4611686018427387904x64xf32>, tensor<4611686018427387904x64x64xf32>,
+          tensor<4611686018427387904x64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that size_c1: a tensor whose extents multiply past 2^62 elements is rejected.
+func.func @size_c1_elements(%in: tensor<8796093022208x1048576xf32>, %w: tensor<1x8x1048576xf32>,
+                            %re: tensor<8796093022208xi32>) {
+  // expected-error @+1 {{size_c1: 'tensor<8796093022208x1048576xf32>' has an extent above 2^57 or more than 2^62 elements}}
+  %r = moe.grouped_matmul %in, %w, %re
+    : (tensor<8796093022208x1048576xf32>, tensor<1x8x1048576xf32>, tensor<8796093022208xi32>)
+      -> tensor<8796093022208x8xf32>
+  return
+}
+
+// -----
+
+// Tests that route_c9: at most 2^31 tokens.
+func.func @route_c9(%x: tensor<4294967296x64xf32>, %wr: tensor<8x64xf32>) {
+  // expected-error @+1 {{route_c9: x 'tensor<4294967296x64xf32>' must hold at most 2147483648 tokens of a hidden size in [1, 1048576]}}
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<4294967296x64xf32>, tensor<8x64xf32>) -> (tensor<4294967296x2xi32>, tensor<4294967296x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c9: a hidden size of at most 2^20.
+func.func @route_c9_hidden(%x: tensor<?x2097152xf32>, %wr: tensor<8x2097152xf32>) {
+  // expected-error @+1 {{route_c9: x 'tensor<?x2097152xf32>' must hold at most 2147483648 tokens of a hidden size in [1, 1048576]}}
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<?x2097152xf32>, tensor<8x2097152xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that route_c9: at most 2^20 experts (here in a moe.layer, which shares the route rules).
+func.func @route_c9_experts(%x: tensor<?x8xf32>, %wr: tensor<2097152x8xf32>,
+                            %w13: tensor<2097152x8x8xf32>, %w2: tensor<2097152x8x4xf32>) {
+  // expected-error @+1 {{route_c9: 2097152 experts exceed the limit of 1048576}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x8xf32>, tensor<2097152x8xf32>, tensor<2097152x8x8xf32>,
+          tensor<2097152x8x4xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c9: the intermediate size is at most 2^20.
+func.func @layer_c9(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>,
+                    %w13: tensor<4x4194304x8xf32>, %w2: tensor<4x8x2097152xf32>) {
+  // expected-error @+1 {{layer_c9: a layer needs a static hidden size, intermediate sizes in [1, 1048576], at most 1048576 expert slots and max_tokens_per_rank at most 2147483648}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<4x4194304x8xf32>,
+          tensor<4x8x2097152xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c9: max_tokens_per_rank near 2^62 (the capacity ep * max would overflow) is rejected.
+func.func @layer_c9_max_tokens(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<2x8x8xf32>,
+                               %w2: tensor<2x8x4xf32>, %er: tensor<4xi32>) {
+  // expected-error @+1 {{layer_c9: a layer needs a static hidden size}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 4611686018427387904 : i64}
+       : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<2x8x8xf32>, tensor<2x8x4xf32>, tensor<4xi32>)
+         -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c9: the hidden size is static (chunk, workspace and FP8 plans need it).
+func.func @layer_c9_hidden(%x: tensor<?x?xf32>, %wr: tensor<4x8xf32>, %w13: tensor<4x8x8xf32>,
+                           %w2: tensor<4x8x4xf32>) {
+  // expected-error @+1 {{layer_c9: a layer needs a static hidden size}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x?xf32>, tensor<4x8xf32>, tensor<4x8x8xf32>, tensor<4x8x4xf32>) -> tensor<?x?xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c9: a placement has at most 2^20 physical slots.
+func.func @layer_c9_slots(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<2097152x8x8xf32>,
+                          %w2: tensor<2097152x8x4xf32>, %p: tensor<4194304xi32>, %s: tensor<4194304xf32>) {
+  // expected-error @+1 {{layer_c9: a layer needs a static hidden size}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) placement(%p, %s)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 8 : i64}
+       : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<2097152x8x8xf32>, tensor<2097152x8x4xf32>,
+          tensor<4194304xi32>, tensor<4194304xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c10: a static token count above max_tokens_per_rank is rejected.
+func.func @layer_c10(%x: tensor<5x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<4x8x8xf32>,
+                     %w2: tensor<4x8x4xf32>) {
+  // expected-error @+1 {{layer_c10: 5 static tokens exceed max_tokens_per_rank (4)}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+         {max_tokens_per_rank = 4 : i64}
+       : (tensor<5x8xf32>, tensor<4x8xf32>, tensor<4x8x8xf32>, tensor<4x8x4xf32>) -> tensor<5x8xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c10: a decode layer with static T above max_tokens_per_rank (its capacity) is rejected.
+func.func @layer_c10_decode(%x: tensor<5x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<4x8x8xf32>,
+                            %w2: tensor<4x8x4xf32>) {
+  // expected-error @+1 {{layer_c10: 5 static tokens exceed max_tokens_per_rank (4)}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+         {max_tokens_per_rank = 4 : i64, phase = #moe<phase decode>}
+       : (tensor<5x8xf32>, tensor<4x8xf32>, tensor<4x8x8xf32>, tensor<4x8x4xf32>) -> tensor<5x8xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c11: static T * top_k dispatched rows must fit the i32 row ids.
+func.func @layer_c11(%x: tensor<1073741824x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<4x8x8xf32>,
+                     %w2: tensor<4x8x4xf32>) {
+  // expected-error @+1 {{layer_c11: 1073741824 tokens x top_k 4 dispatched rows exceed the i32 row ids (2^31 - 1)}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 4> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<1073741824x8xf32>, tensor<4x8xf32>, tensor<4x8x8xf32>, tensor<4x8x4xf32>)
+         -> tensor<1073741824x8xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c11: the capacity ep * max_tokens_per_rank * top_k must fit the i32 row ids.
+func.func @layer_c11_capacity(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<2x8x8xf32>,
+                              %w2: tensor<2x8x4xf32>, %er: tensor<4xi32>) {
+  // expected-error @+1 {{layer_c11: the rows planned for 2147483648 tokens per rank (ep x tokens x top-k received choices, local experts x ep x tokens decode rows) exceed the i32 row ids (2^31 - 1)}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
+         routing <softmax, top_k = 1> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 2147483648 : i64}
+       : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<2x8x8xf32>, tensor<2x8x4xf32>, tensor<4xi32>)
+         -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c11: the decode layout (4 local experts x 2^30 masked rows) must fit the i32 row ids.
+func.func @layer_c11_decode(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<4x8x8xf32>,
+                            %w2: tensor<4x8x4xf32>) {
+  // expected-error @+1 {{layer_c11: the rows planned for 1073741824 tokens per rank}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 1> activation swiglu layout <ep = 1, tp = 1>
+         {max_tokens_per_rank = 1073741824 : i64, phase = #moe<phase decode>}
+       : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<4x8x8xf32>, tensor<4x8x4xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Tests that dispatch_c6: num_experts * capacity slots near 2^62 (an overflow) are rejected.
+func.func @dispatch_c6(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  // expected-error @+1 {{dispatch_c6: k in [1, 1024], num_experts at most 1048576, and static rows, T*k pairs and num_experts*capacity slots at most 2^31 - 1}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 4 capacity = 4611686018427387904
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c6: k = 0 choices per token is rejected.
+func.func @dispatch_c6_k(%x: tensor<?x64xf32>, %ids: tensor<?x0xi32>) {
+  // expected-error @+1 {{dispatch_c6: k in [1, 1024]}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 4
+    : (tensor<?x64xf32>, tensor<?x0xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x0xi32>)
+  return
+}
+
+// -----
+
+// Tests that gmm_c4: a zero group count (K / 0 per group) is rejected, not divided by.
+func.func @gmm_c4_zero(%q: tensor<?x64xi8>, %w: tensor<4x32x64xf32>, %re: tensor<?xi32>,
+                       %s: tensor<?x0xf32>) {
+  // expected-error @+1 {{gmm_c4: scales must be [N, G] with G dividing a static K, got 'tensor<?x0xf32>' for input 'tensor<?x64xi8>'}}
+  %y = moe.grouped_matmul %q, %w, %re scales %s
+    : (tensor<?x64xi8>, tensor<4x32x64xf32>, tensor<?xi32>, tensor<?x0xf32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that ep_dispatch_c8: max_tokens near 2^62 is rejected.
+func.func @ep_dispatch_c8(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                          %er: tensor<8xi32>) {
+  // expected-error @+1 {{ep_dispatch_c8: ep at most 65536, max_tokens, slots and tokens at most 2147483648, capacity at most 140737488355328}}
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 16 ep = 2 max_tokens = 4611686018427387904
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  return
+}
+
+// -----
+
+// Tests that ep_dispatch_c9: without slots, the received row count is dynamic.
+func.func @ep_dispatch_c9(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                          %er: tensor<8xi32>) {
+  // expected-error @+1 {{ep_dispatch_c9: without slots the received row count is decided by the exchanged counts and must be dynamic, got 'tensor<8x64xf32>'}}
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 16
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<8x64xf32>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
+  return
+}
+
+// -----
+
+// Tests that ep_combine_c2: the combined rows are the dispatched tokens.
+func.func @ep_combine_c2(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>, %w: tensor<4x2xf32>,
+                         %er: tensor<8xi32>) {
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 16
+    : (tensor<4x64xf32>, tensor<4x2xi32>, tensor<4x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  // expected-error @+1 {{ep_combine_c2: result 'tensor<5x64xf32>' must have the rows of the dispatched x 'tensor<4x64xf32>'}}
+  %y = moe.ep_combine %rx, %h : (tensor<?x64xf32>, i64) -> tensor<5x64xf32>
+  return
+}
+
+// -----
+
+// Tests that tp_c3: a slice states a static row count only when every rank takes T/tp rows.
+func.func @tp_c3(%x: tensor<?x64xf32>) {
+  // expected-error @+1 {{tp_c3: slice 'tensor<4x64xf32>' may state a static row count only when every rank takes the same rows}}
+  %s = moe.tp_slice %x tp = 2 : (tensor<?x64xf32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+// Tests that chunk_c1: a chunk loop maps x [T, H] to a result of the same type.
+func.func @chunk_c1(%x: tensor<?x16xf32>) {
+  // expected-error @+1 {{chunk_c1: x must be [T,H] and the result of the same type, got 'tensor<?x16xf32>' -> 'tensor<?x8xf32>'}}
+  %y = moe.chunk_loop %x chunk_size = 4 : (tensor<?x16xf32>) -> tensor<?x8xf32> {
+  ^bb0(%c: tensor<?x16xf32>):
+    moe.yield %c : tensor<?x16xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that chunk_c2: the body takes one chunk of dynamic rows.
+func.func @chunk_c2(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{chunk_c2: the body takes one argument of type 'tensor<?x16xf32>'}}
+  %y = moe.chunk_loop %x chunk_size = 4 : (tensor<8x16xf32>) -> tensor<8x16xf32> {
+  ^bb0(%c: tensor<8x16xf32>):
+    moe.yield %c : tensor<8x16xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that chunk_c3: the body yields rows of x's hidden size and element type.
+func.func @chunk_c3(%x: tensor<?x16xf32>, %o: tensor<?x8xf32>) {
+  // expected-error @+1 {{chunk_c3: the body must end in moe.yield of [?, 16] rows of 'f32'}}
+  %y = moe.chunk_loop %x chunk_size = 4 : (tensor<?x16xf32>) -> tensor<?x16xf32> {
+  ^bb0(%c: tensor<?x16xf32>):
+    moe.yield %o : tensor<?x8xf32>
+  }
+  return
+}

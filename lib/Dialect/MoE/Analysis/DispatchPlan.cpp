@@ -1,6 +1,8 @@
 //===- DispatchPlan.cpp - quantization and TP decisions for a dispatch ----===//
 #include "moe/Dialect/MoE/Analysis/DispatchPlan.h"
 
+#include "CheckedSize.h"
+
 #include <algorithm>
 
 using namespace mlir::moe;
@@ -29,15 +31,20 @@ int64_t mlir::moe::scaleGroup(WireFormat format) {
 
 int64_t mlir::moe::wireActivationBytes(WireFormat format, int64_t hidden,
                                        int64_t elementBytes) {
+  detail::CheckedSize c;
+  int64_t bytes = 0;
   switch (format) {
   case WireFormat::Native:
-    return hidden * elementBytes;
+    bytes = c.mul(hidden, elementBytes);
+    break;
   case WireFormat::Fp8G128:
-    return hidden + hidden / 128 * 4;
+    bytes = c.add(hidden, c.mul(hidden / 128, 4));
+    break;
   case WireFormat::Fp8G32Ue8m0:
-    return hidden + hidden / 32;
+    bytes = c.add(hidden, hidden / 32);
+    break;
   }
-  return 0;
+  return c.ok() ? bytes : -1;
 }
 
 QuantDecision mlir::moe::decideQuantization(WireFormat format,
@@ -63,14 +70,19 @@ TpDecision mlir::moe::decideTpDedupe(int64_t tp, std::optional<int64_t> maxToken
     return decision;
   decision.slice = true;
   if (maxTokensPerRank)
-    decision.slicedMaxTokens = (*maxTokensPerRank + tp - 1) / tp;
+    decision.slicedMaxTokens = detail::ceilDiv(*maxTokensPerRank, tp);
   return decision;
 }
 
 RowRange mlir::moe::tpSliceRows(int64_t tokens, int64_t tp, int64_t index) {
-  const int64_t share = (tokens + tp - 1) / tp;
   RowRange range;
-  range.start = std::min(index * share, tokens);
+  if (tokens <= 0 || tp <= 0 || index < 0)
+    return range;
+  const int64_t share = detail::ceilDiv(tokens, tp);
+  // index * share may exceed int64_t for an index past the group: such a
+  // slice is empty, as any slice starting at or after `tokens`.
+  std::optional<int64_t> start = llvm::checkedMul(index, share);
+  range.start = start ? std::min(*start, tokens) : tokens;
   range.size = std::min(share, tokens - range.start);
   return range;
 }

@@ -1,6 +1,7 @@
 //===- MoEAttrs.cpp - moe attributes: syntax and verification -------------===//
 #include "moe/Dialect/MoE/IR/MoEAttrs.h"
 #include "moe/Dialect/MoE/IR/MoEDialect.h"
+#include "moe/Support/Limits.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -108,9 +109,23 @@ RoutingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (topkGroup <= 0 || topkGroup > nGroup)
     return emitError() << "routing_c3: topk_group must be in [1, n_group = "
                        << nGroup << "], got " << topkGroup;
+  if (topK > limits::kMaxTopK || nGroup > limits::kMaxTopK)
+    return emitError() << "routing_c6: top_k (" << topK << ") and n_group ("
+                       << nGroup << ") must be at most " << limits::kMaxTopK;
   if (!scale.isFiniteNonZero() || scale.isNegative())
     return emitError() << "routing_c4: scale must be finite and positive, got "
                        << scale.convertToDouble();
+  // The lowering multiplies the weights by the scale as an f32 constant: a
+  // value that rounds to 0, to infinity or to a subnormal (flushed on GPUs)
+  // would silently change the layer.
+  llvm::APFloat single = scale;
+  bool losesInfo = false;
+  (void)single.convert(llvm::APFloat::IEEEsingle(),
+                       llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+  if (!single.isNormal())
+    return emitError() << "routing_c5: scale " << scale.convertToDouble()
+                       << " is not a normal f32 (it must lie in [2^-126, "
+                          "3.4028235e38] after rounding to f32)";
   return success();
 }
 
@@ -123,6 +138,9 @@ LogicalResult LayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (ep <= 0 || tp <= 0)
     return emitError() << "layout_c1: ep and tp must be positive, got ep = "
                        << ep << ", tp = " << tp;
+  if (ep > limits::kMaxRanks || tp > limits::kMaxRanks)
+    return emitError() << "layout_c3: ep (" << ep << ") and tp (" << tp
+                       << ") must be at most " << limits::kMaxRanks;
   if (ep % tp != 0)
     return emitError() << "layout_c2: tp (" << tp
                        << ") must divide ep (" << ep

@@ -5,8 +5,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Dialect/MoE/Analysis/PhasePlan.h"
+#include "moe/Support/Limits.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/OpImplementation.h"
 
@@ -44,12 +47,62 @@ std::string dimStr(int64_t d) {
   return ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
 }
 
+/// Rows a rank may receive: every token of every rank of the group.
+constexpr int64_t kMaxRows = limits::kMaxTokens * limits::kMaxRanks; // 2^47
+/// Dispatched rows and (token, choice) pairs are numbered in i32 (slot,
+/// row_expert), so a static count of them is at most this.
+constexpr int64_t kMaxI32 = (int64_t(1) << 31) - 1;
+/// The most rows any step holds: top-k choices of kMaxRows rows.
+constexpr int64_t kMaxExtent = kMaxRows * limits::kMaxTopK; // 2^57
+/// The most elements of one tensor: the largest a valid layer makes is
+/// T * k rows of 2I (2^31 * 2^10 * 2^21).
+constexpr int64_t kMaxElements = int64_t(1) << 62;
+
+/// size_c1, checked first by every moe op: each static extent of a tensor
+/// operand or result is at most kMaxExtent and a tensor's static extents
+/// multiply to at most kMaxElements, so that no product of them overflows.
+LogicalResult verifyExtents(Operation *op) {
+  auto check = [&](Type type) -> LogicalResult {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor)
+      return success();
+    int64_t elements = 1;
+    for (int64_t d : tensor.getShape()) {
+      if (ShapedType::isDynamic(d))
+        continue;
+      std::optional<int64_t> product = llvm::checkedMul(elements, d);
+      if (d > kMaxExtent || !product || *product > kMaxElements)
+        return op->emitOpError()
+               << "size_c1: " << type << " has an extent above 2^57 or more "
+               << "than 2^62 elements";
+      elements = *product;
+    }
+    return success();
+  };
+  for (Type type : op->getOperandTypes())
+    if (failed(check(type)))
+      return failure();
+  for (Type type : op->getResultTypes())
+    if (failed(check(type)))
+      return failure();
+  return success();
+}
+
+/// A static size attribute or extent `v` lies in [lo, hi] (dynamic passes).
+bool within(int64_t v, int64_t lo, int64_t hi) {
+  return ShapedType::isDynamic(v) || (v >= lo && v <= hi);
+}
+
 /// The routing rules that depend on the number of experts.
 LogicalResult verifyRoutingForExperts(Operation *op, RoutingAttr routing,
                                       int64_t experts, Value bias) {
   if (ShapedType::isDynamic(experts))
     return op->emitOpError()
            << "route_c2: the number of experts must be static";
+  if (experts > limits::kMaxExperts)
+    return op->emitOpError() << "route_c9: " << experts
+                             << " experts exceed the limit of "
+                             << limits::kMaxExperts;
   if (routing.getTopK() > experts)
     return op->emitOpError() << "route_c3: top_k (" << routing.getTopK()
                              << ") exceeds the number of experts (" << experts
@@ -60,6 +113,7 @@ LogicalResult verifyRoutingForExperts(Operation *op, RoutingAttr routing,
                              << ") does not divide the number of experts ("
                              << experts << ")";
   int64_t perGroup = experts / groups;
+  // Both factors are bounded (routing_c6, route_c9): the product fits.
   if (routing.getTopK() > routing.getTopkGroup() * perGroup)
     return op->emitOpError()
            << "route_c5: top_k (" << routing.getTopK()
@@ -90,6 +144,13 @@ FailureOr<int64_t> verifyRouterWeight(Operation *op, Value x, Value weight) {
       failed(expectSameElementType(op, "route_c2", "router weight", weight,
                                    tensorType(x).getElementType())))
     return failure();
+  ArrayRef<int64_t> xs = tensorType(x).getShape();
+  if (!within(xs[0], 0, limits::kMaxTokens) ||
+      !within(xs[1], 1, limits::kMaxHidden) ||
+      !within(tensorType(weight).getDimSize(1), 1, limits::kMaxHidden))
+    return op->emitOpError() << "route_c9: x " << x.getType() << " must hold at most "
+                             << limits::kMaxTokens << " tokens of a hidden size in [1, "
+                             << limits::kMaxHidden << "]";
   if (!agree(tensorType(weight).getDimSize(1), tensorType(x).getDimSize(1)))
     return op->emitOpError() << "route_c2: router weight " << weight.getType()
                              << " does not match hidden size of x "
@@ -105,7 +166,8 @@ FailureOr<int64_t> verifyRouterWeight(Operation *op, Value x, Value weight) {
 LogicalResult LayerOp::verify() {
   Operation *op = getOperation();
   Type elem = getX().getType().getElementType();
-  if (failed(expectRank(op, "layer_c1", "x", getX(), 2)))
+  if (failed(verifyExtents(op)) ||
+      failed(expectRank(op, "layer_c1", "x", getX(), 2)))
     return failure();
   if (getY().getType() != getX().getType())
     return emitOpError() << "layer_c1: result type " << getY().getType()
@@ -193,6 +255,43 @@ LogicalResult LayerOp::verify() {
     if (value && failed(expectSameElementType(op, "layer_c4", name, value, elem)))
       return failure();
 
+  // layer_c9: the sizes the planners multiply, within moe/Support/Limits.h.
+  int64_t intermediate = w2[2];
+  int64_t sharedIntermediate =
+      getSharedW2() ? tensorType(getSharedW2()).getDimSize(1) : 1;
+  int64_t slotCount = getPhysToLog() ? localExperts * ep : *experts;
+  std::optional<int64_t> maxTokens = getMaxTokensPerRank();
+  if (ShapedType::isDynamic(hidden) ||
+      !within(intermediate, 1, limits::kMaxIntermediate) ||
+      !within(sharedIntermediate, 1, limits::kMaxIntermediate) ||
+      slotCount > limits::kMaxExperts ||
+      (maxTokens && *maxTokens > limits::kMaxTokens))
+    return emitOpError() << "layer_c9: a layer needs a static hidden size, "
+                            "intermediate sizes in [1, "
+                         << limits::kMaxIntermediate << "], at most "
+                         << limits::kMaxExperts
+                         << " expert slots and max_tokens_per_rank at most "
+                         << limits::kMaxTokens;
+  int64_t tokens = getX().getType().getDimSize(0);
+  if (maxTokens && !ShapedType::isDynamic(tokens) && tokens > *maxTokens)
+    return emitOpError() << "layer_c10: " << tokens
+                         << " static tokens exceed max_tokens_per_rank ("
+                         << *maxTokens << ")";
+  if (!ShapedType::isDynamic(tokens) && tokens * getRouting().getTopK() > kMaxI32)
+    return emitOpError() << "layer_c11: " << tokens << " tokens x top_k "
+                         << getRouting().getTopK()
+                         << " dispatched rows exceed the i32 row ids (2^31 - 1)";
+  if (maxTokens) {
+    LayerShape shape;
+    shape.hidden = hidden;
+    shape.intermediate = intermediate;
+    shape.experts = slotCount;
+    shape.topK = getRouting().getTopK();
+    shape.ep = ep;
+    shape.elementBytes = elem.getIntOrFloatBitWidth() / 8;
+    if (std::optional<std::string> why = checkPlannedSizes(shape, *maxTokens))
+      return emitOpError() << "layer_c11: " << *why;
+  }
   return success();
 }
 
@@ -202,6 +301,8 @@ LogicalResult LayerOp::verify() {
 
 LogicalResult RouteOp::verify() {
   Operation *op = getOperation();
+  if (failed(verifyExtents(op)))
+    return failure();
   FailureOr<int64_t> experts = verifyRouterWeight(op, getX(), getRouterWeight());
   if (failed(experts) ||
       failed(verifyRoutingForExperts(op, getRouting(), *experts,
@@ -226,7 +327,8 @@ LogicalResult RouteOp::verify() {
 
 LogicalResult DispatchOp::verify() {
   Operation *op = getOperation();
-  if (failed(expectRank(op, "dispatch_c1", "x", getX(), 2)) ||
+  if (failed(verifyExtents(op)) ||
+      failed(expectRank(op, "dispatch_c1", "x", getX(), 2)) ||
       failed(expectRank(op, "dispatch_c1", "expert_ids", getExpertIds(), 2)))
     return failure();
   ArrayRef<int64_t> x = getX().getType().getShape();
@@ -240,8 +342,23 @@ LogicalResult DispatchOp::verify() {
                                    getDispatched(), getX().getType().getElementType())))
     return failure();
   ArrayRef<int64_t> rows = getDispatched().getType().getShape();
+  // dispatch_c6: rows and pairs are numbered in i32; the operands of every
+  // product below are bounded first, so the products fit int64_t.
+  const int64_t numExperts = int64_t(getNumExperts());
+  const int64_t capacityValue = int64_t(getCapacity().value_or(0));
+  if (ids[1] < 1 || ids[1] > limits::kMaxTopK || numExperts > limits::kMaxExperts ||
+      capacityValue > kMaxI32 || !within(x[0], 0, kMaxI32) ||
+      (!ShapedType::isDynamic(x[0]) && x[0] * ids[1] > kMaxI32) ||
+      capacityValue * numExperts > kMaxI32)
+    return emitOpError() << "dispatch_c6: k in [1, " << limits::kMaxTopK
+                         << "], num_experts at most " << limits::kMaxExperts
+                         << ", and static rows, T*k pairs and num_experts*capacity "
+                            "slots at most 2^31 - 1 (i32 row ids), got "
+                         << getX().getType() << ", " << getExpertIds().getType()
+                         << ", num_experts = " << numExperts << ", capacity = "
+                         << capacityValue;
   if (std::optional<uint64_t> capacity = getCapacity()) {
-    int64_t slots = int64_t(*capacity) * int64_t(getNumExperts());
+    int64_t slots = capacityValue * numExperts;
     if (!ShapedType::isDynamic(x[0]) && x[0] > int64_t(*capacity))
       return emitOpError() << "dispatch_c5: " << x[0]
                            << " tokens do not fit the masked layout's capacity of "
@@ -285,7 +402,8 @@ LogicalResult GroupedMatmulOp::verify() {
   const bool fp8 = getInput().getType().getElementType().isInteger(8);
   Type elem = fp8 ? getWeight().getType().getElementType()
                   : getInput().getType().getElementType();
-  if (failed(expectRank(op, "gmm_c1", "input", getInput(), 2)) ||
+  if (failed(verifyExtents(op)) ||
+      failed(expectRank(op, "gmm_c1", "input", getInput(), 2)) ||
       failed(expectRank(op, "gmm_c1", "weight", getWeight(), 3)) ||
       failed(expectSameElementType(op, "gmm_c1", "weight", getWeight(), elem)))
     return failure();
@@ -298,8 +416,8 @@ LogicalResult GroupedMatmulOp::verify() {
     auto scales = getScales().getType();
     int64_t groups = scales.getRank() == 2 ? scales.getDimSize(1) : ShapedType::kDynamic;
     if (scales.getRank() != 2 || !agree(scales.getDimSize(0), in[0]) ||
-        ShapedType::isDynamic(groups) || ShapedType::isDynamic(in[1]) ||
-        in[1] % groups != 0)
+        ShapedType::isDynamic(groups) || groups < 1 ||
+        ShapedType::isDynamic(in[1]) || in[1] % groups != 0)
       return emitOpError() << "gmm_c4: scales must be [N, G] with G dividing a "
                               "static K, got "
                            << scales << " for input " << getInput().getType();
@@ -329,7 +447,8 @@ LogicalResult GroupedMatmulOp::verify() {
 
 LogicalResult ActivationOp::verify() {
   Operation *op = getOperation();
-  if (failed(expectRank(op, "act_c1", "input", getInput(), 2)) ||
+  if (failed(verifyExtents(op)) ||
+      failed(expectRank(op, "act_c1", "input", getInput(), 2)) ||
       failed(expectRank(op, "act_c1", "result", getResult(), 2)) ||
       failed(expectSameElementType(op, "act_c1", "result", getResult(),
                                    getInput().getType().getElementType())))
@@ -352,7 +471,8 @@ LogicalResult ActivationOp::verify() {
 
 LogicalResult CombineOp::verify() {
   Operation *op = getOperation();
-  if (failed(expectRank(op, "combine_c1", "expert_out", getExpertOut(), 2)) ||
+  if (failed(verifyExtents(op)) ||
+      failed(expectRank(op, "combine_c1", "expert_out", getExpertOut(), 2)) ||
       failed(expectRank(op, "combine_c1", "slot", getSlot(), 2)) ||
       failed(expectRank(op, "combine_c1", "weights", getWeights(), 2)))
     return failure();
@@ -380,7 +500,8 @@ LogicalResult CombineOp::verify() {
 
 LogicalResult EpDispatchOp::verify() {
   Operation *op = getOperation();
-  if (failed(expectRank(op, "ep_dispatch_c1", "x", getX(), 2)) ||
+  if (failed(verifyExtents(op)) ||
+      failed(expectRank(op, "ep_dispatch_c1", "x", getX(), 2)) ||
       failed(expectRank(op, "ep_dispatch_c1", "expert_ids", getExpertIds(), 2)) ||
       failed(expectRank(op, "ep_dispatch_c1", "expert_weights", getExpertWeights(), 2)))
     return failure();
@@ -404,6 +525,18 @@ LogicalResult EpDispatchOp::verify() {
                             "expert_weights [T,k] disagree: "
                          << getX().getType() << ", " << getExpertIds().getType()
                          << ", " << getExpertWeights().getType();
+  // ep_dispatch_c8: the maxima moe-plan-buffers and the runtime multiply.
+  const int64_t capacity = int64_t(getCapacity());
+  if (int64_t(getEp().value_or(1)) > limits::kMaxRanks ||
+      int64_t(getMaxTokens().value_or(0)) > limits::kMaxTokens ||
+      int64_t(getSlots().value_or(0)) > limits::kMaxTokens || capacity > kMaxRows ||
+      !within(x[0], 0, limits::kMaxTokens) || !within(x[1], 1, limits::kMaxHidden) ||
+      !within(ids[1], 1, limits::kMaxTopK))
+    return emitOpError() << "ep_dispatch_c8: ep at most " << limits::kMaxRanks
+                         << ", max_tokens, slots and tokens at most " << limits::kMaxTokens
+                         << ", capacity at most " << kMaxRows << ", hidden size in [1, "
+                         << limits::kMaxHidden << "] and top-k in [1, " << limits::kMaxTopK
+                         << "]";
   auto received = getReceived().getType();
   // FP8 codes arrive as i8 (ep_dispatch_c7); activations keep x's type.
   if (failed(expectRank(op, "ep_dispatch_c2", "received", getReceived(), 2)) ||
@@ -427,6 +560,10 @@ LogicalResult EpDispatchOp::verify() {
                            << experts << (getExpertRank() ? " experts of expert_rank"
                                                           : " slots of phys_to_log");
   }
+  if (!getSlots() && !ShapedType::isDynamic(received.getDimSize(0)))
+    return emitOpError() << "ep_dispatch_c9: without slots the received row count "
+                            "is decided by the exchanged counts and must be dynamic, got "
+                         << received;
   if (std::optional<uint64_t> slots = getSlots()) {
     int64_t rows = received.getDimSize(0);
     if (ShapedType::isDynamic(rows) || rows % int64_t(*slots) != 0 ||
@@ -463,7 +600,8 @@ LogicalResult EpDispatchOp::verify() {
 
 LogicalResult EpCombineOp::verify() {
   Operation *op = getOperation();
-  if (failed(expectRank(op, "ep_combine_c1", "partial", getPartial(), 2)) ||
+  if (failed(verifyExtents(op)) ||
+      failed(expectRank(op, "ep_combine_c1", "partial", getPartial(), 2)) ||
       failed(expectRank(op, "ep_combine_c1", "result", getResult(), 2)) ||
       failed(expectSameElementType(op, "ep_combine_c1", "result", getResult(),
                                    getPartial().getType().getElementType())))
@@ -473,6 +611,18 @@ LogicalResult EpCombineOp::verify() {
     return emitOpError() << "ep_combine_c1: result " << getResult().getType()
                          << " and partial " << getPartial().getType()
                          << " disagree on the hidden size";
+  // The handle names the dispatch: rows go back to its tokens, one partial
+  // row per received row.
+  if (auto dispatch = getHandle().getDefiningOp<EpDispatchOp>())
+    if (!agree(getResult().getType().getDimSize(0),
+               dispatch.getX().getType().getDimSize(0)) ||
+        !agree(getPartial().getType().getDimSize(0),
+               dispatch.getReceived().getType().getDimSize(0)))
+      return emitOpError() << "ep_combine_c2: result " << getResult().getType()
+                           << " must have the rows of the dispatched x "
+                           << dispatch.getX().getType() << " and partial "
+                           << getPartial().getType() << " those of the received rows "
+                           << dispatch.getReceived().getType();
   return success();
 }
 
@@ -481,15 +631,28 @@ LogicalResult EpCombineOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult TpSliceOp::verify() {
+  if (failed(verifyExtents(getOperation())))
+    return failure();
   auto x = getX().getType(), slice = getSlice().getType();
   if (x.getRank() != 2 || slice.getRank() != 2 ||
       slice.getElementType() != x.getElementType() ||
       !agree(slice.getDimSize(1), x.getDimSize(1)))
     return emitOpError() << "tp_c1: slice " << slice << " must be rows of x " << x;
+  // Which rows a rank takes depends on its rank unless every rank takes the
+  // same count: a static T that tp divides.
+  int64_t rows = slice.getDimSize(0), tokens = x.getDimSize(0);
+  int64_t tp = int64_t(getTp());
+  if (!ShapedType::isDynamic(rows) &&
+      (ShapedType::isDynamic(tokens) || tokens % tp != 0 || rows != tokens / tp))
+    return emitOpError() << "tp_c3: slice " << slice << " may state a static row count "
+                         << "only when every rank takes the same rows: x " << x
+                         << " with a static T that tp = " << tp << " divides, T/tp rows";
   return success();
 }
 
 LogicalResult TpGatherOp::verify() {
+  if (failed(verifyExtents(getOperation())))
+    return failure();
   auto slice = getSlice().getType(), full = getFull().getType(),
        result = getResult().getType();
   if (slice.getRank() != 2 || full.getRank() != 2 || result.getRank() != 2 ||
@@ -506,6 +669,8 @@ LogicalResult TpGatherOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ChunkLoopOp::verify() {
+  if (failed(verifyExtents(getOperation())))
+    return failure();
   auto x = getX().getType();
   Block &body = getBody().front();
   if (x.getRank() != 2 || getY().getType() != x)

@@ -60,12 +60,13 @@ struct MoEDecomposeLayerPass
     SmallVector<LayerOp> layers;
     getOperation()->walk([&](LayerOp op) { layers.push_back(op); });
     for (LayerOp layer : layers) {
-      decompose(layer);
+      if (failed(decompose(layer)))
+        return signalPassFailure();
       ++numLayers;
     }
   }
 
-  void decompose(LayerOp layer) {
+  LogicalResult decompose(LayerOp layer) {
     ImplicitLocOpBuilder b(layer.getLoc(), layer);
     Value x = layer.getX();
     auto xType = layer.getX().getType();
@@ -96,7 +97,13 @@ struct MoEDecomposeLayerPass
       LayerShape shape;
       shape.experts = localExperts * ep;
       shape.ep = ep;
-      fixed = decodeLayout(shape, *layer.getMaxTokensPerRank());
+      // layer_c11 keeps the layout in range; a failure here is a verifier gap.
+      std::optional<DecodeLayout> layout =
+          decodeLayout(shape, *layer.getMaxTokensPerRank());
+      if (!layout)
+        return layer.emitError("moe-decompose-layer: the decode layout's sizes "
+                               "overflow");
+      fixed = *layout;
     }
     if (ep > 1) {
       int64_t maxTokens = *layer.getMaxTokensPerRank();
@@ -148,6 +155,7 @@ struct MoEDecomposeLayerPass
     }
     layer.getY().replaceAllUsesWith(y);
     layer.erase();
+    return success();
   }
 };
 } // namespace

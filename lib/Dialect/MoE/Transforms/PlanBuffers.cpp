@@ -35,10 +35,11 @@ struct MoEPlanBuffersPass : moe::impl::MoEPlanBuffersBase<MoEPlanBuffersPass> {
 
   LogicalResult plan(EpDispatchOp op) {
     auto x = op.getX().getType();
-    if (!op.getEp() || !op.getMaxTokens() || ShapedType::isDynamic(x.getDimSize(1)))
+    if (!op.getEp() || !op.getMaxTokens() || ShapedType::isDynamic(x.getDimSize(1)) ||
+        ShapedType::isDynamic(op.getExpertIds().getType().getDimSize(1)))
       return op.emitError("moe-plan-buffers: cannot size this dispatch's "
-                          "workspaces statically: it needs ep, max_tokens and a "
-                          "static hidden size");
+                          "workspaces statically: it needs ep, max_tokens, a "
+                          "static hidden size and a static top-k");
     DispatchBounds bounds;
     bounds.ep = int64_t(*op.getEp());
     bounds.maxTokens = int64_t(*op.getMaxTokens());
@@ -51,6 +52,10 @@ struct MoEPlanBuffersPass : moe::impl::MoEPlanBuffersBase<MoEPlanBuffersPass> {
     bounds.slots = int64_t(op.getSlots().value_or(0));
     if (Value scales = op.getReceivedScales())
       bounds.codeGroups = cast<RankedTensorType>(scales.getType()).getDimSize(1);
+    if (std::optional<std::string> why = checkDispatchBounds(bounds))
+      return op.emitError("moe-plan-buffers: cannot size this dispatch's "
+                          "workspaces: ")
+             << *why;
     Builder b(op.getContext());
     SmallVector<NamedAttribute> sizes;
     for (const Workspace &w : planWorkspaces(bounds))

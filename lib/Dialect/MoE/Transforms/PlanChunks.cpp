@@ -2,6 +2,7 @@
 #include "moe/Dialect/MoE/Analysis/ChunkPlan.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Dialect/MoE/Transforms/Passes.h"
+#include "moe/Support/Limits.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -34,6 +35,11 @@ struct MoEPlanChunksPass : moe::impl::MoEPlanChunksBase<MoEPlanChunksPass> {
   void runOnOperation() override {
     if (budgetBytes <= 0) {
       getOperation()->emitError("moe-plan-chunks needs budget-bytes > 0");
+      return signalPassFailure();
+    }
+    if (maxTokensPerRank < 0 || maxTokensPerRank > limits::kMaxTokens) {
+      getOperation()->emitError("moe-plan-chunks needs max-tokens-per-rank in [0, ")
+          << limits::kMaxTokens << "], got " << int64_t(maxTokensPerRank);
       return signalPassFailure();
     }
     SmallVector<LayerOp> layers;

@@ -2,6 +2,7 @@
 #include "moe/Dialect/MoE/Analysis/PhasePlan.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Dialect/MoE/Transforms/Passes.h"
+#include "moe/Support/Limits.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -34,8 +35,9 @@ struct MoESpecializePhasePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (decodeMaxTokens <= 0) {
-      module.emitError("moe-specialize-phase needs decode-max-tokens > 0");
+    if (decodeMaxTokens <= 0 || decodeMaxTokens > limits::kMaxTokens) {
+      module.emitError("moe-specialize-phase needs decode-max-tokens in [1, ")
+          << limits::kMaxTokens << "], got " << int64_t(decodeMaxTokens);
       return signalPassFailure();
     }
     SmallVector<func::FuncOp> functions;
@@ -57,6 +59,24 @@ struct MoESpecializePhasePass
                              "an argument of @")
              << func.getSymName() << " (it counts the tokens that pick the phase)";
 
+    // The decode variant of a layer without max_tokens_per_rank takes the
+    // threshold as its maximum: check what that plans (layer_c11) first.
+    for (LayerOp layer : layersOf(func)) {
+      if (layer.getMaxTokensPerRank())
+        continue;
+      int64_t most = planPhases(decodeMaxTokens, layerBound(layer)).decodeMaxTokens;
+      LayerShape shape;
+      shape.hidden = layer.getX().getType().getDimSize(1);
+      shape.intermediate = layer.getW2().getType().getDimSize(2);
+      shape.experts = layer.getRouterWeight().getType().getDimSize(0);
+      shape.topK = layer.getRouting().getTopK();
+      shape.ep = layer.getLayout().getEp();
+      shape.elementBytes = layer.getX().getType().getElementTypeBitWidth() / 8;
+      if (std::optional<std::string> why = checkPlannedSizes(shape, most))
+        return layer.emitError("moe-specialize-phase: decode-max-tokens = ")
+               << int64_t(decodeMaxTokens) << " is too large for this layer: " << *why;
+    }
+
     SymbolTable symbols(module);
     func::FuncOp prefill = cloneVariant(symbols, func, "_prefill", Phase::prefill);
     func::FuncOp decode = cloneVariant(symbols, func, "_decode", Phase::decode);
@@ -64,14 +84,46 @@ struct MoESpecializePhasePass
     int64_t threshold = decodeMaxTokens;
     Builder b(module.getContext());
     for (LayerOp layer : layersOf(decode)) {
-      int64_t most = planPhases(decodeMaxTokens, layer.getMaxTokensPerRank()).decodeMaxTokens;
+      int64_t most = planPhases(decodeMaxTokens, layerBound(layer)).decodeMaxTokens;
       layer.setMaxTokensPerRankAttr(b.getI64IntegerAttr(most));
       threshold = std::min(threshold, most);
+      // A static token count above the decode maximum (layer_c10) is seen
+      // as dynamic by the decode variant: it never runs it by count, and
+      // when asked to (phase = 2) the layout's capacity check fails at run
+      // time, as for a dynamic count.
+      int64_t tokens = layer.getX().getType().getDimSize(0);
+      if (!ShapedType::isDynamic(tokens) && tokens > most)
+        eraseTokenCount(layer);
     }
     buildEntry(func, input.getArgNumber(), prefill, decode, first.getLayout().getEp(),
                threshold);
     ++numSpecialized;
     return success();
+  }
+
+  /// The most tokens `layer` takes: max_tokens_per_rank, or a static token
+  /// count (at least 1: the maximum is positive), whichever is smaller.
+  static std::optional<int64_t> layerBound(LayerOp layer) {
+    std::optional<int64_t> bound = layer.getMaxTokensPerRank();
+    int64_t tokens = layer.getX().getType().getDimSize(0);
+    if (!ShapedType::isDynamic(tokens)) {
+      int64_t positive = std::max<int64_t>(tokens, 1);
+      bound = std::min(bound.value_or(positive), positive);
+    }
+    return bound;
+  }
+
+  /// Runs `layer` on a view of its input with a dynamic token count.
+  static void eraseTokenCount(LayerOp layer) {
+    OpBuilder b(layer);
+    auto staticType = layer.getX().getType();
+    auto dynamicType = staticType.clone({ShapedType::kDynamic, staticType.getDimSize(1)});
+    Value x = tensor::CastOp::create(b, layer.getLoc(), dynamicType, layer.getX());
+    layer.getXMutable().assign(x);
+    layer.getY().setType(dynamicType);
+    b.setInsertionPointAfter(layer);
+    auto back = tensor::CastOp::create(b, layer.getLoc(), staticType, layer.getY());
+    layer.getY().replaceAllUsesExcept(back.getResult(), back);
   }
 
   func::FuncOp cloneVariant(SymbolTable &symbols, func::FuncOp func,

@@ -28,7 +28,15 @@ struct BufferFootprint {
   int64_t bytesPerToken = 0;
 };
 
-/// The MoE buffers of one chunk, per token (see moeBytesPerToken).
+/// Why `shape` is outside the sizes the planners accept (every field within
+/// moe/Support/Limits.h: 1 <= hidden, intermediate, experts, top-k, ep; 0 <=
+/// shared intermediate; element bytes 1..8), or nothing. Within them every
+/// product the planners form fits int64_t; they still compute with checked
+/// arithmetic and report an overflow rather than wrap.
+std::optional<std::string> checkLayerShape(const LayerShape &shape);
+
+/// The MoE buffers of one chunk, per token (see moeBytesPerToken). Empty
+/// when `shape` fails checkLayerShape or a size overflows.
 std::vector<BufferFootprint> moeBuffers(const LayerShape &shape);
 
 /// Bytes of MoE buffers that one token of a chunk needs at most: router
@@ -36,7 +44,8 @@ std::vector<BufferFootprint> moeBuffers(const LayerShape &shape);
 /// local token when every rank sends here), the expert intermediates
 /// (ep x top-k rows of 2 x intermediate), the combine rows, and the shared
 /// expert. An upper bound of what the compiled layer and the runtime
-/// allocate for the chunk (every temporary counted, none reused).
+/// allocate for the chunk (every temporary counted, none reused). -1 when
+/// moeBuffers is empty (an invalid shape or an overflow).
 int64_t moeBytesPerToken(const LayerShape &shape);
 
 /// The decision of moe-plan-chunks.
@@ -47,8 +56,11 @@ struct ChunkPlan {
   bool chunked = false;  ///< False when all tokens fit the budget at once.
 };
 
-/// Largest chunk whose buffers fit `budgetBytes`; at most maxTokensPerRank.
-/// Fails (with `error` set) when not even one token fits.
+/// Largest chunk whose buffers fit `budgetBytes`; at most maxTokensPerRank
+/// (and at least 1: a rank holding 0 tokens gets one chunk size of 1 and
+/// 0 chunks). Fails (with `error` set) when not even one token fits, the
+/// shape fails checkLayerShape, a size overflows, the budget is not
+/// positive or maxTokensPerRank is outside [0, limits::kMaxTokens].
 std::optional<ChunkPlan> planChunks(const LayerShape &shape,
                                     int64_t budgetBytes,
                                     int64_t maxTokensPerRank,

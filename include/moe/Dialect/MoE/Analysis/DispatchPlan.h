@@ -17,7 +17,8 @@ std::optional<WireFormat> parseWireFormat(const std::string &name);
 /// Elements that share one scale (0 for Native).
 int64_t scaleGroup(WireFormat format);
 /// Bytes of one row's activations on the wire: H elements, or H FP8 codes
-/// plus one f32 (g128) or one UE8M0 byte (g32) scale per group.
+/// plus one f32 (g128) or one UE8M0 byte (g32) scale per group. -1 when the
+/// product overflows or a size is negative.
 int64_t wireActivationBytes(WireFormat format, int64_t hidden, int64_t elementBytes);
 
 /// The decision of moe-fuse-quant-dispatch for one dispatch: quantize when
@@ -39,7 +40,8 @@ TpDecision decideTpDedupe(int64_t tp, std::optional<int64_t> maxTokensPerRank);
 /// Rows [start, start + size) of `tokens` that TP rank `index` of `tp`
 /// dispatches: consecutive slices of ceil(tokens / tp); the last may be
 /// short or empty. The lowering of moe.tp_slice and the runtime's gather
-/// compute the same.
+/// compute the same. Empty for tokens <= 0, tp <= 0 or a negative index;
+/// never overflows.
 struct RowRange {
   int64_t start = 0, size = 0;
 };

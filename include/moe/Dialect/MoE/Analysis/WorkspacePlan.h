@@ -3,6 +3,7 @@
 #define MOE_DIALECT_MOE_ANALYSIS_WORKSPACEPLAN_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,15 @@ struct Workspace {
   int64_t bytes = 0;
 };
 
+/// Why `bounds` cannot be planned, or nothing: ep, top-k, hidden size and
+/// max tokens within moe/Support/Limits.h, capacity at most
+/// kMaxTokens * kMaxRanks rows, slots at most kMaxTokens, element bytes
+/// 1..8, and every workspace size representable (planWorkspaces not empty).
+std::optional<std::string> checkDispatchBounds(const DispatchBounds &bounds);
+
 /// Bytes of one dispatched row: activations, then top-k int16 local expert
-/// ids and f32 weights.
+/// ids and f32 weights. The three functions below return -1 when a size
+/// overflows int64_t or is negative (checked arithmetic).
 int64_t dispatchRowBytes(const DispatchBounds &bounds);
 /// Rows a rank sends at most: every token to min(top-k, ep) ranks (prefill),
 /// or ep blocks of `slots` rows (decode).
@@ -41,7 +49,7 @@ int64_t plannedSendRows(const DispatchBounds &bounds);
 int64_t plannedReceiveRows(const DispatchBounds &bounds);
 
 /// dispatch.send, dispatch.recv, expert.rows and combine.recv, in the order
-/// moert.h's plan takes them.
+/// moert.h's plan takes them. Empty when a size overflows int64_t.
 std::vector<Workspace> planWorkspaces(const DispatchBounds &bounds);
 
 } // namespace mlir::moe

@@ -33,8 +33,9 @@ def MoE_RoutingAttr : MoE_Attr<"Routing", "routing"> {
     #moe.routing<sigmoid, top_k = 8, n_group = 8, topk_group = 4, normalize,
                  scale = 2.5, correction_bias>
     ```
-    Rules `routing_c1`..`routing_c4` are checked here; the rules that need the
-    expert count are checked by the ops that carry the attribute.
+    Rules `routing_c1`..`routing_c6` are checked here (`scale` must be a
+    normal f32: the lowering multiplies by an f32 constant); the rules that
+    need the expert count are checked by the ops that carry the attribute.
   }];
   let parameters = (ins
     EnumParameter<MoE_ScoreFunction>:$score,

@@ -48,8 +48,9 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     layout: at most `max_tokens_per_rank` tokens, fixed capacity per expert,
     masked rows, no counts exchanged; without it (or with `prefill`) counts
     travel first and the experts see packed, expert-contiguous rows.
-    Rules: `layer_c1`..`layer_c7` and the expert-count rules of
-    `#moe.routing` (`route_c2`..`route_c7`), see docs/MoEVerifierRules.md.
+    Rules: `size_c1`, `layer_c1`..`layer_c11` and the expert-count rules of
+    `#moe.routing` (`route_c2`..`route_c7`, `route_c9`), see
+    docs/MoEVerifierRules.md. Sizes are bounded by moe/Support/Limits.h.
 
     ```mlir
     %y = moe.layer %x router(%wr) experts(%w13, %w2)
