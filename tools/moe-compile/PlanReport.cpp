@@ -98,6 +98,11 @@ llvm::Expected<json::Value> moe_compile::planReport(ModuleOp module,
   shape.ep = layout.ep;
   shape.elementBytes = elementType == "bf16" ? 2 : 4;
   shape.sharedIntermediate = config.sharedIntermediateSize;
+  auto planError = [](const std::string &problem) {
+    return llvm::createStringError("plan: " + problem);
+  };
+  if (auto problem = moe::checkLayerShape(shape))
+    return planError(*problem);
   json::Array buffers;
   int64_t total = 0;
   for (const moe::BufferFootprint &b : moe::moeBuffers(shape)) {
@@ -139,6 +144,8 @@ llvm::Expected<json::Value> moe_compile::planReport(ModuleOp module,
     bounds.codeGroups = h / moe::scaleGroup(*moe::parseWireFormat(dispatchQuantization.str()));
   bounds.maxTokens = perRank(tokens);
   bounds.capacity = bounds.maxTokens * layout.ep;
+  if (auto problem = moe::checkDispatchBounds(bounds))
+    return planError(*problem);
   json::Object phases{
       {"prefill", phaseReport(shape, bounds,
                               "counts first, then packed rows; experts see "
@@ -149,6 +156,8 @@ llvm::Expected<json::Value> moe_compile::planReport(ModuleOp module,
         perRank(moe::planPhases(decodeMaxTokens, layout.maxTokensPerRank).decodeMaxTokens);
     decodeBounds.slots = layout.ep > 1 ? decodeBounds.maxTokens : 0;
     decodeBounds.capacity = decodeBounds.maxTokens * layout.ep;
+    if (auto problem = moe::checkDispatchBounds(decodeBounds))
+      return planError(*problem);
     json::Object d = phaseReport(shape, decodeBounds,
                                  "fixed slots per rank, masked capacity per expert, "
                                  "no counts exchanged");

@@ -241,9 +241,6 @@ std::optional<std::string> optionProblem() {
     return "--dtype must be f32 or bf16, got '" + dtype + "'";
   if (auto problem = entryProblem(entry))
     return problem;
-  if (dispatchQuant != "none" && ep == 1)
-    return "--dispatch-quant quantizes the expert-parallel dispatch: it needs "
-           "--ep > 1";
   if (!fp8Gemm && dispatchQuant == "none")
     return "--fp8-gemm=false chooses how FP8 dispatches reach the GEMM: it "
            "needs --dispatch-quant";
@@ -280,7 +277,8 @@ std::optional<std::string> configProblem(const moe::MoELayerConfig &config) {
     return llvm::formatv("--physical-experts {0} is fewer than the {1} "
                          "experts: every expert needs a slot",
                          physicalExperts.getValue(), config.numExperts).str();
-  if (dispatchQuant != "none") {
+  // With one rank nothing crosses a wire, and the plan reports "none".
+  if (dispatchQuant != "none" && ep > 1) {
     int64_t group =
         moe::scaleGroup(*moe::parseWireFormat(dispatchQuant.getValue()));
     if (config.hiddenSize % group != 0)
