@@ -1,9 +1,18 @@
 //===- CApi.cpp - the C ABI: one runtime per process ----------------------===//
+//
+// Every extern "C" entry checks its arguments before it reads or writes
+// through them (PlanCheck for the dispatch), and no exception leaves one:
+// each body runs inside a guard that turns any exception into the entry's
+// error path, naming the entry point.
+//
+//===----------------------------------------------------------------------===//
 #include "moert/moert.h"
 
 #include "Collectives.h"
 #include "ExpertParallel.h"
+#include "Fatal.h"
 #include "LocalCommunicator.h"
+#include "PlanCheck.h"
 #include "TensorParallel.h"
 #ifdef MOERT_HAVE_MPI
 #include "MPICommunicator.h"
@@ -15,7 +24,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <new>
 #include <thread>
+#include <typeinfo>
 
 using namespace moert;
 
@@ -28,7 +40,11 @@ Runtime runtime;
 std::string lastError;
 
 int failWith(const std::string &message) {
-  lastError = message;
+  try {
+    lastError = message;
+  } catch (...) {
+    lastError.clear(); // no memory even for the message
+  }
   return 1;
 }
 
@@ -45,13 +61,64 @@ int check(const Status &status) { return status ? failWith(*status) : 0; }
   std::_Exit(1);
 }
 
-Collectives &collectivesOrDie() {
+/// What an exception says, for messages.
+std::string describeException() {
+  try {
+    throw;
+  } catch (const std::bad_alloc &e) {
+    return std::string("out of memory (") + e.what() + ")";
+  } catch (const std::exception &e) {
+    return std::string("exception ") + typeid(e).name() + ": " + e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+/// Runs the body of an entry for compiled code; an exception fails every
+/// rank with a message naming the entry.
+template <typename F> void guardFatal(const char *entry, const char *collective, F body) {
+  try {
+    body();
+  } catch (...) {
+    std::string what;
+    try {
+      what = std::string(entry) + ": " + describeException();
+    } catch (...) {
+      fatalOutOfMemory(entry);
+    }
+    fatal(collective, what);
+  }
+}
+
+/// Runs the body of an entry that returns a status; an exception becomes
+/// that entry's error (moert_last_error).
+template <typename R, typename F> R guardStatus(const char *entry, R onError, F body) {
+  try {
+    return body();
+  } catch (...) {
+    try {
+      failWith(std::string(entry) + ": " + describeException());
+    } catch (...) {
+    }
+    return onError;
+  }
+}
+
+Collectives &collectivesOrDie(const char *entry) {
   if (!runtime.collectives)
-    die("the runtime is not initialized (call moert_init first)");
+    die(std::string(entry) + ": the runtime is not initialized (call moert_init first)");
   return *runtime.collectives;
 }
 
-void *allocate(int64_t bytes) { return std::malloc(bytes > 0 ? bytes : 1); }
+/// malloc of `a x b x c` bytes (at least 1), or null if that overflows or
+/// exceeds the runtime's limit.
+void *allocate(int64_t a, int64_t b, int64_t c = 1) {
+  int64_t bytes;
+  if (a < 0 || b < 0 || c < 0 || !checkedMul(a, b, bytes) || !checkedMul(bytes, c, bytes) ||
+      bytes > limits::kMaxWorkspaceBytes)
+    return nullptr;
+  return std::malloc(size_t(bytes > 0 ? bytes : 1));
+}
 
 moert_memref2d makeMemref(void *data, int64_t rows, int64_t cols) {
   moert_memref2d m;
@@ -64,13 +131,6 @@ moert_memref2d makeMemref(void *data, int64_t rows, int64_t cols) {
   return m;
 }
 
-/// Compiled code hands over identity-layout memrefs; anything else is a bug
-/// in the lowering, reported by name.
-void requireDense(const moert_memref2d *m, const char *name) {
-  if (m->strides[1] != 1 || (m->sizes[0] > 1 && m->strides[0] != m->sizes[1]))
-    die(std::string("memref '") + name + "' is not dense row-major");
-}
-
 /// Where a dispatch's results go; `scales` only when the experts take FP8
 /// codes.
 struct DispatchResults {
@@ -78,37 +138,43 @@ struct DispatchResults {
   int64_t *handle;
 };
 DispatchResults resultsOf(moert_dispatch_result *r) {
+  if (!r)
+    return {};
   return {&r->x, nullptr, &r->local_ids, &r->weights, &r->handle};
 }
 DispatchResults resultsOf(moert_dispatch_fp8_result *r) {
+  if (!r)
+    return {};
   return {&r->codes, &r->scales, &r->local_ids, &r->weights, &r->handle};
 }
 
 /// `expertRank` or else `physToLog` with `replicaShare` maps experts to ranks.
-void dispatch(DispatchResults result, moert_memref2d *x,
-              moert_memref2d *ids, moert_memref2d *weights,
+void dispatch(const char *entry, DispatchResults result, bool keepCodes, bool placed,
+              moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,
               moert_memref1d *expertRank, moert_memref1d *physToLog,
               moert_memref1d *replicaShare, moert_memref1d *plan,
               int64_t elementBytes) {
-  collectivesOrDie();
-  if (plan->sizes[0] != MOERT_DISPATCH_PLAN_FIELDS || plan->strides[0] != 1)
-    die("dispatch: the plan must be a dense i64[" +
-        std::to_string(MOERT_DISPATCH_PLAN_FIELDS) + "]");
-  const int64_t *fields = static_cast<const int64_t *>(plan->aligned) + plan->offset;
-  const int64_t scheme = fields[MOERT_PLAN_QUANTIZATION];
-  if (scheme < 0 || scheme > int64_t(QuantScheme::Fp8Group32Ue8m0))
-    die("dispatch: plan names unknown quantization " + std::to_string(scheme));
-  requireDense(x, "x");
-  requireDense(ids, "expert_ids");
-  requireDense(weights, "expert_weights");
-  if (expertRank && expertRank->strides[0] != 1)
-    die("memref 'expert_rank' is not dense");
-  if (physToLog && (physToLog->strides[0] != 1 || replicaShare->strides[0] != 1 ||
-                    physToLog->sizes[0] != replicaShare->sizes[0]))
-    die("dispatch: phys_to_log and replica_share must be dense and of one length");
-  if (ids->sizes[0] != x->sizes[0] || weights->sizes[0] != x->sizes[0] ||
-      weights->sizes[1] != ids->sizes[1])
-    die("dispatch: x, expert_ids and expert_weights disagree on shapes");
+  Collectives &coll = collectivesOrDie(entry);
+  if (!result.x)
+    fatal("dispatch", std::string(entry) + ": the result is a null pointer");
+  DispatchArgs args;
+  args.x = x;
+  args.ids = ids;
+  args.weights = weights;
+  args.expertRank = expertRank;
+  args.physToLog = physToLog;
+  args.replicaShare = replicaShare;
+  args.plan = plan;
+  args.placed = placed;
+  args.elementBytes = elementBytes;
+  args.keepCodes = keepCodes;
+  args.ranks = coll.size();
+  DispatchCheck checked;
+  if (Status e = checkDispatchArgs(args, checked))
+    fatal("dispatch", *e);
+  const DispatchSizes &sz = checked.sizes;
+  const PlanFields &fields = checked.plan;
+
   DispatchInput in;
   in.x = static_cast<const uint8_t *>(x->aligned) + x->offset * elementBytes;
   in.tokens = x->sizes[0];
@@ -118,7 +184,7 @@ void dispatch(DispatchResults result, moert_memref2d *x,
   in.expertIds = static_cast<const int32_t *>(ids->aligned) + ids->offset;
   in.weights = static_cast<const float *>(weights->aligned) + weights->offset;
   in.topK = ids->sizes[1];
-  if (expertRank) {
+  if (!placed) {
     in.expertRank = static_cast<const int32_t *>(expertRank->aligned) + expertRank->offset;
     in.experts = expertRank->sizes[0];
   } else {
@@ -126,34 +192,46 @@ void dispatch(DispatchResults result, moert_memref2d *x,
     in.replicaShare = static_cast<const float *>(replicaShare->aligned) + replicaShare->offset;
     in.physicalExperts = physToLog->sizes[0];
   }
-  in.capacity = fields[MOERT_PLAN_CAPACITY];
-  in.maxTokens = fields[MOERT_PLAN_MAX_TOKENS];
-  in.slots = fields[MOERT_PLAN_SLOTS];
-  in.ranks = fields[MOERT_PLAN_RANKS];
-  in.sendBytes = fields[MOERT_PLAN_SEND_BYTES];
-  in.recvBytes = fields[MOERT_PLAN_RECV_BYTES];
-  in.expertRowsBytes = fields[MOERT_PLAN_EXPERT_ROWS_BYTES];
-  in.combineBytes = fields[MOERT_PLAN_COMBINE_BYTES];
-  in.quant = QuantScheme(scheme);
-  in.keepCodes = result.scales != nullptr;
-  if (in.keepCodes && in.quant == QuantScheme::None)
-    die("dispatch: FP8 codes asked for, but the plan has no quantization");
+  in.capacity = fields.capacity;
+  in.maxTokens = fields.maxTokens;
+  in.slots = fields.slots;
+  in.ranks = fields.ranks;
+  in.sendBytes = fields.sendBytes;
+  in.recvBytes = fields.recvBytes;
+  in.expertRowsBytes = fields.expertRowsBytes;
+  in.combineBytes = fields.combineBytes;
+  in.planExperts = fields.experts;
+  in.planFieldCount = fields.count;
+  in.quant = QuantScheme(fields.quantization);
+  in.keepCodes = keepCodes;
   const int64_t k = in.topK, h = in.hidden;
   int64_t rows = 0, handle = 0;
   Status status = runtime.expertParallel->dispatch(
       in,
       [&](int64_t n) {
+        // Results for n rows (n <= the plan's receive rows); every product
+        // is checked, and a failed allocation is reported by a null.
         DispatchOutput out;
-        *result.x = makeMemref(allocate(n * h * (in.keepCodes ? 1 : elementBytes)), n, h);
-        *result.localIds = makeMemref(allocate(n * k * 4), n, k);
-        *result.weights = makeMemref(allocate(n * k * 4), n, k);
-        out.x = static_cast<uint8_t *>(result.x->aligned);
-        out.localIds = static_cast<int32_t *>(result.localIds->aligned);
-        out.weights = static_cast<float *>(result.weights->aligned);
-        if (in.keepCodes) {
-          const int64_t groups = h / quantGroupSize(in.quant);
-          *result.scales = makeMemref(allocate(n * groups * 4), n, groups);
-          out.scales = static_cast<float *>(result.scales->aligned);
+        void *xs = allocate(n, sz.resultRowBytes);
+        void *localIds = allocate(n, k, 4);
+        void *ws = allocate(n, k, 4);
+        void *scales = keepCodes ? allocate(n, sz.groups, 4) : nullptr;
+        if (!xs || !localIds || !ws || (keepCodes && !scales)) {
+          std::free(xs);
+          std::free(localIds);
+          std::free(ws);
+          std::free(scales);
+          return out;
+        }
+        *result.x = makeMemref(xs, n, h);
+        *result.localIds = makeMemref(localIds, n, k);
+        *result.weights = makeMemref(ws, n, k);
+        out.x = static_cast<uint8_t *>(xs);
+        out.localIds = static_cast<int32_t *>(localIds);
+        out.weights = static_cast<float *>(ws);
+        if (keepCodes) {
+          *result.scales = makeMemref(scales, n, sz.groups);
+          out.scales = static_cast<float *>(scales);
         }
         return out;
       },
@@ -163,67 +241,178 @@ void dispatch(DispatchResults result, moert_memref2d *x,
   *result.handle = handle;
 }
 
-void combine(moert_memref2d *result, moert_memref2d *partial, int64_t handle,
-             int64_t elementBytes) {
-  collectivesOrDie();
-  requireDense(partial, "partial");
-  int64_t tokens = runtime.expertParallel->tokensOf(handle);
-  if (tokens < 0)
-    die("combine: handle " + std::to_string(handle) + " is not in flight");
-  int64_t hidden = partial->sizes[1];
-  *result = makeMemref(allocate(tokens * hidden * elementBytes), tokens, hidden);
+void combine(const char *entry, moert_memref2d *result, moert_memref2d *partial,
+             int64_t handle, int64_t elementBytes) {
+  collectivesOrDie(entry);
+  if (!result)
+    fatal("combine.payload", std::string(entry) + ": the result is a null pointer");
+  if (Status e = checkMemref(partial, "combine", "partial", elementBytes))
+    fatal("combine.payload", *e);
+  int64_t tokens = 0;
+  const int64_t hidden = partial->sizes[1];
+  if (Status e = runtime.expertParallel->checkCombine(handle, partial->sizes[0], hidden,
+                                                      elementBytes, tokens))
+    fatal("combine.payload", *e);
+  void *y = allocate(tokens, hidden, elementBytes);
+  if (!y)
+    fatal("combine.payload", "combine: cannot allocate the result [" +
+                                 std::to_string(tokens) + ", " + std::to_string(hidden) +
+                                 "] (out of memory or over the runtime's limit)");
   Status status = runtime.expertParallel->combine(
       handle,
       static_cast<const uint8_t *>(partial->aligned) + partial->offset * elementBytes,
-      partial->sizes[0], static_cast<uint8_t *>(result->aligned), tokens);
-  if (status)
+      partial->sizes[0], static_cast<uint8_t *>(y), tokens);
+  if (status) {
+    std::free(y);
     die(*status);
+  }
+  *result = makeMemref(y, tokens, hidden);
+}
+
+void tpGatherEntry(const char *entry, moert_memref2d *result, moert_memref2d *slice,
+                   int64_t tokens, int64_t tp, int64_t elementBytes) {
+  Collectives &coll = collectivesOrDie(entry);
+  if (!result)
+    fatal("tp.tokens", std::string(entry) + ": the result is a null pointer");
+  if (Status e = checkMemref(slice, "tp gather", "slice", elementBytes))
+    fatal("tp.tokens", *e);
+  const int64_t hidden = slice->sizes[1];
+  CallSignature signature;
+  signature.set(CallSignature::Hidden, hidden);
+  signature.set(CallSignature::Dtype, elementBytes);
+  signature.set(CallSignature::Tp, tp);
+  Collectives::SignatureScope scope(coll, signature);
+  if (tokens < 0 || tokens > limits::kMaxTokens || hidden > limits::kMaxHidden)
+    fatal("tp.tokens", "tp gather: " + std::to_string(tokens) + " tokens of hidden size " +
+                           std::to_string(hidden) + " are outside the runtime's limits");
+  void *out = allocate(tokens, hidden, elementBytes);
+  if (!out)
+    fatal("tp.tokens", "tp gather: cannot allocate the result [" + std::to_string(tokens) +
+                           ", " + std::to_string(hidden) +
+                           "] (out of memory or over the runtime's limit)");
+  if (Status e = tpGather(coll,
+                          static_cast<const uint8_t *>(slice->aligned) +
+                              slice->offset * elementBytes,
+                          slice->sizes[0], hidden * elementBytes, tokens, tp,
+                          static_cast<uint8_t *>(out))) {
+    std::free(out);
+    die(*e);
+  }
+  *result = makeMemref(out, tokens, hidden);
+}
+
+/// $MOERT_TIMEOUT_MS: digits only, at least 1; values over the limit (one
+/// day) are clamped to it.
+Status parseTimeout(const char *text, int64_t &ms) {
+  std::string shown;
+  for (const char *c = text; *c && shown.size() < 40; ++c)
+    shown += (*c >= 0x20 && *c < 0x7f) ? *c : '?';
+  if (text[0] && std::strlen(text) > 40)
+    shown += "...";
+  const std::string rule = " (a number of milliseconds, digits only, 1 to " +
+                           std::to_string(limits::kMaxTimeoutMs) + ")";
+  if (!*text)
+    return "MOERT_TIMEOUT_MS is empty" + rule;
+  ms = 0;
+  for (const char *c = text; *c; ++c) {
+    if (*c < '0' || *c > '9')
+      return "MOERT_TIMEOUT_MS='" + shown + "' is not a timeout" + rule;
+    if (ms <= limits::kMaxTimeoutMs) // saturates: longer digit strings clamp
+      ms = ms * 10 + (*c - '0');
+  }
+  if (ms == 0)
+    return "MOERT_TIMEOUT_MS=" + shown + " is not a timeout" + rule;
+  ms = std::min(ms, limits::kMaxTimeoutMs);
+  return std::nullopt;
+}
+
+/// A host collective's arguments; a bad one fails every rank together.
+int hostCollective(const char *entry, const char *name,
+                   const std::function<Status(Collectives &)> &call) {
+  if (!runtime.collectives)
+    return failWith(std::string(entry) + ": the runtime is not initialized");
+  Collectives &coll = *runtime.collectives;
+  if (Status e = Collectives::checkName(name))
+    return check(coll.failTogether("host", std::string(entry) + ": " + *e));
+  return check(call(coll));
 }
 } // namespace
+
+[[noreturn]] void moert::fatalOutOfMemory(const char *entry) noexcept {
+  int rank = runtime.collectives ? runtime.collectives->rank() : -1;
+  std::fprintf(stderr, "moert: rank %d: error: %s: out of memory\n", rank, entry);
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::_Exit(1);
+}
+
+[[noreturn]] void moert::fatal(const char *collective, const std::string &message) {
+  try {
+    std::string report = message;
+    if (runtime.collectives) {
+      try {
+        if (Status e = runtime.collectives->failTogether(collective, message))
+          report = *e;
+      } catch (...) {
+      }
+    }
+    die(report);
+  } catch (...) {
+    fatalOutOfMemory(collective);
+  }
+}
 
 extern "C" {
 
 int moert_init(const char *backend, int64_t timeoutMs) {
-  if (runtime.collectives)
-    return failWith("moert_init: already initialized");
-  if (timeoutMs <= 0) {
-    const char *env = std::getenv("MOERT_TIMEOUT_MS");
-    timeoutMs = env ? std::atoll(env) : 30000;
-    if (timeoutMs <= 0)
-      return failWith("MOERT_TIMEOUT_MS must be a positive number of milliseconds");
-  }
-  std::unique_ptr<Communicator> comm;
-  Status error;
-  std::string name = backend ? backend : "";
-  if (name == "local") {
-    comm = createLocalCommunicator();
-  } else if (name == "mpi") {
+  return guardStatus("moert_init", 1, [&]() -> int {
+    if (runtime.collectives)
+      return failWith("moert_init: already initialized");
+    if (timeoutMs <= 0) {
+      const char *env = std::getenv("MOERT_TIMEOUT_MS");
+      timeoutMs = 30000;
+      if (env)
+        if (Status e = parseTimeout(env, timeoutMs))
+          return failWith("moert_init: " + *e);
+    }
+    timeoutMs = std::min(timeoutMs, limits::kMaxTimeoutMs);
+    std::unique_ptr<Communicator> comm;
+    Status error;
+    std::string name = backend ? backend : "";
+    if (name == "local") {
+      comm = createLocalCommunicator();
+    } else if (name == "mpi") {
 #ifdef MOERT_HAVE_MPI
-    comm = createMPICommunicator(error);
+      comm = createMPICommunicator(error);
 #else
-    error = "this runtime was built without MPI";
+      error = "this runtime was built without MPI";
 #endif
-  } else if (name == "nccl") {
+    } else if (name == "nccl") {
 #ifdef MOERT_HAVE_NCCL
-    comm = createNCCLCommunicator(error);
+      comm = createNCCLCommunicator(error);
 #else
-    error = "this runtime was built without NCCL";
+      error = "this runtime was built without NCCL";
 #endif
-  } else {
-    error = "unknown backend '" + name + "' (expected mpi, nccl or local)";
-  }
-  if (!comm)
-    return failWith("moert_init: " + error.value_or("no communicator"));
-  runtime.collectives = std::make_unique<Collectives>(
-      std::move(comm), std::chrono::milliseconds(timeoutMs));
-  runtime.expertParallel = std::make_unique<ExpertParallel>(*runtime.collectives);
-  return 0;
+    } else {
+      error = "unknown backend '" + name + "' (expected mpi, nccl or local)";
+    }
+    if (!comm)
+      return failWith("moert_init: " + error.value_or("no communicator"));
+    auto collectives = std::make_unique<Collectives>(
+        std::move(comm), std::chrono::milliseconds(timeoutMs));
+    auto expertParallel = std::make_unique<ExpertParallel>(*collectives);
+    runtime.collectives = std::move(collectives);
+    runtime.expertParallel = std::move(expertParallel);
+    return 0;
+  });
 }
 
 int moert_finalize(void) {
-  runtime.expertParallel.reset();
-  runtime.collectives.reset();
-  return 0;
+  return guardStatus("moert_finalize", 1, [&] {
+    runtime.expertParallel.reset();
+    runtime.collectives.reset();
+    return 0;
+  });
 }
 
 int moert_rank(void) { return runtime.collectives ? runtime.collectives->rank() : -1; }
@@ -231,169 +420,162 @@ int moert_size(void) { return runtime.collectives ? runtime.collectives->size() 
 const char *moert_last_error(void) { return lastError.c_str(); }
 
 int64_t moert_counters_json(char *buffer, int64_t capacity) {
-  if (!runtime.collectives)
-    return -1;
-  Collectives &c = *runtime.collectives;
-  std::string json = c.counters().toJson(c.rank(), c.size(), c.backend());
-  if (buffer && capacity > 0) {
-    size_t n = std::min<size_t>(json.size(), size_t(capacity - 1));
-    std::memcpy(buffer, json.data(), n);
-    buffer[n] = '\0';
-  }
-  return int64_t(json.size());
+  return guardStatus("moert_counters_json", int64_t(-1), [&]() -> int64_t {
+    if (!runtime.collectives)
+      return failWith("moert_counters_json: the runtime is not initialized"), -1;
+    Collectives &c = *runtime.collectives;
+    std::string json = c.counters().toJson(c.rank(), c.size(), c.backend());
+    if (buffer && capacity > 0) {
+      size_t n = std::min<size_t>(json.size(), size_t(capacity - 1));
+      std::memcpy(buffer, json.data(), n);
+      buffer[n] = '\0';
+    }
+    return int64_t(json.size());
+  });
 }
 
 void moert_counters_reset(void) {
-  if (runtime.collectives)
-    runtime.collectives->counters().reset();
+  guardStatus("moert_counters_reset", 1, [&] {
+    if (runtime.collectives)
+      runtime.collectives->counters().reset();
+    return 0;
+  });
 }
 
 int moert_allreduce_i64(const char *name, int64_t *values, int64_t count, int op) {
-  if (!runtime.collectives)
-    return failWith("the runtime is not initialized");
-  return check(runtime.collectives->allReduce(
-      name, values, count, op == 1 ? ReduceOp::Max : ReduceOp::Sum));
+  return guardStatus("moert_allreduce_i64", 1, [&] {
+    return hostCollective("moert_allreduce_i64", name, [&](Collectives &coll) -> Status {
+      if (op != 0 && op != 1)
+        return coll.failTogether(name, "moert_allreduce_i64: op " + std::to_string(op) +
+                                           " is not 0 (sum) or 1 (max)");
+      return coll.allReduce(name, values, count, op == 1 ? ReduceOp::Max : ReduceOp::Sum);
+    });
+  });
 }
 
 int moert_allgather(const char *name, const void *send, int64_t bytes, void *recv) {
-  if (!runtime.collectives)
-    return failWith("the runtime is not initialized");
-  return check(runtime.collectives->allGather(name, send, bytes, recv));
+  return guardStatus("moert_allgather", 1, [&] {
+    return hostCollective("moert_allgather", name, [&](Collectives &coll) {
+      return coll.allGather(name, send, bytes, recv);
+    });
+  });
 }
 
 int moert_barrier(const char *name) {
-  if (!runtime.collectives)
-    return failWith("the runtime is not initialized");
-  return check(runtime.collectives->barrier(name));
+  return guardStatus("moert_barrier", 1, [&] {
+    return hostCollective("moert_barrier", name,
+                          [&](Collectives &coll) { return coll.barrier(name); });
+  });
 }
 
 int64_t moert_agree_max(int64_t local, int64_t purpose) {
-  Collectives &coll = collectivesOrDie();
-  if (purpose != MOERT_AGREE_CHUNKS && purpose != MOERT_AGREE_PHASE_TOKENS)
-    die("agree_max: unknown purpose " + std::to_string(purpose));
-  const bool chunks = purpose == MOERT_AGREE_CHUNKS;
   int64_t most = local;
-  if (Status e = coll.allReduce(chunks ? "chunks.count" : "phase.tokens", &most, 1,
-                                ReduceOp::Max))
-    die(*e);
-  if (chunks) {
-    coll.counters().totals["chunk_loops"] += 1;
-    coll.counters().totals["chunks_run"] += most;
-  }
+  guardFatal("moert_agree_max", "chunks.count", [&] {
+    Collectives &coll = collectivesOrDie("moert_agree_max");
+    if (purpose != MOERT_AGREE_CHUNKS && purpose != MOERT_AGREE_PHASE_TOKENS)
+      fatal("chunks.count", "agree_max: unknown purpose " + std::to_string(purpose));
+    const bool chunks = purpose == MOERT_AGREE_CHUNKS;
+    if (local < 0)
+      fatal(chunks ? "chunks.count" : "phase.tokens",
+            "agree_max: negative count " + std::to_string(local));
+    if (Status e = coll.allReduce(chunks ? "chunks.count" : "phase.tokens", &most, 1,
+                                  ReduceOp::Max))
+      die(*e);
+    if (chunks) {
+      coll.counters().totals["chunk_loops"] += 1;
+      coll.counters().totals["chunks_run"] += most;
+    }
+  });
   return most;
 }
 
-void _mlir_ciface_moert_ep_dispatch_f32(moert_dispatch_result *result,
-                                        moert_memref2d *x, moert_memref2d *ids,
-                                        moert_memref2d *weights,
-                                        moert_memref1d *expertRank,
-                                        moert_memref1d *plan) {
-  dispatch(resultsOf(result), x, ids, weights, expertRank, nullptr, nullptr, plan, 4);
-}
-void _mlir_ciface_moert_ep_dispatch_bf16(moert_dispatch_result *result,
-                                         moert_memref2d *x, moert_memref2d *ids,
-                                         moert_memref2d *weights,
-                                         moert_memref1d *expertRank,
-                                         moert_memref1d *plan) {
-  dispatch(resultsOf(result), x, ids, weights, expertRank, nullptr, nullptr, plan, 2);
-}
-void _mlir_ciface_moert_ep_dispatch_placed_f32(
-    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
-    moert_memref2d *weights, moert_memref1d *physToLog,
-    moert_memref1d *replicaShare, moert_memref1d *plan) {
-  dispatch(resultsOf(result), x, ids, weights, nullptr, physToLog, replicaShare, plan, 4);
-}
-void _mlir_ciface_moert_ep_dispatch_placed_bf16(
-    moert_dispatch_result *result, moert_memref2d *x, moert_memref2d *ids,
-    moert_memref2d *weights, moert_memref1d *physToLog,
-    moert_memref1d *replicaShare, moert_memref1d *plan) {
-  dispatch(resultsOf(result), x, ids, weights, nullptr, physToLog, replicaShare, plan, 2);
-}
+#define MOERT_DISPATCH_ENTRY(NAME, RESULT, KEEP, BYTES)                              \
+  void _mlir_ciface_##NAME(RESULT *result, moert_memref2d *x, moert_memref2d *ids,  \
+                           moert_memref2d *weights, moert_memref1d *expertRank,      \
+                           moert_memref1d *plan) {                                   \
+    guardFatal(#NAME, "dispatch", [&] {                                              \
+      dispatch(#NAME, resultsOf(result), KEEP, false, x, ids, weights, expertRank,   \
+               nullptr, nullptr, plan, BYTES);                                       \
+    });                                                                              \
+  }
+#define MOERT_PLACED_ENTRY(NAME, RESULT, KEEP, BYTES)                                \
+  void _mlir_ciface_##NAME(RESULT *result, moert_memref2d *x, moert_memref2d *ids,  \
+                           moert_memref2d *weights, moert_memref1d *physToLog,       \
+                           moert_memref1d *replicaShare, moert_memref1d *plan) {     \
+    guardFatal(#NAME, "dispatch", [&] {                                              \
+      dispatch(#NAME, resultsOf(result), KEEP, true, x, ids, weights, nullptr,       \
+               physToLog, replicaShare, plan, BYTES);                                \
+    });                                                                              \
+  }
 
+MOERT_DISPATCH_ENTRY(moert_ep_dispatch_f32, moert_dispatch_result, false, 4)
+MOERT_DISPATCH_ENTRY(moert_ep_dispatch_bf16, moert_dispatch_result, false, 2)
+MOERT_PLACED_ENTRY(moert_ep_dispatch_placed_f32, moert_dispatch_result, false, 4)
+MOERT_PLACED_ENTRY(moert_ep_dispatch_placed_bf16, moert_dispatch_result, false, 2)
 // FP8 codes and f32 scales for the experts (plan quantization 1 or 2).
-void _mlir_ciface_moert_ep_dispatch_fp8_f32(moert_dispatch_fp8_result *result,
-                                            moert_memref2d *x, moert_memref2d *ids,
-                                            moert_memref2d *weights,
-                                            moert_memref1d *expertRank,
-                                            moert_memref1d *plan) {
-  dispatch(resultsOf(result), x, ids, weights, expertRank, nullptr, nullptr, plan, 4);
-}
-void _mlir_ciface_moert_ep_dispatch_fp8_bf16(moert_dispatch_fp8_result *result,
-                                             moert_memref2d *x, moert_memref2d *ids,
-                                             moert_memref2d *weights,
-                                             moert_memref1d *expertRank,
-                                             moert_memref1d *plan) {
-  dispatch(resultsOf(result), x, ids, weights, expertRank, nullptr, nullptr, plan, 2);
-}
-void _mlir_ciface_moert_ep_dispatch_placed_fp8_f32(
-    moert_dispatch_fp8_result *result, moert_memref2d *x, moert_memref2d *ids,
-    moert_memref2d *weights, moert_memref1d *physToLog,
-    moert_memref1d *replicaShare, moert_memref1d *plan) {
-  dispatch(resultsOf(result), x, ids, weights, nullptr, physToLog, replicaShare, plan, 4);
-}
-void _mlir_ciface_moert_ep_dispatch_placed_fp8_bf16(
-    moert_dispatch_fp8_result *result, moert_memref2d *x, moert_memref2d *ids,
-    moert_memref2d *weights, moert_memref1d *physToLog,
-    moert_memref1d *replicaShare, moert_memref1d *plan) {
-  dispatch(resultsOf(result), x, ids, weights, nullptr, physToLog, replicaShare, plan, 2);
-}
+MOERT_DISPATCH_ENTRY(moert_ep_dispatch_fp8_f32, moert_dispatch_fp8_result, true, 4)
+MOERT_DISPATCH_ENTRY(moert_ep_dispatch_fp8_bf16, moert_dispatch_fp8_result, true, 2)
+MOERT_PLACED_ENTRY(moert_ep_dispatch_placed_fp8_f32, moert_dispatch_fp8_result, true, 4)
+MOERT_PLACED_ENTRY(moert_ep_dispatch_placed_fp8_bf16, moert_dispatch_fp8_result, true, 2)
+
 void _mlir_ciface_moert_ep_combine_f32(moert_memref2d *result,
                                        moert_memref2d *partial, int64_t handle) {
-  combine(result, partial, handle, 4);
+  guardFatal("moert_ep_combine_f32", "combine.payload",
+             [&] { combine("moert_ep_combine_f32", result, partial, handle, 4); });
 }
 void _mlir_ciface_moert_ep_combine_bf16(moert_memref2d *result,
                                         moert_memref2d *partial, int64_t handle) {
-  combine(result, partial, handle, 2);
+  guardFatal("moert_ep_combine_bf16", "combine.payload",
+             [&] { combine("moert_ep_combine_bf16", result, partial, handle, 2); });
 }
 
-static int checkQuantHook(int scheme, const void *a, const void *b,
+static int checkQuantHook(const char *entry, int scheme, const void *a, const void *b,
                           const void *c, int64_t n) {
   if (scheme != int(QuantScheme::Fp8Group128F32) &&
       scheme != int(QuantScheme::Fp8Group32Ue8m0))
-    return failWith("unknown FP8 scheme " + std::to_string(scheme) +
+    return failWith(std::string(entry) + ": unknown FP8 scheme " + std::to_string(scheme) +
                     " (expected 1 = fp8g128 or 2 = fp8g32ue8m0)");
-  if (!a || !b || !c)
-    return failWith("null buffer");
-  return check(checkQuantShape(QuantScheme(scheme), n));
+  if (n < 0 || n > limits::kMaxWorkspaceBytes)
+    return failWith(std::string(entry) + ": n = " + std::to_string(n) +
+                    " is outside [0, 2^40]");
+  if (n > 0 && (!a || !b || !c))
+    return failWith(std::string(entry) + ": null buffer");
+  if (Status e = checkQuantShape(QuantScheme(scheme), n))
+    return failWith(std::string(entry) + ": " + *e);
+  return 0;
 }
 
 int moert_quantize_row(int scheme, const float *x, int64_t n, uint8_t *q,
                        uint8_t *scales) {
-  if (checkQuantHook(scheme, x, q, scales, n))
-    return 1;
-  quantizeRow(QuantScheme(scheme), x, n, q, scales);
-  return 0;
+  return guardStatus("moert_quantize_row", 1, [&] {
+    if (checkQuantHook("moert_quantize_row", scheme, x, q, scales, n))
+      return 1;
+    quantizeRow(QuantScheme(scheme), x, n, q, scales);
+    return 0;
+  });
 }
 
 int moert_dequantize_row(int scheme, const uint8_t *q, const uint8_t *scales,
                          int64_t n, float *out) {
-  if (checkQuantHook(scheme, q, scales, out, n))
-    return 1;
-  dequantizeRow(QuantScheme(scheme), q, scales, n, out);
-  return 0;
-}
-
-static void tpGatherEntry(moert_memref2d *result, moert_memref2d *slice,
-                          int64_t tokens, int64_t tp, int64_t elementBytes) {
-  Collectives &coll = collectivesOrDie();
-  requireDense(slice, "slice");
-  int64_t hidden = slice->sizes[1];
-  *result = makeMemref(allocate(tokens * hidden * elementBytes), tokens, hidden);
-  if (Status e = tpGather(coll,
-                          static_cast<const uint8_t *>(slice->aligned) +
-                              slice->offset * elementBytes,
-                          slice->sizes[0], hidden * elementBytes, tokens, tp,
-                          static_cast<uint8_t *>(result->aligned)))
-    die(*e);
+  return guardStatus("moert_dequantize_row", 1, [&] {
+    if (checkQuantHook("moert_dequantize_row", scheme, q, scales, out, n))
+      return 1;
+    dequantizeRow(QuantScheme(scheme), q, scales, n, out);
+    return 0;
+  });
 }
 
 void _mlir_ciface_moert_tp_gather_f32(moert_memref2d *result, moert_memref2d *slice,
                                       int64_t tokens, int64_t tp) {
-  tpGatherEntry(result, slice, tokens, tp, 4);
+  guardFatal("moert_tp_gather_f32", "tp.tokens", [&] {
+    tpGatherEntry("moert_tp_gather_f32", result, slice, tokens, tp, 4);
+  });
 }
 void _mlir_ciface_moert_tp_gather_bf16(moert_memref2d *result, moert_memref2d *slice,
                                        int64_t tokens, int64_t tp) {
-  tpGatherEntry(result, slice, tokens, tp, 2);
+  guardFatal("moert_tp_gather_bf16", "tp.tokens", [&] {
+    tpGatherEntry("moert_tp_gather_bf16", result, slice, tokens, tp, 2);
+  });
 }
 
 } // extern "C"

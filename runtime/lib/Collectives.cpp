@@ -1,26 +1,122 @@
 //===- Collectives.cpp - checked, timed, counted collectives --------------===//
 #include "Collectives.h"
+#include "Message.h"
+#include "PlanCheck.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <sstream>
 
 using namespace moert;
 
 namespace {
 std::string describe(const CollectiveDescriptor &d) {
-  std::ostringstream os;
+  MessageStream os;
   os << "'" << std::string(d.name, strnlen(d.name, sizeof(d.name))) << "' (#"
      << d.sequence << ", " << d.elements << " elements)";
+  return os.str();
+}
+
+const char *fieldName(int f) {
+  switch (f) {
+  case CallSignature::Hidden:
+    return "hidden size";
+  case CallSignature::TopK:
+    return "top-k";
+  case CallSignature::Dtype:
+    return "dtype";
+  case CallSignature::Quantization:
+    return "quantization";
+  case CallSignature::Ep:
+    return "ep (the plan's ranks)";
+  case CallSignature::Experts:
+    return "experts (expert_rank or phys_to_log length)";
+  case CallSignature::Entry:
+    return "entry point";
+  case CallSignature::PlanHash:
+    return "plan hash";
+  case CallSignature::Tp:
+    return "tp";
+  }
+  return "field";
+}
+
+std::string fieldValue(int f, int64_t v) {
+  MessageStream os;
+  switch (f) {
+  case CallSignature::Dtype:
+    return v == 4 ? "f32" : v == 2 ? "bf16" : std::to_string(v) + "-byte elements";
+  case CallSignature::Quantization:
+    return v == 0 ? "none" : v == 1 ? "fp8g128" : v == 2 ? "fp8g32ue8m0" : std::to_string(v);
+  case CallSignature::Entry:
+    return std::string("ep_dispatch") + (v & 1 ? "_placed" : "") + (v & 2 ? "_fp8" : "");
+  case CallSignature::PlanHash:
+    os << "0x" << std::hex << uint64_t(v);
+    return os.str();
+  }
+  return std::to_string(v);
+}
+
+/// The fields that ranks carrying a signature disagree on, each with every
+/// value and the ranks that have it; empty when they agree.
+std::string signatureDisagreement(const std::vector<CollectiveDescriptor> &all) {
+  std::vector<size_t> carriers;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r].signature.present)
+      carriers.push_back(r);
+  if (carriers.size() < 2)
+    return "";
+  MessageStream os;
+  for (int f = 0; f < CallSignature::FieldCount; ++f) {
+    std::map<int64_t, std::vector<size_t>> ranksWith; // value -> ranks
+    bool everywhere = true;
+    for (size_t r : carriers) {
+      everywhere &= all[r].signature.has(f);
+      if (all[r].signature.has(f))
+        ranksWith[all[r].signature.values[f]].push_back(r);
+    }
+    if (!everywhere || ranksWith.size() < 2)
+      continue;
+    os << (os.tellp() ? "; " : "") << fieldName(f) << ":";
+    // In rank order of each value's first rank.
+    std::vector<std::pair<size_t, int64_t>> order;
+    for (auto &[value, ranks] : ranksWith)
+      order.push_back({ranks.front(), value});
+    std::sort(order.begin(), order.end());
+    for (size_t i = 0; i < order.size(); ++i) {
+      const std::vector<size_t> &ranks = ranksWith[order[i].second];
+      os << (i ? "," : "") << " rank" << (ranks.size() > 1 ? "s" : "");
+      for (size_t j = 0; j < ranks.size(); ++j)
+        os << (j ? "," : "") << " " << ranks[j];
+      os << " ha" << (ranks.size() > 1 ? "ve " : "s ") << fieldValue(f, order[i].second);
+    }
+  }
   return os.str();
 }
 } // namespace
 
 Collectives::Collectives(std::unique_ptr<Communicator> comm,
                          std::chrono::milliseconds timeout)
-    : comm(std::move(comm)), limit(timeout) {
+    : comm(std::move(comm)),
+      limit(std::clamp<int64_t>(timeout.count(), 1, limits::kMaxTimeoutMs)) {
   if (const char *rule = std::getenv("MOERT_INJECT_SKIP"))
     skipRule = rule;
+}
+
+int64_t Collectives::mostBytes() const {
+  return std::min(comm->maxCollectiveBytes(), limits::kMaxWorkspaceBytes);
+}
+
+Status Collectives::checkName(const char *name) {
+  if (!name)
+    return std::string("the collective's name is a null pointer");
+  size_t length = strnlen(name, sizeof(CollectiveDescriptor::name));
+  if (length == 0 || length >= sizeof(CollectiveDescriptor::name))
+    return "the collective's name must have 1 to " +
+           std::to_string(sizeof(CollectiveDescriptor::name) - 1) + " characters";
+  return std::nullopt;
 }
 
 bool Collectives::injectedSkip(const char *name) const {
@@ -37,12 +133,13 @@ Status Collectives::agree(const char *name, int64_t elements,
   mine.sequence = sequence++;
   std::strncpy(mine.name, name, sizeof(mine.name) - 1);
   mine.elements = elements;
+  mine.signature = signature;
   std::strncpy(mine.problem, problem.c_str(), sizeof(mine.problem) - 1);
   deadline = Clock::now() + limit;
   std::vector<CollectiveDescriptor> all;
   std::vector<int> missing;
   if (Status error = comm->exchangeDescriptors(mine, all, missing, deadline)) {
-    std::ostringstream os;
+    MessageStream os;
     os << "collective " << describe(mine) << ": ";
     if (missing.empty()) {
       os << *error;
@@ -54,7 +151,9 @@ Status Collectives::agree(const char *name, int64_t elements,
     }
     return os.str();
   }
-  // A reported problem explains more than the disagreement it causes.
+  // A reported problem explains more than the disagreement it causes; but
+  // ranks running different layers explain more than the problems that
+  // follow from it (e.g. a plan for another ep), so the layer comes first.
   std::string problems;
   for (size_t r = 0; r < all.size(); ++r)
     if (all[r].problem[0])
@@ -62,6 +161,11 @@ Status Collectives::agree(const char *name, int64_t elements,
                   ": " +
                   std::string(all[r].problem,
                               strnlen(all[r].problem, sizeof(all[r].problem)));
+  // Ranks in calls of different layers: name the fields that differ.
+  std::string differ = signatureDisagreement(all);
+  if (!differ.empty())
+    return "ranks disagree on the layer they run (at collective " + describe(mine) +
+           "): " + differ + (problems.empty() ? "" : " (and " + problems + ")");
   if (!problems.empty())
     return problems;
   bool agreed = true;
@@ -71,7 +175,7 @@ Status Collectives::agree(const char *name, int64_t elements,
               d.elements == mine.elements;
   if (agreed)
     return std::nullopt;
-  std::ostringstream os;
+  MessageStream os;
   os << "ranks disagree on collective #" << mine.sequence << ":";
   for (size_t r = 0; r < all.size(); ++r)
     os << (r ? "," : "") << " rank " << r << " issues " << describe(all[r]);
@@ -89,12 +193,13 @@ void Collectives::count(const char *name, int64_t sent, int64_t received,
 
 Status Collectives::run(const char *name, int64_t elements, int64_t sent,
                         int64_t received,
-                        const std::function<Status(Clock::time_point)> &call) {
+                        const std::function<Status(Clock::time_point)> &call,
+                        const std::string &problem) {
   if (injectedSkip(name))
     return std::nullopt;
   auto start = Clock::now();
   Clock::time_point deadline;
-  if (Status e = agree(name, elements, deadline))
+  if (Status e = agree(name, elements, deadline, problem))
     return e;
   if (Status e = call(deadline))
     return "collective '" + std::string(name) + "': " + *e;
@@ -112,30 +217,68 @@ Status Collectives::failTogether(const char *name, const std::string &problem) {
 Status Collectives::allToAllV(const char *name, const void *send,
                               const int64_t *sendBytes, void *recv,
                               const int64_t *recvBytes) {
+  // Sizes this rank cannot move fail every rank at the agreement, before
+  // any byte travels (MPI counts are ints).
   int64_t sent = 0, received = 0;
-  for (int p = 0; p < size(); ++p) {
-    sent += sendBytes[p];
-    received += recvBytes[p];
+  std::string problem;
+  for (int p = 0; p < size() && problem.empty(); ++p) {
+    if (sendBytes[p] < 0 || recvBytes[p] < 0 || !checkedAdd(sent, sendBytes[p], sent) ||
+        !checkedAdd(received, recvBytes[p], received))
+      problem = "collective '" + std::string(name) + "': message to/from rank " +
+                std::to_string(p) + " has " + std::to_string(sendBytes[p]) + "/" +
+                std::to_string(recvBytes[p]) + " bytes";
   }
-  return run(name, 0, sent, received, [&](Clock::time_point deadline) {
-    return comm->allToAllV(send, sendBytes, recv, recvBytes, deadline);
-  });
+  const int64_t most = mostBytes();
+  if (problem.empty() && (sent > most || received > most))
+    problem = "collective '" + std::string(name) + "': " + std::to_string(sent) +
+              " bytes to send and " + std::to_string(received) +
+              " to receive exceed the " + comm->backend() + " backend's limit of " +
+              std::to_string(most) + " bytes per collective";
+  return run(
+      name, 0, sent, received,
+      [&](Clock::time_point deadline) {
+        return comm->allToAllV(send, sendBytes, recv, recvBytes, deadline);
+      },
+      problem);
 }
 
 Status Collectives::allReduce(const char *name, int64_t *values, int64_t count_,
                               ReduceOp op) {
-  int64_t bytes = size() > 1 ? count_ * int64_t(sizeof(int64_t)) : 0;
-  return run(name, count_, bytes, bytes, [&](Clock::time_point deadline) {
-    return comm->allReduce(values, count_, op, deadline);
-  });
+  int64_t bytes = 0;
+  std::string problem;
+  if (count_ < 0 || !checkedMul(count_, int64_t(sizeof(int64_t)), bytes) ||
+      bytes > mostBytes())
+    problem = "collective '" + std::string(name) + "': " + std::to_string(count_) +
+              " values are outside [0, " +
+              std::to_string(mostBytes() / int64_t(sizeof(int64_t))) + "]";
+  else if (count_ > 0 && !values)
+    problem = "collective '" + std::string(name) + "': values is a null pointer";
+  int64_t moved = size() > 1 ? bytes : 0;
+  return run(
+      name, count_, moved, moved,
+      [&](Clock::time_point deadline) {
+        return comm->allReduce(values, count_, op, deadline);
+      },
+      problem);
 }
 
 Status Collectives::allGather(const char *name, const void *send, int64_t bytes,
                               void *recv) {
-  int64_t moved = bytes * (size() - 1);
-  return run(name, bytes, moved, moved, [&](Clock::time_point deadline) {
-    return comm->allGather(send, bytes, recv, deadline);
-  });
+  int64_t all = 0;
+  std::string problem;
+  if (bytes < 0 || !checkedMul(bytes, int64_t(size()), all) || all > mostBytes())
+    problem = "collective '" + std::string(name) + "': " + std::to_string(bytes) +
+              " bytes per rank x " + std::to_string(size()) + " ranks are outside [0, " +
+              std::to_string(mostBytes()) + "]";
+  else if (bytes > 0 && (!send || !recv))
+    problem = "collective '" + std::string(name) + "': a null buffer";
+  int64_t moved = problem.empty() ? all - bytes : 0;
+  return run(
+      name, bytes, moved, moved,
+      [&](Clock::time_point deadline) {
+        return comm->allGather(send, bytes, recv, deadline);
+      },
+      problem);
 }
 
 Status Collectives::barrier(const char *name) {

@@ -38,13 +38,39 @@ public:
   /// precondition that fails on some ranks, so none of them hangs.
   Status failTogether(const char *name, const std::string &problem);
 
+  /// While a scope lives, every collective's descriptor carries `signature`
+  /// (the calling entry's layer), and ranks that carry different values of
+  /// a field fail together naming it.
+  class SignatureScope {
+  public:
+    SignatureScope(Collectives &c, const CallSignature &s) : c(c), saved(c.signature) {
+      c.signature = s;
+    }
+    ~SignatureScope() { c.signature = saved; }
+    SignatureScope(const SignatureScope &) = delete;
+    SignatureScope &operator=(const SignatureScope &) = delete;
+
+  private:
+    Collectives &c;
+    CallSignature saved;
+  };
+
+  /// "dispatch.counts"-style names fit the descriptor: 1 to 47 characters.
+  static Status checkName(const char *name);
+
 private:
   /// The agreement step; returns the deadline for the collective itself.
   Status agree(const char *name, int64_t elements,
                Clock::time_point &deadline, const std::string &problem = "");
   /// Skip check, agreement, the call itself within the deadline, counting.
+  /// A non-empty `problem` (a size this rank cannot send) fails every rank
+  /// at the agreement instead.
   Status run(const char *name, int64_t elements, int64_t sent, int64_t received,
-             const std::function<Status(Clock::time_point)> &call);
+             const std::function<Status(Clock::time_point)> &call,
+             const std::string &problem = "");
+  /// Most bytes one rank moves in one collective: the backend's limit, at
+  /// most the runtime's (limits::kMaxWorkspaceBytes).
+  int64_t mostBytes() const;
   /// True when MOERT_INJECT_SKIP names this rank and collective (tests).
   bool injectedSkip(const char *name) const;
   void count(const char *name, int64_t sent, int64_t received,
@@ -53,6 +79,7 @@ private:
   std::unique_ptr<Communicator> comm;
   std::chrono::milliseconds limit;
   uint64_t sequence = 0;
+  CallSignature signature;
   Counters measured;
   std::string skipRule;
 };

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <climits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,14 +18,42 @@ using Status = std::optional<std::string>;
 
 enum class ReduceOp { Sum, Max };
 
+/// What the call that issues a collective is about: the layer's signature
+/// as this rank's entry point sees it (hidden size, top-k, dtype, ...).
+/// Ranks that both carry a field must agree on it, so that ranks running
+/// different layers fail naming the field instead of exchanging mismatched
+/// bytes. Fields not set are not compared.
+struct CallSignature {
+  enum Field {
+    Hidden,       ///< hidden size H
+    TopK,         ///< top-k
+    Dtype,        ///< element bytes: 4 f32, 2 bf16
+    Quantization, ///< plan quantization (0 none, 1 fp8g128, 2 fp8g32ue8m0)
+    Ep,           ///< the plan's ep field (0: unchecked)
+    Experts,      ///< expert_rank's length, or phys_to_log's
+    Entry,        ///< bit 0: placed, bit 1: FP8 codes to the experts
+    PlanHash,     ///< FNV-1a of the plan's values
+    Tp,           ///< tensor-parallel group size
+    FieldCount
+  };
+  uint32_t present = 0; ///< bit f: values[f] is set
+  int64_t values[FieldCount] = {};
+  void set(Field f, int64_t v) {
+    present |= 1u << f;
+    values[f] = v;
+  }
+  bool has(int f) const { return present & (1u << f); }
+};
+
 /// What a rank is about to do; all ranks must agree before the collective.
 struct CollectiveDescriptor {
   uint64_t sequence = 0; ///< Index of this collective on this communicator.
   char name[48] = {};    ///< e.g. "dispatch.counts".
   int64_t elements = 0;  ///< Must agree for allreduce / allgather.
+  CallSignature signature; ///< The issuing call's layer (may be empty).
   /// Why this rank cannot go on (empty: it can). Every rank then fails with
   /// it instead of running the collective.
-  char problem[200] = {};
+  char problem[512] = {};
 };
 
 /// One communicator backend (MPI, NCCL, or a single local rank). Buffers are
@@ -36,6 +65,9 @@ public:
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char *backend() const = 0;
+  /// Most bytes one rank may send (or receive) in one collective, over all
+  /// peers: MPI counts and displacements are ints.
+  virtual int64_t maxCollectiveBytes() const { return INT64_MAX; }
 
   /// Sends `mine` to every rank and receives theirs (point to point, on a
   /// control channel). On timeout, `missing` lists the ranks not heard from.

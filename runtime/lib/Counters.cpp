@@ -1,5 +1,6 @@
 //===- Counters.cpp - counters as JSON ------------------------------------===//
 #include "Counters.h"
+#include "Message.h"
 
 #include <sstream>
 
@@ -7,7 +8,7 @@ using namespace moert;
 
 namespace {
 template <typename Map, typename Fn>
-void writeObject(std::ostringstream &os, const Map &map, Fn writeValue) {
+void writeObject(MessageStream &os, const Map &map, Fn writeValue) {
   os << "{";
   bool first = true;
   for (const auto &[key, value] : map) {
@@ -20,7 +21,7 @@ void writeObject(std::ostringstream &os, const Map &map, Fn writeValue) {
 } // namespace
 
 std::string Counters::toJson(int rank, int size, const char *backend) const {
-  std::ostringstream os;
+  MessageStream os;
   os.precision(9);
   os << "{\"rank\": " << rank << ", \"ranks\": " << size << ", \"backend\": \""
      << backend << "\", \"collectives\": ";

@@ -140,6 +140,22 @@ void useContext() {
   CU(cuCtxSetCurrent, context);
 }
 
+/// Runs an entry's body; an exception (out of memory while building a
+/// message, std::system_error from call_once) ends the process like every
+/// other failure here, naming the entry, instead of unwinding into C.
+template <typename F> auto guarded(const char *entry, F body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "moert: error: %s: %s\n", entry, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "moert: error: %s: unknown exception\n", entry);
+  }
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::_Exit(1);
+}
+
 CUstream asStream(void *stream) { return static_cast<CUstream>(stream); }
 CUdeviceptr asDevicePtr(void *pointer) {
   return reinterpret_cast<CUdeviceptr>(pointer);
@@ -150,32 +166,40 @@ extern "C" {
 
 /// Loads a cubin or fatbin; `size` is not needed by the driver.
 void *mgpuModuleLoad(void *data, size_t /*size*/) {
-  useContext();
-  CUmodule module = nullptr;
-  CU(cuModuleLoadData, &module, data);
-  return module;
+  return guarded("mgpuModuleLoad", [&] {
+    useContext();
+    CUmodule module = nullptr;
+    CU(cuModuleLoadData, &module, data);
+    return module;
+  });
 }
 
 /// JIT-compiles NUL-terminated PTX at `optLevel` (0-4).
 void *mgpuModuleLoadJIT(void *data, int optLevel) {
-  useContext();
-  CUmodule module = nullptr;
-  CUjit_option options[] = {CU_JIT_OPTIMIZATION_LEVEL};
-  void *values[] = {reinterpret_cast<void *>(intptr_t(optLevel))};
-  CU(cuModuleLoadDataEx, &module, data, 1, options, values);
-  return module;
+  return guarded("mgpuModuleLoadJIT", [&] {
+    useContext();
+    CUmodule module = nullptr;
+    CUjit_option options[] = {CU_JIT_OPTIMIZATION_LEVEL};
+    void *values[] = {reinterpret_cast<void *>(intptr_t(optLevel))};
+    CU(cuModuleLoadDataEx, &module, data, 1, options, values);
+    return module;
+  });
 }
 
 void mgpuModuleUnload(void *module) {
-  useContext();
-  CU(cuModuleUnload, static_cast<CUmodule>(module));
+  return guarded("mgpuModuleUnload", [&] {
+    useContext();
+    CU(cuModuleUnload, static_cast<CUmodule>(module));
+  });
 }
 
 void *mgpuModuleGetFunction(void *module, const char *name) {
-  useContext();
-  CUfunction function = nullptr;
-  CU(cuModuleGetFunction, &function, static_cast<CUmodule>(module), name);
-  return function;
+  return guarded("mgpuModuleGetFunction", [&] {
+    useContext();
+    CUfunction function = nullptr;
+    CU(cuModuleGetFunction, &function, static_cast<CUmodule>(module), name);
+    return function;
+  });
 }
 
 /// `params` holds one pointer per kernel argument (`paramsCount` of them).
@@ -183,96 +207,124 @@ void mgpuLaunchKernel(void *function, int64_t gridX, int64_t gridY,
                       int64_t gridZ, int64_t blockX, int64_t blockY,
                       int64_t blockZ, int32_t smem, void *stream,
                       void **params, void **extra, size_t /*paramsCount*/) {
-  useContext();
-  auto kernel = static_cast<CUfunction>(function);
-  // Above 48 KiB, dynamic shared memory must be opted into per kernel.
-  if (smem > 48 * 1024)
-    CU(cuFuncSetAttribute, kernel,
-       CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem);
-  CU(cuLaunchKernel, kernel, unsigned(gridX), unsigned(gridY), unsigned(gridZ),
-     unsigned(blockX), unsigned(blockY), unsigned(blockZ), unsigned(smem),
-     asStream(stream), params, extra);
+  return guarded("mgpuLaunchKernel", [&] {
+    useContext();
+    auto kernel = static_cast<CUfunction>(function);
+    // Above 48 KiB, dynamic shared memory must be opted into per kernel.
+    if (smem > 48 * 1024)
+      CU(cuFuncSetAttribute, kernel,
+         CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem);
+    CU(cuLaunchKernel, kernel, unsigned(gridX), unsigned(gridY), unsigned(gridZ),
+       unsigned(blockX), unsigned(blockY), unsigned(blockZ), unsigned(smem),
+       asStream(stream), params, extra);
+  });
 }
 
 void *mgpuStreamCreate() {
-  useContext();
-  CUstream stream = nullptr;
-  CU(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
-  return stream;
+  return guarded("mgpuStreamCreate", [&] {
+    useContext();
+    CUstream stream = nullptr;
+    CU(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    return stream;
+  });
 }
 
 void mgpuStreamSynchronize(void *stream) {
-  useContext();
-  CU(cuStreamSynchronize, asStream(stream));
+  return guarded("mgpuStreamSynchronize", [&] {
+    useContext();
+    CU(cuStreamSynchronize, asStream(stream));
+  });
 }
 
 void mgpuStreamDestroy(void *stream) {
-  useContext();
-  CU(cuStreamDestroy, asStream(stream));
+  return guarded("mgpuStreamDestroy", [&] {
+    useContext();
+    CU(cuStreamDestroy, asStream(stream));
+  });
 }
 
 void mgpuStreamWaitEvent(void *stream, void *event) {
-  useContext();
-  CU(cuStreamWaitEvent, asStream(stream), static_cast<CUevent>(event), 0);
+  return guarded("mgpuStreamWaitEvent", [&] {
+    useContext();
+    CU(cuStreamWaitEvent, asStream(stream), static_cast<CUevent>(event), 0);
+  });
 }
 
 void *mgpuEventCreate() {
-  useContext();
-  CUevent event = nullptr;
-  CU(cuEventCreate, &event, CU_EVENT_DISABLE_TIMING);
-  return event;
+  return guarded("mgpuEventCreate", [&] {
+    useContext();
+    CUevent event = nullptr;
+    CU(cuEventCreate, &event, CU_EVENT_DISABLE_TIMING);
+    return event;
+  });
 }
 
 void mgpuEventDestroy(void *event) {
-  useContext();
-  CU(cuEventDestroy, static_cast<CUevent>(event));
+  return guarded("mgpuEventDestroy", [&] {
+    useContext();
+    CU(cuEventDestroy, static_cast<CUevent>(event));
+  });
 }
 
 void mgpuEventSynchronize(void *event) {
-  useContext();
-  CU(cuEventSynchronize, static_cast<CUevent>(event));
+  return guarded("mgpuEventSynchronize", [&] {
+    useContext();
+    CU(cuEventSynchronize, static_cast<CUevent>(event));
+  });
 }
 
 void mgpuEventRecord(void *event, void *stream) {
-  useContext();
-  CU(cuEventRecord, static_cast<CUevent>(event), asStream(stream));
+  return guarded("mgpuEventRecord", [&] {
+    useContext();
+    CU(cuEventRecord, static_cast<CUevent>(event), asStream(stream));
+  });
 }
 
 /// Device memory, or managed memory visible to the host when `isHostShared`.
 void *mgpuMemAlloc(uint64_t size, void * /*stream*/, bool isHostShared) {
-  useContext();
-  if (size == 0)
-    return nullptr;
-  CUdeviceptr pointer = 0;
-  if (isHostShared)
-    CU(cuMemAllocManaged, &pointer, size, CU_MEM_ATTACH_GLOBAL);
-  else
-    CU(cuMemAlloc, &pointer, size);
-  return reinterpret_cast<void *>(pointer);
+  return guarded("mgpuMemAlloc", [&]() -> void * {
+    useContext();
+    if (size == 0)
+      return nullptr;
+    CUdeviceptr pointer = 0;
+    if (isHostShared)
+      CU(cuMemAllocManaged, &pointer, size, CU_MEM_ATTACH_GLOBAL);
+    else
+      CU(cuMemAlloc, &pointer, size);
+    return reinterpret_cast<void *>(pointer);
+  });
 }
 
 void mgpuMemFree(void *pointer, void * /*stream*/) {
-  useContext();
-  if (pointer)
-    CU(cuMemFree, asDevicePtr(pointer));
+  return guarded("mgpuMemFree", [&] {
+    useContext();
+    if (pointer)
+      CU(cuMemFree, asDevicePtr(pointer));
+  });
 }
 
 /// Copies `size` bytes; unified addressing tells host from device.
 void mgpuMemcpy(void *dst, void *src, size_t size, void *stream) {
-  useContext();
-  CU(cuMemcpyAsync, asDevicePtr(dst), asDevicePtr(src), size, asStream(stream));
+  return guarded("mgpuMemcpy", [&] {
+    useContext();
+    CU(cuMemcpyAsync, asDevicePtr(dst), asDevicePtr(src), size, asStream(stream));
+  });
 }
 
 /// Sets `count` 32-bit elements.
 void mgpuMemset32(void *dst, unsigned int value, size_t count, void *stream) {
-  useContext();
-  CU(cuMemsetD32Async, asDevicePtr(dst), value, count, asStream(stream));
+  return guarded("mgpuMemset32", [&] {
+    useContext();
+    CU(cuMemsetD32Async, asDevicePtr(dst), value, count, asStream(stream));
+  });
 }
 
 /// Sets `count` 16-bit elements.
 void mgpuMemset16(void *dst, unsigned short value, size_t count, void *stream) {
-  useContext();
-  CU(cuMemsetD16Async, asDevicePtr(dst), value, count, asStream(stream));
+  return guarded("mgpuMemset16", [&] {
+    useContext();
+    CU(cuMemsetD16Async, asDevicePtr(dst), value, count, asStream(stream));
+  });
 }
 
 /// Makes `device` the one later calls use (before any other mgpu call).

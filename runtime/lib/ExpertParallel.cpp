@@ -1,5 +1,7 @@
 //===- ExpertParallel.cpp - dispatch and combine across EP ranks ----------===//
 #include "ExpertParallel.h"
+#include "Message.h"
+#include "PlanCheck.h"
 #include "Placement.h"
 
 #include <algorithm>
@@ -48,56 +50,98 @@ struct Timer {
   }
 };
 
+PlanFields planOf(const DispatchInput &in) {
+  PlanFields plan;
+  plan.capacity = in.capacity;
+  plan.maxTokens = in.maxTokens;
+  plan.slots = in.slots;
+  plan.quantization = int64_t(in.quant);
+  plan.ranks = in.ranks;
+  plan.sendBytes = in.sendBytes;
+  plan.recvBytes = in.recvBytes;
+  plan.expertRowsBytes = in.expertRowsBytes;
+  plan.combineBytes = in.combineBytes;
+  plan.experts = in.planExperts;
+  plan.count = in.planFieldCount > MOERT_DISPATCH_PLAN_FIELDS || in.planExperts
+                   ? MOERT_DISPATCH_PLAN_FIELDS + 1
+                   : MOERT_DISPATCH_PLAN_FIELDS;
+  return plan;
+}
+
+DispatchShape shapeOf(const DispatchInput &in, int ranks) {
+  DispatchShape shape;
+  shape.tokens = in.tokens;
+  shape.hidden = in.hidden;
+  shape.topK = in.topK;
+  shape.elementBytes = in.elementBytes;
+  shape.placed = in.physToLog != nullptr;
+  shape.mapLength = shape.placed ? in.physicalExperts : in.experts;
+  shape.keepCodes = in.keepCodes;
+  shape.ranks = ranks;
+  return shape;
+}
+
+/// The layer as this call sees it: ranks must agree on all of it.
+CallSignature signatureOf(const PlanFields &plan, const DispatchShape &shape) {
+  CallSignature s;
+  s.set(CallSignature::Hidden, shape.hidden);
+  s.set(CallSignature::TopK, shape.topK);
+  s.set(CallSignature::Dtype, shape.elementBytes);
+  s.set(CallSignature::Quantization, plan.quantization);
+  s.set(CallSignature::Ep, plan.ranks);
+  s.set(CallSignature::Experts, shape.mapLength);
+  s.set(CallSignature::Entry, (shape.placed ? 1 : 0) | (shape.keepCodes ? 2 : 0));
+  s.set(CallSignature::PlanHash, int64_t(planHash(plan)));
+  return s;
+}
+
 /// A local precondition that some rank may fail, checked before any
-/// collective of the dispatch so that every rank fails together. Builds the
-/// placement (from the replicas or from expert_rank) on the way.
+/// collective of the dispatch so that every rank fails together: the maps
+/// and every expert id. Builds the placement on the way. The shapes and the
+/// plan were checked (checkDispatchPlan) before.
 Status localProblem(const DispatchInput &in, int ranks, Placement &placement) {
-  if (in.ranks && in.ranks != ranks)
-    return "dispatch: the layer was planned for " + std::to_string(in.ranks) +
-           " expert-parallel ranks but runs on " + std::to_string(ranks);
-  if (in.elementBytes != 4 && in.elementBytes != 2)
-    return "dispatch: element size must be 4 (f32) or 2 (bf16)";
-  if (in.quant != QuantScheme::None)
-    if (Status e = checkQuantShape(in.quant, in.hidden))
-      return "dispatch: " + *e;
-  if (Status e = in.physToLog ? Placement::fromReplicas(in.physToLog, in.replicaShare,
-                                                        in.physicalExperts, ranks, placement)
-                              : Placement::fromExpertRank(in.expertRank, in.experts, ranks,
-                                                          placement))
+  if ((in.tokens * in.topK > 0 && (!in.expertIds || !in.weights || !in.x)) ||
+      (in.physToLog ? !in.replicaShare : !in.expertRank))
+    return std::string("dispatch: a null buffer");
+  if (Status e = in.physToLog
+                     ? Placement::fromReplicas(in.physToLog, in.replicaShare,
+                                               in.physicalExperts, ranks, in.planExperts,
+                                               placement)
+                     : Placement::fromExpertRank(in.expertRank, in.experts, ranks, placement))
     return e;
+  const int64_t experts = placement.experts();
   for (int64_t i = 0; i < in.tokens * in.topK; ++i)
-    if (in.expertIds[i] < 0 || in.expertIds[i] >= placement.experts()) {
-      std::ostringstream os;
+    if (in.expertIds[i] < 0 || in.expertIds[i] >= experts) {
+      MessageStream os;
       os << "dispatch: expert_ids[" << i / in.topK << "," << i % in.topK
-         << "] = " << in.expertIds[i] << " is not an expert in [0, "
-         << placement.experts() << ")";
+         << "] = " << in.expertIds[i] << " is not an expert of the " << experts
+         << " (ids 0 to " << experts - 1 << ")";
       return os.str();
     }
-  if (placement.slotsPerRank() > INT16_MAX)
-    return "dispatch: " + std::to_string(placement.slotsPerRank()) +
-           " experts per rank do not fit the wire's int16 ids";
-  const int64_t limit = in.slots ? in.slots : in.maxTokens;
-  if (limit && in.tokens > limit) {
-    std::ostringstream os;
-    os << "dispatch: " << in.tokens << " tokens but the plan allows at most "
-       << limit << " per rank" << (in.slots ? " in the decode layout" : "")
-       << "; nothing was written";
-    return os.str();
-  }
   return std::nullopt;
+}
+
+std::string outOfMemory(const char *what, const std::exception &e) {
+  return std::string(what) + ": out of memory (" + e.what() + ")";
 }
 } // namespace
 
-Status ExpertParallel::reserve(std::vector<uint8_t> &space, const char *name,
-                               int64_t planned, int64_t requested) {
+Status ExpertParallel::reserve(Workspace &space, const char *name, int64_t planned,
+                               int64_t requested) {
   Counters &counters = coll.counters();
   counters.notePlan(name, planned);
-  if (requested > planned)
+  if (requested < 0 || requested > planned)
     return std::string("workspace '") + name + "': " + std::to_string(requested) +
            " bytes requested but the plan sized it for " + std::to_string(planned) +
            "; nothing was written";
-  if (int64_t(space.size()) < planned)
-    space.resize(planned);
+  if (space.size < planned) {
+    // Not zero-filled: only the pages the rows use are touched.
+    space.bytes.reset(new (std::nothrow) uint8_t[size_t(planned)]);
+    space.size = space.bytes ? planned : 0;
+    if (!space.bytes)
+      return std::string("workspace '") + name + "': cannot allocate the planned " +
+             std::to_string(planned) + " bytes (out of memory)";
+  }
   counters.noteBuffer(name, requested);
   return std::nullopt;
 }
@@ -108,41 +152,55 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   Counters &counters = coll.counters();
   Timer timer{counters, "dispatch"};
   const int ranks = coll.size();
+  // Every collective of this dispatch carries the layer's signature, so
+  // ranks running different layers fail at the first one, naming the field.
+  const PlanFields plan = planOf(in);
+  const DispatchShape shape = shapeOf(in, ranks);
+  Collectives::SignatureScope scope(coll, signatureOf(plan, shape));
+  DispatchSizes sz;
+  if (Status e = checkDispatchPlan(plan, shape, sz))
+    return coll.failTogether("dispatch", *e);
   Placement placement;
   if (Status e = localProblem(in, ranks, placement))
     return coll.failTogether("dispatch", *e);
 
   // The slot of each (token, choice): the n-th choice of an expert here
-  // goes to the replica the placement picks for n.
+  // goes to the replica the placement picks for n. One row per (token,
+  // destination rank), grouped by destination.
   const int64_t perRank = placement.slotsPerRank();
-  std::vector<int32_t> slotOf(in.tokens * in.topK);
-  std::vector<int64_t> seen(placement.experts(), 0);
-  for (int64_t i = 0; i < in.tokens * in.topK; ++i)
-    slotOf[i] = placement.choose(in.expertIds[i], seen[in.expertIds[i]]++);
-
-  // One row per (token, destination rank), grouped by destination.
+  const int64_t choices = in.tokens * in.topK; // within the limits: < 2^42
+  std::vector<int32_t> slotOf;
   std::vector<std::vector<int32_t>> tokensFor(ranks);
-  for (int64_t t = 0; t < in.tokens; ++t) {
-    std::vector<bool> hit(ranks, false);
-    for (int64_t j = 0; j < in.topK; ++j)
-      hit[slotOf[t * in.topK + j] / perRank] = true;
-    for (int d = 0; d < ranks; ++d)
-      if (hit[d])
-        tokensFor[d].push_back(int32_t(t));
-  }
-
   InFlight state;
-  state.live = true;
-  state.tokens = in.tokens;
-  state.hidden = in.hidden;
-  state.elementBytes = in.elementBytes;
-  state.slots = in.slots;
-  state.sentRows.resize(ranks);
-  state.receivedRows.assign(ranks, in.slots);
-  for (int d = 0; d < ranks; ++d) {
-    state.sentRows[d] = int64_t(tokensFor[d].size());
-    state.sentToken.insert(state.sentToken.end(), tokensFor[d].begin(),
-                           tokensFor[d].end());
+  try {
+    slotOf.resize(size_t(choices));
+    std::vector<int64_t> seen(placement.experts(), 0);
+    for (int64_t i = 0; i < choices; ++i)
+      slotOf[i] = placement.choose(in.expertIds[i], seen[in.expertIds[i]]++);
+    std::vector<bool> hit(ranks, false);
+    for (int64_t t = 0; t < in.tokens; ++t) {
+      std::fill(hit.begin(), hit.end(), false);
+      for (int64_t j = 0; j < in.topK; ++j)
+        hit[slotOf[t * in.topK + j] / perRank] = true;
+      for (int d = 0; d < ranks; ++d)
+        if (hit[d])
+          tokensFor[d].push_back(int32_t(t));
+    }
+    state.live = true;
+    state.tokens = in.tokens;
+    state.hidden = in.hidden;
+    state.elementBytes = in.elementBytes;
+    state.slots = in.slots;
+    state.signature = signatureOf(plan, shape);
+    state.sentRows.resize(ranks);
+    state.receivedRows.assign(ranks, in.slots);
+    for (int d = 0; d < ranks; ++d) {
+      state.sentRows[d] = int64_t(tokensFor[d].size());
+      state.sentToken.insert(state.sentToken.end(), tokensFor[d].begin(),
+                             tokensFor[d].end());
+    }
+  } catch (const std::exception &e) {
+    return coll.failTogether("dispatch", outOfMemory("dispatch: routing", e));
   }
 
   if (!in.slots) {
@@ -152,70 +210,80 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
                                   countBytes.data(), state.receivedRows.data(),
                                   countBytes.data()))
       return e;
+    // A count is never trusted: it sizes what follows.
+    int64_t received = 0;
+    for (int p = 0; p < ranks; ++p)
+      if (state.receivedRows[p] < 0 ||
+          !checkedAdd(received, state.receivedRows[p], received)) {
+        MessageStream os;
+        os << "dispatch: rank " << p << " announced " << state.receivedRows[p]
+           << " rows for rank " << coll.rank() << " (the rows so far: " << received
+           << ")";
+        return coll.failTogether("dispatch.capacity", os.str());
+      }
     // Every rank learns every rank's load, so an overflow fails all of them
     // with the same message, before any payload is written.
-    int64_t received = 0;
-    for (int64_t r : state.receivedRows)
-      received += r;
     std::vector<int64_t> loads(ranks, 0);
     loads[coll.rank()] = received;
     if (Status e = coll.allReduce("dispatch.capacity", loads.data(), ranks,
                                   ReduceOp::Sum))
       return e;
     for (int r = 0; r < ranks; ++r)
-      if (loads[r] > in.capacity) {
-        std::ostringstream os;
+      if (loads[r] > in.capacity || loads[r] < 0) {
+        MessageStream os;
         os << "dispatch: rank " << r << " would receive " << loads[r]
            << " rows but the plan's capacity is " << in.capacity
            << " rows; nothing was written";
         return os.str();
       }
   }
-  int64_t sendRows = 0, recvRows = 0;
+  // Rows and bytes: rows are bounded by the capacity (checked above) or by
+  // ranks x slots, but every product is checked all the same.
+  int64_t sendRows = 0, recvRows = 0, sendTotal = 0, recvTotal = 0, expertTotal = 0;
+  bool fits = true;
   for (int p = 0; p < ranks; ++p) {
-    sendRows += state.sendBlock(p);
-    recvRows += state.recvBlock(p);
+    fits &= checkedAdd(sendRows, state.sendBlock(p), sendRows);
+    fits &= checkedAdd(recvRows, state.recvBlock(p), recvRows);
   }
-
-  // Bytes of x in the output element type, and on the wire.
-  const bool quantized = in.quant != QuantScheme::None;
-  const int64_t xBytes = in.hidden * in.elementBytes;
-  const int64_t wireXBytes = quantized ? quantRowBytes(in.quant, in.hidden) : xBytes;
-  // Local expert ids travel as int16 (a rank holds at most 32767 experts).
-  const int64_t routeBytes = in.topK * int64_t(sizeof(int16_t) + sizeof(float));
-  const int64_t rowBytes = wireXBytes + routeBytes;
-  // The plan, from the compiler or else from the maxima: each token reaches
-  // at most min(ranks, top-k) ranks.
-  const int64_t maxTokens = in.maxTokens ? in.maxTokens : in.tokens;
-  const int64_t plannedSendRows =
-      in.slots ? ranks * in.slots : maxTokens * std::min<int64_t>(ranks, in.topK);
-  const int64_t plannedRecvRows = in.slots ? ranks * in.slots : in.capacity;
-  auto planned = [](int64_t given, int64_t derived) { return given ? given : derived; };
-  state.plannedCombineBytes = planned(in.combineBytes, plannedSendRows * xBytes);
-  if (Status e = reserve(sendSpace, "dispatch.send",
-                         planned(in.sendBytes, plannedSendRows * rowBytes),
-                         sendRows * rowBytes))
+  fits = fits && checkedMul(sendRows, sz.rowBytes, sendTotal) &&
+         checkedMul(recvRows, sz.rowBytes, recvTotal) &&
+         checkedMul(recvRows, sz.expertRowBytes, expertTotal);
+  if (!fits)
+    return coll.failTogether("dispatch.payload",
+                             "dispatch: " + std::to_string(recvRows) +
+                                 " rows of " + std::to_string(sz.rowBytes) +
+                                 " bytes overflow int64");
+  state.plannedCombineBytes = sz.combineBytes;
+  if (Status e = reserve(sendSpace, "dispatch.send", sz.sendBytes, sendTotal))
     return coll.failTogether("dispatch.payload", *e);
-  if (Status e = reserve(recvSpace, "dispatch.recv",
-                         planned(in.recvBytes, plannedRecvRows * rowBytes),
-                         recvRows * rowBytes))
+  if (Status e = reserve(recvSpace, "dispatch.recv", sz.recvBytes, recvTotal))
     return coll.failTogether("dispatch.payload", *e);
   // What the experts get per row: activations, or codes and f32 scales.
+  const bool quantized = in.quant != QuantScheme::None;
   const bool keepCodes = quantized && in.keepCodes;
-  const int64_t groups = quantized ? in.hidden / quantGroupSize(in.quant) : 0;
-  const int64_t expertRowBytes = keepCodes ? in.hidden + groups * 4 : xBytes;
-  const int64_t expertRowsBytes =
-      planned(in.expertRowsBytes, plannedRecvRows * expertRowBytes);
-  if (recvRows * expertRowBytes > expertRowsBytes)
+  if (expertTotal > sz.expertRowsBytes)
     return coll.failTogether(
         "dispatch.payload",
-        "workspace 'expert.rows': " + std::to_string(recvRows * expertRowBytes) +
+        "workspace 'expert.rows': " + std::to_string(expertTotal) +
             " bytes requested but the plan sized it for " +
-            std::to_string(expertRowsBytes) + "; nothing was written");
+            std::to_string(sz.expertRowsBytes) + "; nothing was written");
+  // The results, before the payload travels: a rank that cannot hold them
+  // fails every rank now, not after the others went on to compute.
+  DispatchOutput dest;
+  try {
+    dest = allocate(recvRows);
+  } catch (const std::exception &e) {
+    return coll.failTogether("dispatch.payload", outOfMemory("dispatch: results", e));
+  }
+  if (recvRows && (!dest.x || !dest.localIds || !dest.weights || (keepCodes && !dest.scales)))
+    return coll.failTogether("dispatch.payload",
+                             "dispatch: cannot allocate the results for " +
+                                 std::to_string(recvRows) + " rows (out of memory)");
 
   // A token going to several ranks is quantized once per destination; the
   // result is the same bytes each time. Masked rows are zero bytes: x = 0,
   // weights 0, ids -1 (written below).
+  const int64_t xBytes = sz.xBytes, wireXBytes = sz.wireXBytes, rowBytes = sz.rowBytes;
   std::vector<float> values(quantized ? in.hidden : 0);
   std::vector<int16_t> ids(in.topK);
   std::vector<float> weights(in.topK);
@@ -251,7 +319,7 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   }
   std::vector<int64_t> sendBytes(ranks), recvBytes(ranks);
   for (int p = 0; p < ranks; ++p) {
-    sendBytes[p] = state.sendBlock(p) * rowBytes;
+    sendBytes[p] = state.sendBlock(p) * rowBytes; // <= sendTotal: no overflow
     recvBytes[p] = state.recvBlock(p) * rowBytes;
   }
   if (Status e = coll.allToAllV("dispatch.payload", sendSpace.data(),
@@ -259,12 +327,26 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
                                 recvBytes.data()))
     return e;
 
-  DispatchOutput dest = allocate(recvRows);
+  // The local ids index this rank's expert weights in compiled code: one
+  // outside [-1, experts here) never reaches it. The other ranks have gone
+  // on to their experts; they learn at the combine's collective.
+  for (int64_t r = 0; r < recvRows; ++r) {
+    std::memcpy(ids.data(), recvSpace.data() + r * rowBytes + wireXBytes,
+                in.topK * sizeof(int16_t));
+    for (int64_t j = 0; j < in.topK; ++j)
+      if (ids[j] < -1 || ids[j] >= perRank) {
+        MessageStream os;
+        os << "dispatch: received row " << r << " names local expert " << ids[j]
+           << " (choice " << j << "), outside [-1, " << perRank
+           << "): the ranks' expert maps disagree";
+        return coll.failTogether("combine.payload", os.str());
+      }
+  }
   for (int64_t r = 0; r < recvRows; ++r) {
     const uint8_t *row = recvSpace.data() + r * rowBytes;
     if (keepCodes) {
       std::memcpy(dest.x + r * in.hidden, row, in.hidden);
-      decodeScales(in.quant, row + in.hidden, in.hidden, dest.scales + r * groups);
+      decodeScales(in.quant, row + in.hidden, in.hidden, dest.scales + r * sz.groups);
     } else if (quantized) {
       dequantizeRow(in.quant, row, row + in.hidden, in.hidden, values.data());
       uint8_t *x = dest.x + r * xBytes;
@@ -279,22 +361,22 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
     std::memcpy(dest.weights + r * in.topK,
                 row + wireXBytes + in.topK * sizeof(int16_t), in.topK * sizeof(float));
   }
-  counters.notePlan("expert.rows", expertRowsBytes);
-  counters.noteBuffer("expert.rows", recvRows * expertRowBytes);
+  counters.notePlan("expert.rows", sz.expertRowsBytes);
+  counters.noteBuffer("expert.rows", expertTotal);
   // The load the experts here got: (token, choice) pairs, masked ones not.
-  int64_t choices = 0;
+  int64_t received = 0;
   for (int64_t i = 0; i < recvRows * in.topK; ++i)
-    choices += dest.localIds[i] >= 0;
-  counters.totals["expert_choices_received"] += choices;
+    received += dest.localIds[i] >= 0;
+  counters.totals["expert_choices_received"] += received;
   counters.totals["dispatch_rows_sent"] += int64_t(state.sentToken.size());
-  counters.totals["dispatch_payload_bytes_sent"] += sendRows * rowBytes;
+  counters.totals["dispatch_payload_bytes_sent"] += sendTotal;
   counters.totals["dispatch_bytes_per_token_expert_pair"] +=
       in.tokens * in.topK * (wireXBytes + int64_t(sizeof(int16_t) + sizeof(float)));
   // The scheme of the latest dispatch (QuantScheme's value; 0 = none), and
   // what its rows would have cost in the element type.
   counters.totals["dispatch_quantization"] = int64_t(in.quant);
   counters.totals["dispatch_payload_bytes_unquantized"] +=
-      sendRows * (xBytes + routeBytes);
+      sendRows * (xBytes + sz.routeBytes);
   counters.totals[in.slots ? "dispatch_calls_decode" : "dispatch_calls_prefill"] += 1;
 
   rows = recvRows;
@@ -313,15 +395,41 @@ int64_t ExpertParallel::tokensOf(int64_t handle) const {
   return inFlight[handle].tokens;
 }
 
+Status ExpertParallel::checkCombine(int64_t handle, int64_t rows, int64_t hidden,
+                                    int64_t elementBytes, int64_t &tokens) const {
+  if (tokensOf(handle) < 0)
+    return "combine: handle " + std::to_string(handle) +
+           " does not name a dispatch in flight";
+  const InFlight &state = inFlight[handle];
+  int64_t expectedRows = 0;
+  for (int p = 0; p < coll.size(); ++p)
+    expectedRows += state.recvBlock(p); // each <= capacity: checked at dispatch
+  if (rows != expectedRows)
+    return "combine: partial has " + std::to_string(rows) +
+           " rows but dispatch delivered " + std::to_string(expectedRows);
+  if (hidden != state.hidden)
+    return "combine: partial has hidden size " + std::to_string(hidden) +
+           " but the dispatch (handle " + std::to_string(handle) + ") had " +
+           std::to_string(state.hidden);
+  if (elementBytes != state.elementBytes)
+    return std::string("combine: partial is ") + (elementBytes == 4 ? "f32" : "bf16") +
+           " but the dispatch (handle " + std::to_string(handle) + ") was " +
+           (state.elementBytes == 4 ? "f32" : "bf16");
+  tokens = state.tokens;
+  return std::nullopt;
+}
+
 Status ExpertParallel::combine(int64_t handle, const uint8_t *partial,
                                int64_t rows, uint8_t *y, int64_t &tokens) {
   Counters &counters = coll.counters();
   Timer timer{counters, "combine"};
   if (tokensOf(handle) < 0)
-    return "combine: handle " + std::to_string(handle) +
-           " does not name a dispatch in flight";
+    return coll.failTogether("combine.payload",
+                             "combine: handle " + std::to_string(handle) +
+                                 " does not name a dispatch in flight");
   InFlight state = std::move(inFlight[handle]);
   inFlight[handle].live = false;
+  Collectives::SignatureScope scope(coll, state.signature);
   const int ranks = coll.size();
   int64_t expectedRows = 0, backRows = 0;
   for (int p = 0; p < ranks; ++p) {
@@ -329,13 +437,29 @@ Status ExpertParallel::combine(int64_t handle, const uint8_t *partial,
     backRows += state.sendBlock(p);
   }
   if (rows != expectedRows)
-    return "combine: got " + std::to_string(rows) + " rows but dispatch delivered " +
-           std::to_string(expectedRows);
+    return coll.failTogether("combine.payload",
+                             "combine: partial has " + std::to_string(rows) +
+                                 " rows but dispatch delivered " +
+                                 std::to_string(expectedRows));
+  if ((rows && !partial) || (state.tokens && !y))
+    return coll.failTogether("combine.payload", "combine: a null buffer");
 
+  // Each product is at most a planned workspace or the caller's buffer;
+  // checked all the same.
   const int64_t xBytes = state.hidden * state.elementBytes;
+  int64_t backBytes = 0, elements = 0;
+  if (!checkedMul(backRows, xBytes, backBytes) ||
+      !checkedMul(state.tokens, state.hidden, elements))
+    return coll.failTogether("combine.payload", "combine: sizes overflow int64");
   if (Status e = reserve(combineSpace, "combine.recv", state.plannedCombineBytes,
-                         backRows * xBytes))
+                         backBytes))
     return coll.failTogether("combine.payload", *e);
+  std::vector<float> sum;
+  try {
+    sum.assign(size_t(elements), 0.0f);
+  } catch (const std::exception &e) {
+    return coll.failTogether("combine.payload", outOfMemory("combine: sums", e));
+  }
   std::vector<int64_t> sendBytes(ranks), recvBytes(ranks);
   for (int p = 0; p < ranks; ++p) {
     sendBytes[p] = state.recvBlock(p) * xBytes;
@@ -348,7 +472,6 @@ Status ExpertParallel::combine(int64_t handle, const uint8_t *partial,
   // Rows come back grouped by the rank that computed them, in rank order:
   // adding them in that order makes the sum the same on every run. In the
   // decode layout each block's masked tail is skipped.
-  std::vector<float> sum(state.tokens * state.hidden, 0.0f);
   const uint8_t *block = combineSpace.data();
   const int32_t *token = state.sentToken.data();
   for (int p = 0; p < ranks; ++p) {
@@ -360,7 +483,7 @@ Status ExpertParallel::combine(int64_t handle, const uint8_t *partial,
     }
     block += state.sendBlock(p) * xBytes;
   }
-  for (int64_t i = 0; i < state.tokens * state.hidden; ++i)
+  for (int64_t i = 0; i < elements; ++i)
     storeElement(y + i * state.elementBytes, state.elementBytes, sum[i]);
   tokens = state.tokens;
   return std::nullopt;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 namespace moert {
@@ -38,6 +39,9 @@ struct DispatchInput {
   /// Static workspace sizes from the compiler (moe-plan-buffers); 0: derive
   /// them from capacity, maxTokens and slots.
   int64_t sendBytes = 0, recvBytes = 0, expertRowsBytes = 0, combineBytes = 0;
+  /// The plan's optional expert count (MOERT_PLAN_EXPERTS; 0: absent) and
+  /// how many fields the plan had (9 or 10; the plan hash covers them).
+  int64_t planExperts = 0, planFieldCount = 9;
   /// None: rows travel in the element type. FP8: each row travels as
   /// [H FP8 bytes][scales][ids][weights] and the receiver dequantizes it
   /// into the element type; `hidden` must be a multiple of the group size.
@@ -66,6 +70,10 @@ class ExpertParallel {
 public:
   explicit ExpertParallel(Collectives &collectives) : coll(collectives) {}
 
+  /// Checks `in` (PlanCheck: plan, limits, workspace products; then the
+  /// ids and maps) and fails every rank together on any problem, before any
+  /// payload is written. The allocator runs before the payload travels; a
+  /// null result is an error of every rank.
   Status dispatch(const DispatchInput &in, const DispatchAllocator &allocate,
                   int64_t &rows, int64_t &handle);
   /// `partial` is [rows, hidden] in the received order; `y` is [tokens, hidden].
@@ -73,11 +81,17 @@ public:
                  uint8_t *y, int64_t &tokens);
   /// Number of tokens of a dispatch still waiting for its combine.
   int64_t tokensOf(int64_t handle) const;
+  /// A combine's arguments against its dispatch (handle in flight, rows
+  /// delivered, hidden size, element size); sets the dispatch's tokens.
+  /// A local check: callers fail every rank with failTogether.
+  Status checkCombine(int64_t handle, int64_t rows, int64_t hidden,
+                      int64_t elementBytes, int64_t &tokens) const;
 
 private:
   struct InFlight {
     bool live = false;
     int64_t tokens = 0, hidden = 0, elementBytes = 0;
+    CallSignature signature; ///< the dispatch's; combine carries it too
     int64_t slots = 0;                           ///< 0: prefill layout
     int64_t plannedCombineBytes = 0;             ///< the combine workspace
     std::vector<int64_t> sentRows, receivedRows; ///< valid rows per peer
@@ -86,13 +100,20 @@ private:
     int64_t sendBlock(int peer) const { return slots ? slots : sentRows[peer]; }
     int64_t recvBlock(int peer) const { return slots ? slots : receivedRows[peer]; }
   };
-  /// Grows `space` to the planned size and checks the request against it.
-  Status reserve(std::vector<uint8_t> &space, const char *name, int64_t planned,
+  /// A workspace: allocated (not zero-filled) to the plan's size once.
+  struct Workspace {
+    std::unique_ptr<uint8_t[]> bytes;
+    int64_t size = 0;
+    uint8_t *data() { return bytes.get(); }
+  };
+  /// Checks the request against the planned size, then grows `space` to it
+  /// (an allocation failure is an error, not an exception).
+  Status reserve(Workspace &space, const char *name, int64_t planned,
                  int64_t requested);
 
   Collectives &coll;
   std::vector<InFlight> inFlight;
-  std::vector<uint8_t> sendSpace, recvSpace, combineSpace;
+  Workspace sendSpace, recvSpace, combineSpace;
 };
 
 /// Element conversions for the payload types (f32, bf16).

@@ -46,6 +46,7 @@ public:
   int rank() const override { return myRank; }
   int size() const override { return mySize; }
   const char *backend() const override { return "mpi"; }
+  int64_t maxCollectiveBytes() const override { return INT_MAX; }
 
   Status exchangeDescriptors(const CollectiveDescriptor &mine,
                              std::vector<CollectiveDescriptor> &all,

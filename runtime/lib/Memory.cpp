@@ -10,11 +10,14 @@
 //===----------------------------------------------------------------------===//
 #include "moert/moert.h"
 
+#include "Fatal.h"
+
 #include <atomic>
 #include <cstring>
 #include <vector>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 namespace {
@@ -22,11 +25,19 @@ std::mutex mutex;
 std::unordered_map<void *, int64_t> sizes; // live tracked allocations
 std::atomic<int64_t> live{0}, peak{0};
 
-void *track(void *p, int64_t bytes) {
+/// Compiled code does not check what it gets: a failed allocation ends the
+/// process with a message (every rank told) instead of a null dereference.
+void *track(void *p, size_t size, const char *entry) {
   if (!p)
-    return p;
+    moert::fatal("memory", std::string(entry) + ": cannot allocate " +
+                               std::to_string(size) + " bytes (out of memory)");
+  int64_t bytes = int64_t(size);
   std::lock_guard<std::mutex> lock(mutex);
-  sizes.emplace(p, bytes);
+  try {
+    sizes.emplace(p, bytes);
+  } catch (...) {
+    moert::fatal("memory", std::string(entry) + ": out of memory for its bookkeeping");
+  }
   int64_t now = live += bytes;
   int64_t high = peak.load();
   while (now > high && !peak.compare_exchange_weak(high, now)) {
@@ -37,14 +48,31 @@ void *track(void *p, int64_t bytes) {
 
 extern "C" {
 
-void *_mlir_memref_to_llvm_alloc(size_t size) {
-  return track(std::malloc(size ? size : 1), int64_t(size));
+void *_mlir_memref_to_llvm_alloc(size_t size) try {
+  if (size > size_t(INT64_MAX))
+    moert::fatal("memory", "_mlir_memref_to_llvm_alloc: " + std::to_string(size) +
+                               " bytes do not fit int64");
+  return track(std::malloc(size ? size : 1), size, "_mlir_memref_to_llvm_alloc");
+} catch (...) {
+  moert::fatalOutOfMemory("_mlir_memref_to_llvm_alloc");
 }
 
-void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) {
-  size_t rounded = (size + alignment - 1) / alignment * alignment;
-  return track(std::aligned_alloc(alignment, rounded ? rounded : alignment),
-               int64_t(size));
+void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) try {
+  // aligned_alloc wants a power-of-two alignment (at least a pointer's) and
+  // a multiple of it; both are checked, and the rounding for overflow.
+  if (alignment < sizeof(void *))
+    alignment = sizeof(void *);
+  size_t rounded = 0;
+  if ((alignment & (alignment - 1)) != 0 || size > size_t(INT64_MAX) ||
+      __builtin_add_overflow(size, alignment - 1, &rounded))
+    moert::fatal("memory", "_mlir_memref_to_llvm_aligned_alloc: " + std::to_string(size) +
+                               " bytes aligned to " + std::to_string(alignment) +
+                               " cannot be allocated");
+  rounded = rounded / alignment * alignment;
+  return track(std::aligned_alloc(alignment, rounded ? rounded : alignment), size,
+               "_mlir_memref_to_llvm_aligned_alloc");
+} catch (...) {
+  moert::fatalOutOfMemory("_mlir_memref_to_llvm_aligned_alloc");
 }
 
 void _mlir_memref_to_llvm_free(void *p) {
@@ -68,9 +96,10 @@ struct UnrankedMemref {
   void *descriptor;
 };
 
-/// Strided copy that memref.copy lowers to when a side is not contiguous
-/// (e.g. writing a chunk's rows into the layer's output).
-void memrefCopy(int64_t elementSize, UnrankedMemref *src, UnrankedMemref *dst) {
+} // extern "C"
+
+namespace {
+void copyStrided(int64_t elementSize, UnrankedMemref *src, UnrankedMemref *dst) {
   struct View {
     char *base;
     const int64_t *sizes, *strides;
@@ -82,11 +111,23 @@ void memrefCopy(int64_t elementSize, UnrankedMemref *src, UnrankedMemref *dst) {
     auto *sizes = reinterpret_cast<const int64_t *>(d + 2 * sizeof(void *) + 8);
     return View{aligned + offset * elementSize, sizes, sizes + m->rank};
   };
+  if (!src || !dst || !src->descriptor || !dst->descriptor || elementSize <= 0 ||
+      src->rank < 0 || src->rank != dst->rank)
+    moert::fatal("memory", "memrefCopy: null or mismatched memrefs (ranks " +
+                               std::to_string(src ? src->rank : -1) + " and " +
+                               std::to_string(dst ? dst->rank : -1) + ")");
   View from = view(src), to = view(dst);
   int64_t rank = src->rank, count = 1;
-  for (int64_t d = 0; d < rank; ++d)
-    count *= from.sizes[d];
-  std::vector<int64_t> index(rank, 0);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (from.sizes[d] != to.sizes[d] || from.sizes[d] < 0 ||
+        __builtin_mul_overflow(count, from.sizes[d], &count))
+      moert::fatal("memory", "memrefCopy: source and destination disagree on dimension " +
+                                 std::to_string(d) + " (" + std::to_string(from.sizes[d]) +
+                                 " and " + std::to_string(to.sizes[d]) + ")");
+  }
+  if (count == 0)
+    return;
+  std::vector<int64_t> index(size_t(rank), 0);
   for (int64_t n = 0; n < count; ++n) {
     int64_t a = 0, b = 0;
     for (int64_t d = 0; d < rank; ++d) {
@@ -96,6 +137,20 @@ void memrefCopy(int64_t elementSize, UnrankedMemref *src, UnrankedMemref *dst) {
     std::memcpy(to.base + b * elementSize, from.base + a * elementSize, elementSize);
     for (int64_t d = rank - 1; d >= 0 && ++index[d] == from.sizes[d]; --d)
       index[d] = 0;
+  }
+}
+} // namespace
+
+extern "C" {
+
+/// Strided copy that memref.copy lowers to when a side is not contiguous
+/// (e.g. writing a chunk's rows into the layer's output). Shapes are
+/// checked; no exception leaves it.
+void memrefCopy(int64_t elementSize, UnrankedMemref *src, UnrankedMemref *dst) {
+  try {
+    copyStrided(elementSize, src, dst);
+  } catch (...) {
+    moert::fatalOutOfMemory("memrefCopy");
   }
 }
 

@@ -15,9 +15,14 @@ namespace moert {
 class Placement {
 public:
   /// From a load balancer: phys_to_log[P] and each slot's share of its
-  /// expert's tokens. Every expert in [0, max id] needs a positive total.
+  /// expert's tokens. `experts` is the layer's logical expert count E (the
+  /// plan's optional field; 0: unknown). Every phys_to_log value must be an
+  /// expert in [0, E) and every expert needs a positive total share. With E
+  /// unknown it is inferred as 1 + the largest value below P (E <= P, as
+  /// every expert needs a slot), so that a stray value is named as such.
   static Status fromReplicas(const int32_t *physToLog, const float *share,
-                             int64_t slots, int ranks, Placement &out);
+                             int64_t slots, int ranks, int64_t experts,
+                             Placement &out);
   /// From expert_rank[E]: experts keep their order on their rank, and every
   /// rank must own E / ranks of them.
   static Status fromExpertRank(const int32_t *expertRank, int64_t experts,

@@ -1,5 +1,6 @@
 //===- Quantize.cpp - FP8 E4M3 row quantization for dispatch --------------===//
 #include "Quantize.h"
+#include "Message.h"
 
 #include <cmath>
 #include <cstring>
@@ -139,13 +140,13 @@ int64_t moert::quantRowBytes(QuantScheme scheme, int64_t hidden) {
 Status moert::checkQuantShape(QuantScheme scheme, int64_t hidden) {
   int64_t group = quantGroupSize(scheme);
   if (group == 0) {
-    std::ostringstream os;
+    MessageStream os;
     os << "quantization scheme " << int(scheme) << " (" << quantSchemeName(scheme)
        << ") is not an FP8 scheme";
     return os.str();
   }
   if (hidden < 0 || hidden % group != 0) {
-    std::ostringstream os;
+    MessageStream os;
     os << "hidden size " << hidden << " is not a multiple of the group size "
        << group << " of FP8 scheme " << quantSchemeName(scheme);
     return os.str();

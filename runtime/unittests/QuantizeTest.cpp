@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -270,8 +271,8 @@ TEST(Quantize, CHooksCheckTheirArguments) {
             std::string::npos);
   EXPECT_EQ(moert_quantize_row(1, x.data(), 200, q.data(), scales.data()), 1);
   EXPECT_EQ(std::string(moert_last_error()),
-            "hidden size 200 is not a multiple of the group size 128 of FP8 "
-            "scheme fp8g128");
+            "moert_quantize_row: hidden size 200 is not a multiple of the group size "
+            "128 of FP8 scheme fp8g128");
 }
 
 namespace {
@@ -369,4 +370,32 @@ TEST(ExpertParallel, Fp8DispatchNeedsWholeGroups) {
   EXPECT_EQ(run.coll.counters().collectives.count("dispatch.counts"), 0u);
   EXPECT_FALSE(dispatchOnOneRank(run, QuantScheme::Fp8Group32Ue8m0, 4, x, 2, 96, rx, rows));
   EXPECT_EQ(run.coll.counters().totals["dispatch_payload_bytes_sent"], 2 * (96 + 3 + 2 * 6));
+}
+
+// The fuzz target (fuzz/fp8_quantize_fuzzer.cpp) checks the documented
+// limit: only |x| >= 15/16 x 2^128 may dequantize to inf (UE8M0: FLT_MAX /
+// 2^120 rounds to 256 and 256 x 2^120 = 2^128). Just below it, in the same
+// group as FLT_MAX, every value decodes finite and within the bound.
+TEST(Quantize, OnlyTheDocumentedTopRangeDequantizesToInf) {
+  const float top = std::numeric_limits<float>::max();
+  const float below = std::nextafter(0x1.ep127f, 0.0f);
+  for (QuantScheme scheme : kSchemes) {
+    const int64_t n = quantGroupSize(scheme);
+    std::vector<float> x(n, 1.0f);
+    x[0] = top;
+    x[1] = below;
+    x[2] = -below;
+    x[3] = 3.0e38f;
+    Quantized r = roundTrip(scheme, x);
+    const float scale = scaleOf(scheme, r.scales, 0);
+    EXPECT_TRUE(std::isinf(r.back[0]) || std::fabs(r.back[0] - top) <= errorBound(top, scale))
+        << quantSchemeName(scheme);
+    EXPECT_FALSE(std::signbit(r.back[0]));
+    for (int64_t i = 1; i < n; ++i) {
+      ASSERT_TRUE(std::isfinite(r.back[i]))
+          << quantSchemeName(scheme) << " x[" << i << "] = " << x[i] << " -> " << r.back[i];
+      EXPECT_LE(std::fabs(r.back[i] - x[i]), errorBound(x[i], scale))
+          << quantSchemeName(scheme) << " x[" << i << "] = " << x[i];
+    }
+  }
 }

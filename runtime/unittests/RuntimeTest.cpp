@@ -106,7 +106,8 @@ TEST(ExpertParallel, RejectsBadExpertIdsByName) {
   int64_t rows, handle;
   Status error = run.ep.dispatch(in, [](int64_t) { return DispatchOutput(); }, rows, handle);
   ASSERT_TRUE(error);
-  EXPECT_EQ(*error, "rank 0: dispatch: expert_ids[0,0] = 7 is not an expert in [0, 2)");
+  EXPECT_EQ(*error, "rank 0: dispatch: expert_ids[0,0] = 7 is not an expert of the 2 "
+                    "(ids 0 to 1)");
 }
 
 TEST(ExpertParallel, TokensOverThePlanFailBeforeAnyCollective) {

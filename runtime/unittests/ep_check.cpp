@@ -13,10 +13,17 @@
 // input within the derived bound; the payload must be the FP8 row size and
 // at most 0.53x the BF16 payload.
 //
+// Scenarios in which every rank must fail (issue 9; driven by
+// expect_every_rank.cmake, which checks each rank's message): rank 1 runs a
+// different layer (mismatch-hidden, -topk, -dtype, -plan, -decode, -ep), has
+// garbage expert ids (nan-ids), or every rank gets a placement with a stray
+// phys_to_log value (stray-phys-to-log).
+//
 //===----------------------------------------------------------------------===//
 #include "moert/moert.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -382,6 +389,68 @@ int checkQuantized(const Problem &p, int scheme) {
   }
   return 0;
 }
+/// Scenarios in which every rank must fail (issue 9): rank 1 runs a layer
+/// that differs from the others' in one respect, or holds ids a NaN router
+/// could produce, or every rank gets a placement with a stray value. The
+/// runtime ends each rank with `moert: rank R: error: ...`;
+/// expect_every_rank.cmake checks every rank's message. Reaching the end of
+/// the dispatch is a failure of the test.
+bool isHostile(const std::string &scenario) {
+  return scenario.rfind("mismatch-", 0) == 0 || scenario == "nan-ids" ||
+         scenario == "stray-phys-to-log";
+}
+
+int runHostile(const std::string &scenario, int rank, int ranks) {
+  const bool odd = rank == 1; // the rank that differs
+  int64_t hidden = 8, k = 2, elementBytes = 4, capacity = 64, slots = 0;
+  int64_t planRanks = ranks;
+  const int64_t tokens = 4;
+  if (odd && scenario == "mismatch-hidden")
+    hidden = 16;
+  if (odd && scenario == "mismatch-topk")
+    k = 3;
+  if (odd && scenario == "mismatch-dtype")
+    elementBytes = 2;
+  if (odd && scenario == "mismatch-plan")
+    capacity = 65;
+  if (odd && scenario == "mismatch-decode")
+    slots = 4;
+  if (odd && scenario == "mismatch-ep")
+    planRanks = 2 * ranks;
+  std::vector<uint8_t> x(tokens * hidden * elementBytes, 0);
+  std::vector<int32_t> ids(tokens * k), expertRank(kExperts), physToLog(kExperts);
+  std::vector<float> weights(tokens * k, 0.5f), share(kExperts, 1.0f);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < k; ++j)
+      ids[t * k + j] = int32_t((t + 5 * j + rank) % kExperts);
+  if (odd && scenario == "nan-ids")
+    ids[1] = INT32_MIN; // what a NaN score made of an id before the compiler fix
+  for (int64_t e = 0; e < kExperts; ++e) {
+    expertRank[e] = int32_t(e / (kExperts / ranks));
+    physToLog[e] = int32_t(e);
+  }
+  physToLog[0] = 1000;
+  int64_t plan[MOERT_DISPATCH_PLAN_FIELDS] = {};
+  plan[MOERT_PLAN_CAPACITY] = capacity;
+  plan[MOERT_PLAN_SLOTS] = slots;
+  plan[MOERT_PLAN_RANKS] = planRanks;
+  moert_memref2d xm = memref2(x.data(), tokens, hidden);
+  moert_memref2d im = memref2(ids.data(), tokens, k);
+  moert_memref2d wm = memref2(weights.data(), tokens, k);
+  moert_memref1d rm{expertRank.data(), expertRank.data(), 0, {kExperts}, {1}};
+  moert_memref1d pm{physToLog.data(), physToLog.data(), 0, {kExperts}, {1}};
+  moert_memref1d sm{share.data(), share.data(), 0, {kExperts}, {1}};
+  moert_memref1d planm{plan, plan, 0, {MOERT_DISPATCH_PLAN_FIELDS}, {1}};
+  moert_dispatch_result d;
+  if (scenario == "stray-phys-to-log")
+    _mlir_ciface_moert_ep_dispatch_placed_f32(&d, &xm, &im, &wm, &pm, &sm, &planm);
+  else if (elementBytes == 4)
+    _mlir_ciface_moert_ep_dispatch_f32(&d, &xm, &im, &wm, &rm, &planm);
+  else
+    _mlir_ciface_moert_ep_dispatch_bf16(&d, &xm, &im, &wm, &rm, &planm);
+  return fail(rank, "scenario " + scenario + ": the dispatch returned; every rank "
+                    "should have failed");
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -406,6 +475,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "moert_init: %s\n", moert_last_error());
     return 1;
   }
+  if (isHostile(scenario))
+    return runHostile(scenario, moert_rank(), moert_size());
   Problem p;
   p.rank = moert_rank();
   p.ranks = moert_size();

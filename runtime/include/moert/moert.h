@@ -3,7 +3,12 @@
  * expert-parallel dispatch and combine, counters. No MLIR dependency.
  * Functions return 0 on success; on failure moert_last_error() says why.
  * The `_mlir_ciface_*` entry points are called by compiled code, which has
- * no error path: on failure they print the error and end the process. */
+ * no error path: on failure they print the error and end the process.
+ * Every entry checks its arguments (null pointers, sizes, strides, the plan)
+ * before it reads or writes through them, and no exception leaves one: a
+ * failure, out of memory included, is an error naming the entry point.
+ * Where the ranks are in a collective call, a failure on one rank is
+ * carried in the next collective's descriptor, so every rank fails with it. */
 #ifndef MOERT_MOERT_H
 #define MOERT_MOERT_H
 
@@ -14,7 +19,9 @@ extern "C" {
 #endif
 
 /* Starts the runtime on `backend` ("mpi", "local" or "nccl"). Every
- * collective fails after `timeout_ms` (<= 0: $MOERT_TIMEOUT_MS, else 30000). */
+ * collective fails after `timeout_ms` (<= 0: $MOERT_TIMEOUT_MS, else 30000).
+ * $MOERT_TIMEOUT_MS must be digits only (a positive number of ms); values
+ * over one day (86400000 ms) are clamped to one day, like `timeout_ms`. */
 int moert_init(const char *backend, int64_t timeout_ms);
 int moert_finalize(void);
 int moert_rank(void);
@@ -90,10 +97,19 @@ typedef struct {
  *  - ranks: the expert-parallel group size the layer was compiled for (0:
  *    unchecked); a different group fails every rank;
  *  - send_bytes, recv_bytes, expert_rows_bytes, combine_bytes: the static
- *    workspace sizes of moe-plan-buffers (0: derived from the fields above).
+ *    workspace sizes of moe-plan-buffers (0: derived from the fields above);
+ *  - experts (optional 10th field; a plan may have 9 or 10 values): the
+ *    layer's logical expert count E. With expert_rank it must equal its
+ *    length; with a placement it bounds phys_to_log's values and the ids
+ *    (without it the runtime infers E from phys_to_log, docs/Runtime.md).
+ * Every field is checked against the runtime's limits (docs/Runtime.md) and
+ * every workspace product for overflow before anything is allocated.
  * A rank that breaks the plan (too many tokens or rows, bad ids) makes every
- * rank fail before any payload is written. The send, receive and combine
- * workspaces are sized from the plan once and reused. */
+ * rank fail before any payload is written, and ranks whose calls disagree
+ * on the layer (hidden size, top-k, dtype, quantization, ep, experts, plan)
+ * fail together at the dispatch's first collective, naming the field and
+ * each rank's value. The send, receive and combine workspaces are sized
+ * from the plan once and reused. */
 enum {
   MOERT_PLAN_CAPACITY = 0,
   MOERT_PLAN_MAX_TOKENS = 1,
@@ -104,7 +120,9 @@ enum {
   MOERT_PLAN_RECV_BYTES = 6,
   MOERT_PLAN_EXPERT_ROWS_BYTES = 7,
   MOERT_PLAN_COMBINE_BYTES = 8,
-  MOERT_DISPATCH_PLAN_FIELDS = 9
+  MOERT_PLAN_EXPERTS = 9, /* optional */
+  MOERT_DISPATCH_PLAN_FIELDS = 9,
+  MOERT_DISPATCH_PLAN_FIELDS_MAX = 10
 };
 void _mlir_ciface_moert_ep_dispatch_f32(moert_dispatch_result *result,
                                         moert_memref2d *x, moert_memref2d *ids,
