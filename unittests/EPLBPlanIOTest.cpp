@@ -36,7 +36,7 @@ TEST(EPLBPlanIO, ErrorsNameTheJSONPath) {
   EXPECT_EQ(errorOf("[[1, 2], [3]]"),
             "$[1]: expected 2 experts like the first layer, got 1");
   EXPECT_EQ(errorOf("[[1, -2]]"),
-            "$[0][1]: expected a finite load >= 0, got -2");
+            "$[0][1]: expected a finite load in [0, 2^53], got -2");
   EXPECT_EQ(errorOf(R"({"counts": []})"),
             "$.logical_count: missing (expected the loads as "
             "[layers][experts] or [windows][layers][experts])");

@@ -182,9 +182,9 @@ TEST(EPLBPlanner, TopologyErrorsNameTheOption) {
             "--slots (10) must be a multiple of --devices (4)");
   EXPECT_EQ(checkTopology({16, 8, 3, 1}, 8),
             "--nodes (3) must be positive and divide --devices (8)");
-  EXPECT_EQ(
-      checkTopology({16, 8, 1, 3}, 8),
-      "--groups (3) must be positive and divide the number of experts (8)");
+  EXPECT_EQ(checkTopology({16, 8, 1, 3}, 8),
+            "--groups (3) must be positive, at most 1024, and divide the "
+            "number of experts (8)");
   EXPECT_EQ(checkTopology({16, 1, 1, 1}, 8),
             "--slots / --devices (16) exceeds the number of experts (8): a "
             "device cannot hold two replicas of one expert");

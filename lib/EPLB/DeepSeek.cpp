@@ -2,7 +2,9 @@
 #include "moe/EPLB/DeepSeek.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
+#include <queue>
 
 using namespace mlir::moe;
 using namespace mlir::moe::eplb;
@@ -14,6 +16,10 @@ void eplb::balancedPacking(const std::vector<float> &weight, int64_t packs,
   int64_t perPack = n / packs;
   packIndex.assign(n, 0);
   rankInPack.assign(n, 0);
+  // The callers pack a multiple of `packs` items; anything else is not
+  // packed (every item in pack 0).
+  if (packs <= 0 || n % packs != 0)
+    return;
   if (perPack == 1) {
     std::iota(packIndex.begin(), packIndex.end(), 0);
     return;
@@ -23,17 +29,21 @@ void eplb::balancedPacking(const std::vector<float> &weight, int64_t packs,
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return weight[a] > weight[b]; });
-  std::vector<float> packWeight(packs, 0.0f);
+  // The packs with room in a heap, lightest first and the first index among
+  // equally light ones (what a linear scan for the strict minimum picks):
+  // O(n log packs) instead of O(n packs).
+  using Entry = std::pair<float, int64_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> open;
+  for (int64_t p = 0; p < packs; ++p)
+    open.push({0.0f, p});
   std::vector<int64_t> packItems(packs, 0);
   for (int64_t item : order) {
-    int64_t best = -1;
-    for (int64_t p = 0; p < packs; ++p)
-      if (packItems[p] < perPack &&
-          (best < 0 || packWeight[p] < packWeight[best]))
-        best = p;
+    auto [packWeight, best] = open.top();
+    open.pop();
     packIndex[item] = best;
     rankInPack[item] = packItems[best]++;
-    packWeight[best] += weight[item];
+    if (packItems[best] < perPack)
+      open.push({packWeight + weight[item], best});
   }
 }
 
@@ -45,18 +55,21 @@ Replication eplb::replicateExperts(const std::vector<float> &weight,
   r.rank.assign(physical, 0);
   r.count.assign(logical, 1);
   std::iota(r.phy2log.begin(), r.phy2log.begin() + logical, 0);
+  // Highest load per replica first, the first index among equal ones (as
+  // torch.argmax): a heap keyed by (value, -index), O(physical log logical).
+  using Entry = std::pair<float, int64_t>;
+  auto before = [](const Entry &a, const Entry &b) {
+    return a.first != b.first ? a.first < b.first : a.second > b.second;
+  };
+  std::priority_queue<Entry, std::vector<Entry>, decltype(before)> heap(before);
+  for (int64_t e = 0; e < logical; ++e)
+    heap.push({weight[e] / static_cast<float>(r.count[e]), e});
   for (int64_t i = logical; i < physical; ++i) {
-    int64_t best = 0;
-    float bestValue = weight[0] / static_cast<float>(r.count[0]);
-    for (int64_t e = 1; e < logical; ++e) {
-      float value = weight[e] / static_cast<float>(r.count[e]);
-      if (value > bestValue) {
-        best = e;
-        bestValue = value;
-      }
-    }
+    int64_t best = heap.top().second;
+    heap.pop();
     r.phy2log[i] = best;
     r.rank[i] = r.count[best]++;
+    heap.push({weight[best] / static_cast<float>(r.count[best]), best});
   }
   return r;
 }

@@ -3,8 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <limits>
+#include <map>
 #include <numeric>
 #include <queue>
+#include <set>
 
 using namespace mlir::moe;
 using namespace mlir::moe::eplb;
@@ -32,31 +36,30 @@ double eplb::evenLowerBound(const Problem &pr) {
 }
 
 namespace {
-/// The packer's state: per device its load and experts.
+/// Devices with a free slot ordered by (load, index).
+using OpenDevices = std::set<std::pair<double, int64_t>>;
+
+/// The packer's state: per device its load and experts, and each expert's
+/// replica count.
 struct Packing {
   Packing(const Problem &pr)
       : pr(pr), load(pr.devices, 0.0), experts(pr.devices),
-        onDevice(pr.devices * pr.experts(), 0), devicesOf(pr.experts()) {}
-
-  bool has(int64_t d, int64_t e) const {
-    return onDevice[d * pr.experts() + e];
+        count(pr.experts(), 0) {
+    for (int64_t d = 0; d < pr.devices; ++d)
+      open.insert({0.0, d});
   }
+
   int64_t freeSlots(int64_t d) const {
     return pr.perDevice - static_cast<int64_t>(experts[d].size());
   }
+  /// Puts a replica of `e` taking `piece` on `d` (in `open`).
   void place(int64_t d, int64_t e, double piece) {
+    open.erase({load[d], d});
     load[d] += piece;
     experts[d].push_back(e);
-    onDevice[d * pr.experts() + e] = 1;
-    devicesOf[e].push_back(d);
-  }
-  /// Adds one more replica of `e` on `d`, re-splitting its load evenly.
-  void addReplica(int64_t d, int64_t e) {
-    double r = static_cast<double>(devicesOf[e].size());
-    double drop = pr.load[e] / r - pr.load[e] / (r + 1);
-    for (int64_t other : devicesOf[e])
-      load[other] -= drop;
-    place(d, e, pr.load[e] / (r + 1));
+    ++count[e];
+    if (freeSlots(d) > 0)
+      open.insert({load[d], d});
   }
   Placement toPlacement() const {
     Placement p;
@@ -70,45 +73,117 @@ struct Packing {
   const Problem &pr;
   std::vector<double> load;
   std::vector<std::vector<int64_t>> experts;
-  std::vector<char> onDevice;
-  std::vector<std::vector<int64_t>> devicesOf;
+  std::vector<int64_t> count;
+  OpenDevices open;
 };
 
-/// Fills the free slots: each takes a replica of the expert with the largest
-/// load per replica (as DeepSeek would) among those not on the device whose
-/// new piece keeps the device within the target; else the smallest piece.
+/// Fills the free slots, emptiest device first: each takes a replica of the
+/// expert with the largest load per replica (as DeepSeek would) among those
+/// not on the device whose new piece keeps the device within the target;
+/// else the expert not on the device with the smallest new piece (the first
+/// expert among equal ones in both cases).
+///
+/// Experts are kept in classes by replica count, each ordered by load, so a
+/// slot costs O(C log E + S) for C distinct replica counts (C <= sqrt(2N))
+/// instead of a scan of all experts.
 void fillFreeSlots(Packing &pk, double target) {
   const Problem &pr = pk.pr;
-  std::vector<int64_t> devices(pr.devices);
-  std::iota(devices.begin(), devices.end(), 0);
+  int64_t experts = pr.experts();
+  std::vector<int64_t> devices;
+  for (int64_t d = 0; d < pr.devices; ++d)
+    if (pk.freeSlots(d) > 0)
+      devices.push_back(d);
+  if (devices.empty())
+    return;
   std::stable_sort(devices.begin(), devices.end(), [&](int64_t a, int64_t b) {
     return pk.load[a] < pk.load[b];
   });
+  // Class r: experts with r replicas (r < devices), by (load, -index) so that
+  // the last of equal loads is the first index.
+  using Key = std::pair<double, int64_t>;
+  std::map<int64_t, std::set<Key>> classes;
+  for (int64_t e = 0; e < experts; ++e)
+    if (pk.count[e] < pr.devices)
+      classes[pk.count[e]].insert({pr.load[e], -e});
+  std::vector<char> here(experts, 0);
   for (int64_t d : devices) {
+    // Other devices' experts gained replicas since the loads were taken.
+    double load = 0;
+    for (int64_t e : pk.experts[d]) {
+      load += pr.load[e] / static_cast<double>(pk.count[e]);
+      here[e] = 1;
+    }
     while (pk.freeSlots(d) > 0) {
-      int64_t best = -1, smallest = -1;
-      double bestPerReplica = -1, smallestPiece = 0;
-      for (int64_t e = 0; e < pr.experts(); ++e) {
-        if (pk.has(d, e) ||
-            static_cast<int64_t>(pk.devicesOf[e].size()) >= pr.devices)
+      int64_t best = -1;
+      double bestPerReplica = -1;
+      for (auto &[r, members] : classes) {
+        if (members.empty())
           continue;
-        double piece =
-            pr.load[e] / static_cast<double>(pk.devicesOf[e].size() + 1);
-        if (smallest < 0 || piece < smallestPiece) {
-          smallest = e;
-          smallestPiece = piece;
-        }
-        if (pk.load[d] + piece > target)
+        double rd = static_cast<double>(r);
+        // No member of this class beats the best one found.
+        if (members.rbegin()->first / rd < bestPerReplica)
           continue;
-        double perReplica =
-            pr.load[e] / static_cast<double>(pk.devicesOf[e].size());
-        if (perReplica > bestPerReplica) {
-          best = e;
-          bestPerReplica = perReplica;
+        // The heaviest member whose new piece fits: the predicate is
+        // monotone in the load; start near its boundary and settle it
+        // exactly.
+        auto fits = [&](const Key &k) {
+          return load + k.first / (rd + 1) <= target;
+        };
+        double guess = (target - load) * (rd + 1);
+        auto it = members.upper_bound({guess, 0});
+        while (it != members.end() && fits(*it))
+          ++it;
+        while (it != members.begin() && !fits(*std::prev(it)))
+          --it;
+        while (it != members.begin()) {
+          --it;
+          int64_t e = -it->second;
+          if (here[e])
+            continue;
+          double perReplica = it->first / rd;
+          if (perReplica > bestPerReplica ||
+              (perReplica == bestPerReplica && e < best)) {
+            best = e;
+            bestPerReplica = perReplica;
+          }
+          break;
         }
       }
-      pk.addReplica(d, best >= 0 ? best : smallest);
+      if (best < 0) {
+        double smallestPiece = 0;
+        for (auto &[r, members] : classes) {
+          auto it = members.begin();
+          while (it != members.end() && here[-it->second])
+            ++it;
+          if (it == members.end())
+            continue;
+          // The first index among the lightest: the last of its load.
+          it = std::prev(members.upper_bound(
+              {it->first, std::numeric_limits<int64_t>::max()}));
+          while (here[-it->second])
+            --it;
+          int64_t e = -it->second;
+          double piece = it->first / static_cast<double>(r + 1);
+          if (best < 0 || piece < smallestPiece ||
+              (piece == smallestPiece && e < best)) {
+            best = e;
+            smallestPiece = piece;
+          }
+        }
+      }
+      if (best < 0)
+        break; // Cannot happen when slots per device <= experts.
+      int64_t r = pk.count[best];
+      classes[r].erase({pr.load[best], -best});
+      if (r + 1 < pr.devices)
+        classes[r + 1].insert({pr.load[best], -best});
+      load += pr.load[best] / static_cast<double>(r + 1);
+      pk.experts[d].push_back(best);
+      ++pk.count[best];
+      here[best] = 1;
     }
+    for (int64_t e : pk.experts[d])
+      here[e] = 0;
   }
 }
 } // namespace
@@ -122,41 +197,58 @@ std::optional<Placement> eplb::packAtTarget(const Problem &pr, double target,
     return pr.load[a] > pr.load[b];
   });
   double limit = target * (1 + 1e-9);
+  // Replicas the experts from the i-th heaviest on need at least; an expert
+  // that needs more than one per device does not fit at all.
   std::vector<int64_t> needAfter(experts + 1, 0);
   for (int64_t i = experts - 1; i >= 0; --i) {
     double need = target > 0 ? std::ceil(pr.load[order[i]] / limit) : 1;
-    needAfter[i] = needAfter[i + 1] + std::max<int64_t>(1, need);
+    if (!(need <= static_cast<double>(pr.devices)))
+      return std::nullopt;
+    needAfter[i] = needAfter[i + 1] + std::max<int64_t>(1, int64_t(need));
+    if (needAfter[i] > pr.slots())
+      return std::nullopt;
   }
 
   Packing pk(pr);
   int64_t free = pr.slots();
-  std::vector<int64_t> candidates;
+  std::vector<int64_t> chosen;
   for (int64_t i = 0; i < experts; ++i) {
     int64_t e = order[i];
     int64_t minR = needAfter[i] - needAfter[i + 1];
     int64_t maxR = std::min(pr.devices, free - needAfter[i + 1]);
-    bool placed = false;
-    for (int64_t r = minR; r <= maxR && !placed; ++r) {
-      double piece = pr.load[e] / static_cast<double>(r);
-      candidates.clear();
-      for (int64_t d = 0; d < pr.devices; ++d)
-        if (pk.freeSlots(d) > 0 && pk.load[d] + piece <= limit)
-          candidates.push_back(d);
-      if (static_cast<int64_t>(candidates.size()) < r)
-        continue;
-      auto fuller = [&](int64_t a, int64_t b) {
-        return rule == FitRule::Best ? pk.load[a] > pk.load[b]
-                                     : pk.load[a] < pk.load[b];
-      };
-      std::partial_sort(candidates.begin(), candidates.begin() + r,
-                        candidates.end(), fuller);
-      for (int64_t k = 0; k < r; ++k)
-        pk.place(candidates[k], e, piece);
-      free -= r;
-      placed = true;
-    }
-    if (!placed)
+    if (minR > maxR || minR > static_cast<int64_t>(pk.open.size()))
       return std::nullopt;
+    // r pieces fit when the r-th emptiest open device takes one within the
+    // limit (load + piece is monotone in the load).
+    auto rth = std::next(pk.open.begin(), minR - 1);
+    int64_t r = minR;
+    for (; r <= maxR && rth != pk.open.end(); ++r, ++rth)
+      if (rth->first + pr.load[e] / static_cast<double>(r) <= limit)
+        break;
+    if (r > maxR || rth == pk.open.end())
+      return std::nullopt;
+    double piece = pr.load[e] / static_cast<double>(r);
+    chosen.clear();
+    if (rule == FitRule::Worst) {
+      // The r emptiest devices.
+      for (auto it = pk.open.begin(); int64_t(chosen.size()) < r; ++it)
+        chosen.push_back(it->second);
+    } else {
+      // The r fullest devices among those the piece fits on.
+      auto fits = [&](OpenDevices::iterator it) {
+        return it->first + piece <= limit;
+      };
+      auto end = pk.open.lower_bound({limit - piece, -1});
+      while (end != pk.open.end() && fits(end))
+        ++end;
+      while (end != pk.open.begin() && !fits(std::prev(end)))
+        --end;
+      for (auto it = end; int64_t(chosen.size()) < r;)
+        chosen.push_back((--it)->second);
+    }
+    for (int64_t d : chosen)
+      pk.place(d, e, piece);
+    free -= r;
   }
   fillFreeSlots(pk, target);
   return pk.toPlacement();
@@ -187,6 +279,8 @@ std::optional<Placement> eplb::bisectTarget(const Problem &pr, double upper,
     return best;
   if (!std::isfinite(hi)) {
     // No bound to start from: double the target until the packer meets it.
+    // The packer meets any target >= the total load and the lower bound is
+    // at least total / devices, so this takes O(log devices) steps.
     for (hi = std::max(lo, 1e-300) * 2; !meets(hi) && std::isfinite(hi);
          hi *= 2)
       lo = hi;

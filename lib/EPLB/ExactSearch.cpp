@@ -11,6 +11,15 @@ using namespace mlir::moe;
 using namespace mlir::moe::eplb;
 
 namespace {
+/// max(1, ceil-ed `fewest`) as a count, or devices + 1 (nothing fits) when
+/// it exceeds `devices` or is not a number: a double converted to an
+/// integer out of range is undefined.
+int64_t replicasAtLeast(double fewest, int64_t devices) {
+  if (!(fewest <= static_cast<double>(devices)))
+    return devices + 1;
+  return std::max<int64_t>(1, static_cast<int64_t>(fewest));
+}
+
 std::vector<int64_t> heaviestFirst(const Problem &pr) {
   std::vector<int64_t> order(pr.experts());
   std::iota(order.begin(), order.end(), 0);
@@ -69,10 +78,7 @@ private:
     int64_t e = order[i], rest = pr.experts() - i - 1;
     double w = pr.load[e];
     // Pieces must stay below the incumbent: r > w / (best - tol).
-    double fewest = std::floor(w / (best - tol)) + 1;
-    int64_t minR = fewest > static_cast<double>(pr.devices)
-                       ? pr.devices + 1
-                       : std::max<int64_t>(1, static_cast<int64_t>(fewest));
+    int64_t minR = replicasAtLeast(std::floor(w / (best - tol)) + 1, pr.devices);
     int64_t maxR = std::min(pr.devices, free - rest);
     if (rest == 0)
       minR = std::max(minR, free);
@@ -183,8 +189,7 @@ private:
     }
     int64_t e = order[i], rest = pr.experts() - i - 1;
     double w = pr.load[e];
-    int64_t minR =
-        std::max<int64_t>(1, static_cast<int64_t>(std::ceil(w / best - 1e-9)));
+    int64_t minR = replicasAtLeast(std::ceil(w / best - 1e-9), pr.devices);
     int64_t maxR = std::min(pr.devices, free - rest);
     std::vector<int64_t> used, fresh;
     for (int64_t d = 0; d < pr.devices; ++d) {

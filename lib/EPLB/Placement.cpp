@@ -1,7 +1,10 @@
 //===- Placement.cpp - Expert placement on devices and its load -----------===//
 #include "moe/EPLB/Placement.h"
 
+#include "moe/Support/Limits.h"
+
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 
 using namespace mlir::moe;
@@ -12,8 +15,16 @@ static std::string str(int64_t v) { return std::to_string(v); }
 std::string eplb::checkTopology(const Topology &t, int64_t experts) {
   if (experts <= 0)
     return "the load has no experts";
-  if (t.devices <= 0)
-    return "--devices must be positive, got " + str(t.devices);
+  if (experts > limits::kMaxExperts)
+    return "the load has " + str(experts) + " experts, more than the limit " +
+           str(limits::kMaxExperts);
+  if (t.slots <= 0 || t.slots > limits::kMaxExperts)
+    return "--slots must be a positive number of physical expert slots, at "
+           "most " +
+           str(limits::kMaxExperts) + "; got " + str(t.slots);
+  if (t.devices <= 0 || t.devices > limits::kMaxRanks)
+    return "--devices must be a positive number of devices, at most " +
+           str(limits::kMaxRanks) + "; got " + str(t.devices);
   if (t.slots < experts)
     return "--slots (" + str(t.slots) +
            ") must be at least the number of "
@@ -31,11 +42,25 @@ std::string eplb::checkTopology(const Topology &t, int64_t experts) {
            ") must be positive and divide "
            "--devices (" +
            str(t.devices) + ")";
-  if (t.groups <= 0 || experts % t.groups != 0)
+  if (t.groups <= 0 || t.groups > limits::kMaxTopK || experts % t.groups != 0)
     return "--groups (" + str(t.groups) +
-           ") must be positive and divide the "
-           "number of experts (" +
-           str(experts) + ")";
+           ") must be positive, at most " + str(limits::kMaxTopK) +
+           ", and divide the number of experts (" + str(experts) + ")";
+  if (t.hierarchical() && t.slotsPerDevice() > experts / t.nodes)
+    return "--slots / --devices (" + str(t.slotsPerDevice()) +
+           ") exceeds the experts per node (" + str(experts / t.nodes) +
+           " = " + str(experts) + " experts / " + str(t.nodes) +
+           " --nodes): node-aware placement keeps a group's experts on one "
+           "node and a device cannot hold two replicas of one expert";
+  return "";
+}
+
+std::string eplb::checkLoads(const std::vector<double> &load,
+                             const std::string &path) {
+  for (size_t e = 0; e < load.size(); ++e)
+    if (!(load[e] >= 0 && load[e] <= kMaxLoad))
+      return path + "[" + std::to_string(e) + "]: expected a finite load in " +
+             "[0, 2^53], got " + std::to_string(load[e]);
   return "";
 }
 
@@ -84,18 +109,31 @@ double eplb::peakLoad(const Placement &p, const std::vector<double> &load,
   return *std::max_element(device.begin(), device.end());
 }
 
+double eplb::ratioToMean(double peak, double total, int64_t devices) {
+  if (!(total > 0))
+    return 1.0;
+  double mean = total / static_cast<double>(devices);
+  if (mean >= DBL_MIN)
+    return peak / mean;
+  // A subnormal mean loses precision or becomes 0: divide by the total. The
+  // device loads of such loads may round to 0, below the mean, which no
+  // placement can be: at least 1.
+  return std::max(1.0, peak / total * static_cast<double>(devices));
+}
+
 double eplb::peakOverAverage(const Placement &p,
                              const std::vector<double> &load, int64_t devices) {
   double total = 0;
   for (double w : load)
     total += w;
-  if (total <= 0)
-    return 1.0;
-  return peakLoad(p, load, devices) / (total / static_cast<double>(devices));
+  return ratioToMean(peakLoad(p, load, devices), total, devices);
 }
 
 std::string eplb::checkPlacement(const Placement &p, int64_t experts,
                                  const Topology &t, bool allowSameDevice) {
+  if (t.devices <= 0 || t.slots <= 0 || t.slots % t.devices != 0 ||
+      experts <= 0 || experts > limits::kMaxExperts)
+    return checkTopology(t, experts);
   if (static_cast<int64_t>(p.phy2log.size()) != t.slots)
     return "phy2log has " + str(p.phy2log.size()) + " slots, expected " +
            str(t.slots);

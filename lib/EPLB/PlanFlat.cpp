@@ -30,7 +30,8 @@ bool valid(const Problem &pr, const Placement &p) {
 
 /// Devices of `perDevice - 1` replicas packed by the even planner, plus one
 /// slot per device holding the heaviest piece of the next device's experts.
-std::optional<Placement> ringPlacement(const Problem &pr) {
+std::optional<Placement> ringPlacement(const Problem &pr, int64_t workBudget,
+                                       int64_t *workDone) {
   if (pr.perDevice < 2 || pr.slots() - pr.devices < pr.experts())
     return std::nullopt;
   Problem inner{pr.load, pr.devices, pr.perDevice - 1};
@@ -38,7 +39,8 @@ std::optional<Placement> ringPlacement(const Problem &pr) {
       bisectTarget(inner, std::numeric_limits<double>::infinity());
   if (!packed)
     return std::nullopt;
-  Placement base = improveEven(inner, *packed);
+  Placement base =
+      improveEven(inner, *packed, 0, 100000, workBudget, workDone);
   std::vector<int64_t> count = replicaCounts(base, pr.experts());
   auto piece = [&](int64_t e) {
     return pr.load[e] / static_cast<double>(count[e]);
@@ -49,19 +51,22 @@ std::optional<Placement> ringPlacement(const Problem &pr) {
                                     (d + 1) * inner.perDevice);
   };
   Placement ring;
+  std::vector<char> isMine(pr.experts(), 0);
   for (int64_t d = 0; d < pr.devices; ++d) {
     std::vector<int64_t> mine = devicesExperts(d);
     std::vector<int64_t> next = devicesExperts((d + 1) % pr.devices);
-    auto isMine = [&](int64_t e) {
-      return std::find(mine.begin(), mine.end(), e) != mine.end();
-    };
+    for (int64_t e : mine)
+      isMine[e] = 1;
     int64_t link = -1;
     for (int64_t e : next)
-      if (!isMine(e) && (link < 0 || piece(e) > piece(link)))
+      if (!isMine[e] && (link < 0 || piece(e) > piece(link)))
         link = e;
+    // At most perDevice - 1 experts are mine: this stops within perDevice.
     for (int64_t e = 0; link < 0 && e < pr.experts(); ++e)
-      if (!isMine(e))
+      if (!isMine[e])
         link = e;
+    for (int64_t e : mine)
+      isMine[e] = 0;
     ring.phy2log.insert(ring.phy2log.end(), mine.begin(), mine.end());
     ring.phy2log.push_back(link);
   }
@@ -69,8 +74,13 @@ std::optional<Placement> ringPlacement(const Problem &pr) {
   return ring;
 }
 
+/// Devices the exact searches branch over at most: a search node costs
+/// O(devices).
+constexpr int64_t kExactMaxDevices = 64;
+
 bool smallEnough(const Problem &pr, const PlanOptions &options) {
-  return options.exactBudget > 0 && pr.experts() <= options.exactMaxExperts;
+  return options.exactBudget > 0 && pr.experts() <= options.exactMaxExperts &&
+         pr.devices <= kExactMaxDevices;
 }
 } // namespace
 
@@ -81,32 +91,54 @@ LayerPlan eplb::planFlat(const Problem &pr, const Placement *start,
   double inf = std::numeric_limits<double>::infinity();
   std::optional<Placement> best;
   double bestPeak = inf;
+  // With shares, every even candidate gets its optimal shares: one with a
+  // higher even peak may still flow better.
+  std::vector<Placement> others;
   auto consider = [&](std::optional<Placement> p) {
-    if (!p)
+    if (!p || !valid(pr, *p))
       return;
     double peak = peakLoad(*p, pr.load, pr.devices);
     if (peak < bestPeak) {
       bestPeak = peak;
+      if (best && options.shares)
+        others.push_back(std::move(*best));
       best = std::move(p);
+    } else if (options.shares) {
+      others.push_back(std::move(*p));
     }
   };
   // Closer than this to the lower bound is not worth more search time.
   double bound = evenLowerBound(pr);
   double goodEnough = bound * (1 + 1e-6);
-  if (start && valid(pr, *start))
+  // The local searches share one work budget.
+  int64_t work = 0;
+  auto improve = [&](Placement p) {
+    return improveEven(pr, std::move(p), goodEnough, 100000,
+                       std::max<int64_t>(0, options.searchWork - work), &work);
+  };
+  if (start && valid(pr, *start)) {
     consider(*start);
-  else if (start)
-    consider(improveEven(pr, separateDuplicates(pr, *start), goodEnough));
+  } else if (start) {
+    // Two ways to make DeepSeek's placement follow the rule; the local
+    // search starts from the one with the lower peak first.
+    Placement swapped = separateBySwaps(pr, *start);
+    Placement replaced = separateDuplicates(pr, *start);
+    if (peakLoad(replaced, pr.load, pr.devices) <
+        peakLoad(swapped, pr.load, pr.devices))
+      std::swap(swapped, replaced);
+    consider(improve(std::move(swapped)));
+    consider(improve(std::move(replaced)));
+  }
   consider(bisectTarget(pr, bestPeak));
   if (!best)
     consider(separateDuplicates(
         pr,
         deepseekPlacement(pr.load, Topology{pr.slots(), pr.devices, 1, 1})));
-  consider(improveEven(pr, *best, goodEnough));
+  consider(improve(*best));
   if (pr.perDevice == 2) {
     std::vector<int64_t> counts =
         improvePairCounts(pr, replicaCounts(*best, pr.experts()));
-    consider(improveEven(pr, pairPlacement(pr, counts), goodEnough));
+    consider(improve(pairPlacement(pr, counts)));
   }
 
   plan.optimal = bestPeak <= bound * (1 + 1e-9);
@@ -115,6 +147,7 @@ LayerPlan eplb::planFlat(const Problem &pr, const Placement *start,
     consider(exact.placement);
     plan.optimal = exact.complete;
   }
+  plan.searchWork = work;
   if (!options.shares) {
     plan.placement = std::move(*best);
     plan.peak = bestPeak;
@@ -134,13 +167,18 @@ LayerPlan eplb::planFlat(const Problem &pr, const Placement *start,
     }
   };
   considerShares(evenBest);
+  for (Placement &p : others)
+    if (bestPeak > plan.mean * (1 + 1e-9))
+      considerShares(std::move(p));
   if (bestPeak > plan.mean * (1 + 1e-9)) {
     // DeepSeek may stack replicas of an expert on one device; as one
     // replica with their summed share it fits the rules, and the freed slots
     // take any expert (share 0 or more), so this is never worse than it.
     if (start)
       considerShares(separateDuplicates(pr, *start));
-    considerShares(ringPlacement(pr));
+    int64_t ringWork = 0;
+    considerShares(ringPlacement(pr, options.searchWork, &ringWork));
+    plan.searchWork += ringWork;
   }
   plan.optimal = bestPeak <= plan.mean * (1 + 1e-9);
   if (!plan.optimal && smallEnough(pr, options)) {

@@ -1,5 +1,7 @@
 //===- PlanIO.cpp - Expert loads and placements as JSON -------------------===//
 #include "moe/EPLB/PlanIO.h"
+#include "moe/Support/JSONInput.h"
+#include "moe/Support/Limits.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -40,21 +42,42 @@ int depth(const json::Value &v) {
   return d;
 }
 
-llvm::Error readRow(const json::Value &v, const std::string &path,
-                    std::vector<double> &row) {
+/// Fails unless `a` has at most `limit` elements (checked before anything
+/// is allocated for them).
+llvm::Error checkCount(const json::Array &a, const std::string &path,
+                       int64_t limit, const char *what) {
+  if (static_cast<int64_t>(a.size()) > limit)
+    return fail(path + ": " + std::to_string(a.size()) + " " + what +
+                ", more than the limit " + std::to_string(limit));
+  return llvm::Error::success();
+}
+
+/// Reads an array of numbers in [0, `most`] (loads or shares).
+llvm::Error readNumbers(const json::Value &v, const std::string &path,
+                        std::vector<double> &row, double most,
+                        const char *what, const char *range) {
   const json::Array *a = v.getAsArray();
   if (!a)
-    return fail(path + ": expected an array of expert loads, got " + shown(v));
+    return fail(path + ": expected an array of " + what + ", got " + shown(v));
+  if (llvm::Error e = checkCount(*a, path, limits::kMaxExperts, what))
+    return e;
+  row.reserve(a->size());
   for (size_t i = 0; i < a->size(); ++i) {
     std::optional<double> x = (*a)[i].getAsNumber();
     if (!x)
       return fail(at(path, i) + ": expected a number, got " + shown((*a)[i]));
-    if (!std::isfinite(*x) || *x < 0)
-      return fail(at(path, i) + ": expected a finite load >= 0, got " +
+    if (!(*x >= 0 && *x <= most))
+      return fail(at(path, i) + ": expected " + range + ", got " +
                   shown((*a)[i]));
     row.push_back(*x);
   }
   return llvm::Error::success();
+}
+
+llvm::Error readRow(const json::Value &v, const std::string &path,
+                    std::vector<double> &row) {
+  return readNumbers(v, path, row, kMaxLoad, "expert loads",
+                     "a finite load in [0, 2^53]");
 }
 
 llvm::Error readMatrix(const json::Value &v, const std::string &path,
@@ -63,12 +86,21 @@ llvm::Error readMatrix(const json::Value &v, const std::string &path,
   if (!a || a->empty())
     return fail(path + ": expected a non-empty array of layers, got " +
                 shown(v));
+  if (llvm::Error e = checkCount(*a, path, limits::kMaxLayers, "layers"))
+    return e;
+  rows.reserve(a->size());
   for (size_t i = 0; i < a->size(); ++i) {
     rows.emplace_back();
     if (llvm::Error e = readRow((*a)[i], at(path, i), rows.back()))
       return e;
     if (rows.back().empty())
       return fail(at(path, i) + ": expected at least one expert");
+    // Every layer as long as the first: checked here, before reading on.
+    if (rows.back().size() != rows.front().size())
+      return fail(at(path, i) + ": expected " +
+                  std::to_string(rows.front().size()) +
+                  " experts like the first layer, got " +
+                  std::to_string(rows.back().size()));
   }
   return llvm::Error::success();
 }
@@ -82,7 +114,7 @@ std::vector<std::vector<double>> LoadTrace::layer(int64_t l) const {
 }
 
 llvm::Expected<LoadTrace> eplb::parseLoadTrace(llvm::StringRef text) {
-  llvm::Expected<json::Value> parsed = json::parse(text);
+  llvm::Expected<json::Value> parsed = parseJSONInput(text);
   if (!parsed)
     return fail("not valid JSON: " + llvm::toString(parsed.takeError()));
   const json::Value *root = &*parsed;
@@ -102,6 +134,8 @@ llvm::Expected<LoadTrace> eplb::parseLoadTrace(llvm::StringRef text) {
       return std::move(e);
   } else if (d == 3) {
     const json::Array &a = *root->getAsArray();
+    if (llvm::Error e = checkCount(a, path, limits::kMaxLayers, "windows"))
+      return std::move(e);
     for (size_t w = 0; w < a.size(); ++w) {
       trace.windows.emplace_back();
       if (llvm::Error e = readMatrix(a[w], at(path, w), trace.windows.back()))
@@ -143,7 +177,10 @@ llvm::Expected<LoadTrace> eplb::readLoadTrace(llvm::StringRef path) {
 llvm::Expected<std::vector<Placement>>
 eplb::parsePlacements(llvm::StringRef text, int64_t experts,
                       const Topology &topology) {
-  llvm::Expected<json::Value> parsed = json::parse(text);
+  std::string problem = checkTopology(topology, experts);
+  if (!problem.empty())
+    return fail(problem);
+  llvm::Expected<json::Value> parsed = parseJSONInput(text);
   if (!parsed)
     return fail("not valid JSON: " + llvm::toString(parsed.takeError()));
   const json::Object *root = parsed->getAsObject();
@@ -152,15 +189,24 @@ eplb::parsePlacements(llvm::StringRef text, int64_t experts,
   std::vector<std::pair<const json::Value *, std::string>> maps;
   std::vector<std::pair<const json::Value *, std::string>> shares;
   if (const json::Array *layers = root->getArray("layers")) {
+    if (llvm::Error e =
+            checkCount(*layers, "$.layers", limits::kMaxLayers, "layers"))
+      return std::move(e);
     for (size_t l = 0; l < layers->size(); ++l) {
       const json::Object *o = (*layers)[l].getAsObject();
       std::string path = at("$.layers", l);
-      if (!o || !o->get("phy2log"))
+      if (!o)
+        return fail(path + ": expected an object with \"phy2log\", got " +
+                    shown((*layers)[l]));
+      if (!o->get("phy2log"))
         return fail(path + ".phy2log: missing");
       maps.push_back({o->get("phy2log"), path + ".phy2log"});
       shares.push_back({o->get("share"), path + ".share"});
     }
   } else if (const json::Array *rows = root->getArray("phy2log")) {
+    if (llvm::Error e =
+            checkCount(*rows, "$.phy2log", limits::kMaxLayers, "layers"))
+      return std::move(e);
     for (size_t l = 0; l < rows->size(); ++l) {
       maps.push_back({&(*rows)[l], at("$.phy2log", l)});
       shares.push_back({nullptr, ""});
@@ -176,17 +222,22 @@ eplb::parsePlacements(llvm::StringRef text, int64_t experts,
     if (!map || static_cast<int64_t>(map->size()) != topology.slots)
       return fail(maps[l].second + ": expected an array of " +
                   std::to_string(topology.slots) + " expert ids (--slots)");
+    p.phy2log.reserve(map->size());
     for (size_t s = 0; s < map->size(); ++s) {
-      std::optional<int64_t> e = (*map)[s].getAsInteger();
-      if (!e || *e < 0 || *e >= experts)
+      // A whole number in range (checked as a double first: converting an
+      // out-of-range double to an integer is undefined).
+      std::optional<double> x = (*map)[s].getAsNumber();
+      if (!x || !(*x >= 0 && *x < static_cast<double>(experts)) ||
+          *x != std::floor(*x))
         return fail(at(maps[l].second, s) + ": expected an expert id in [0, " +
                     std::to_string(experts) + "), got " + shown((*map)[s]));
-      p.phy2log.push_back(*e);
+      p.phy2log.push_back(static_cast<int64_t>(*x));
     }
     setEvenShares(p, experts);
     if (const json::Value *sv = shares[l].first) {
       std::vector<double> share;
-      if (llvm::Error e = readRow(*sv, shares[l].second, share))
+      if (llvm::Error e = readNumbers(*sv, shares[l].second, share, 1.0,
+                                      "shares", "a share in [0, 1]"))
         return std::move(e);
       if (share.size() != p.phy2log.size())
         return fail(shares[l].second + ": expected " +

@@ -4,6 +4,7 @@
 #include "moe/EPLB/EvenPacking.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -33,7 +34,13 @@ std::vector<int64_t> packGroups(const std::vector<double> &groupLoad,
     nodeLoad[best] += groupLoad[g];
     ++count[best];
   }
-  for (bool improved = true; improved;) {
+  // Each swap lowers the heaviest node; rounds of O(perNode groups) each,
+  // at most 2^24 steps in all.
+  int64_t maxRounds = std::max<int64_t>(1, (int64_t(1) << 24) /
+                                               std::max<int64_t>(
+                                                   1, perNode * groups));
+  int64_t rounds = 0;
+  for (bool improved = true; improved && rounds < maxRounds; ++rounds) {
     improved = false;
     int64_t top =
         std::max_element(nodeLoad.begin(), nodeLoad.end()) - nodeLoad.begin();
@@ -56,11 +63,26 @@ std::vector<int64_t> packGroups(const std::vector<double> &groupLoad,
   return node;
 }
 
+/// The number of splits of `groups` groups into `nodes` unlabelled sets of
+/// equal size, groups! / ((groups/nodes)!^nodes nodes!), or infinity past
+/// 2^60.
+double splitCount(int64_t groups, int64_t nodes) {
+  double logCount = std::lgamma(double(groups) + 1) -
+                    double(nodes) * std::lgamma(double(groups / nodes) + 1) -
+                    std::lgamma(double(nodes) + 1);
+  return logCount > 60 * std::log(2.0)
+             ? std::numeric_limits<double>::infinity()
+             : std::exp(logCount);
+}
+
 /// Every split of the groups into equal-sized sets, one per node (node
-/// labels do not matter), or none when there are more than `limit`.
+/// labels do not matter), or none when there are more than `limit`
+/// (counted first, so the enumeration costs O(limit groups nodes) at most).
 std::vector<std::vector<int64_t>> allSplits(int64_t groups, int64_t nodes,
                                             size_t limit) {
   std::vector<std::vector<int64_t>> out;
+  if (splitCount(groups, nodes) > static_cast<double>(limit) + 0.5)
+    return out;
   std::vector<int64_t> node(groups, -1), count(nodes, 0);
   bool overflow = false;
   auto recurse = [&](auto &self, int64_t g, int64_t opened) -> void {
@@ -121,7 +143,14 @@ double splitBound(const std::vector<double> &load, const Topology &t,
   return bound;
 }
 
-constexpr size_t kMaxSplits = 5000;
+/// Splits of the groups over the nodes tried at most: 5000, and fewer for
+/// large layers so that bounding them all (O(E + groups nodes) each) stays
+/// within about 2^24 steps.
+size_t maxSplits(int64_t experts, const Topology &t) {
+  int64_t each = experts + t.groups * t.nodes;
+  return static_cast<size_t>(
+      std::max<int64_t>(1, std::min<int64_t>(5000, (int64_t(1) << 24) / each)));
+}
 
 /// Ours per node for one assignment of groups to nodes. `start` is DeepSeek's
 /// placement when the assignment is DeepSeek's (its node n holds exactly the
@@ -136,25 +165,37 @@ LayerPlan planNodes(const std::vector<double> &load, const Topology &t,
   plan.placement.phy2log.resize(t.slots);
   plan.placement.share.resize(t.slots);
   plan.optimal = true;
+  // The nodes share the search budgets.
+  PlanOptions perNode = options;
+  perNode.searchWork = std::max<int64_t>(1, options.searchWork / t.nodes);
+  perNode.exactBudget =
+      options.exactBudget > 0
+          ? std::max<int64_t>(1, options.exactBudget / t.nodes)
+          : 0;
+  // Each expert's index inside its node (one array for all nodes: a node's
+  // slots hold only its own experts).
+  std::vector<int64_t> local(experts, -1);
   for (int64_t n = 0; n < t.nodes; ++n) {
     std::vector<int64_t> members;
     for (int64_t g = 0; g < t.groups; ++g)
       if (nodeOfGroup[g] == n)
         for (int64_t j = 0; j < groupSize; ++j)
           members.push_back(g * groupSize + j);
-    std::vector<int64_t> local(experts, -1);
     Problem sub{{}, t.devicesPerNode(), t.slotsPerDevice()};
     for (size_t k = 0; k < members.size(); ++k) {
       local[members[k]] = static_cast<int64_t>(k);
       sub.load.push_back(load[members[k]]);
     }
     Placement subStart;
-    if (start) {
-      for (int64_t s = 0; s < slotsPerNode; ++s)
-        subStart.phy2log.push_back(local[start->phy2log[n * slotsPerNode + s]]);
-      setEvenShares(subStart, sub.experts());
+    bool useStart = start != nullptr;
+    for (int64_t s = 0; useStart && s < slotsPerNode; ++s) {
+      int64_t e = start->phy2log[n * slotsPerNode + s];
+      useStart = nodeOfGroup[e / groupSize] == n;
+      subStart.phy2log.push_back(local[e]);
     }
-    LayerPlan part = planFlat(sub, start ? &subStart : nullptr, options);
+    if (useStart)
+      setEvenShares(subStart, sub.experts());
+    LayerPlan part = planFlat(sub, useStart ? &subStart : nullptr, perNode);
     for (int64_t s = 0; s < slotsPerNode; ++s) {
       plan.placement.phy2log[n * slotsPerNode + s] =
           members[part.placement.phy2log[s]];
@@ -162,6 +203,7 @@ LayerPlan planNodes(const std::vector<double> &load, const Topology &t,
     }
     plan.peak = std::max(plan.peak, part.peak);
     plan.optimal &= part.optimal;
+    plan.searchWork += part.searchWork;
   }
   // Node-aware optimality holds only for the assignment tried.
   plan.optimal = false;
@@ -198,11 +240,17 @@ LayerPlan eplb::planLayer(const std::vector<double> &load, const Topology &t,
   int64_t slotsPerNode = t.slots / t.nodes;
   for (int64_t s = 0; s < t.slots; ++s)
     deepseekNode[baseline.phy2log[s] / groupSize] = s / slotsPerNode;
-  LayerPlan best = planNodes(load, t, deepseekNode, &baseline, options);
+  // Up to four splits are planned: each gets a quarter of the budgets.
+  PlanOptions perSplit = options;
+  perSplit.searchWork = std::max<int64_t>(1, options.searchWork / 4);
+  perSplit.exactBudget =
+      options.exactBudget > 0 ? std::max<int64_t>(1, options.exactBudget / 4)
+                              : 0;
+  LayerPlan best = planNodes(load, t, deepseekNode, &baseline, perSplit);
   // Our splits: the three with the best bounds when all can be tried, else
   // heaviest-first packing improved by swaps.
   std::vector<std::vector<int64_t>> splits =
-      allSplits(t.groups, t.nodes, kMaxSplits);
+      allSplits(t.groups, t.nodes, maxSplits(experts, t));
   std::vector<double> bounds;
   for (const std::vector<int64_t> &split : splits)
     bounds.push_back(splitBound(load, t, split, options.shares));
@@ -215,11 +263,14 @@ LayerPlan eplb::planLayer(const std::vector<double> &load, const Topology &t,
     tries.push_back(splits[order[k]]);
   if (tries.empty())
     tries.push_back(packGroups(groupLoad, t.nodes));
+  int64_t work = best.searchWork;
   for (const std::vector<int64_t> &split : tries) {
-    LayerPlan other = planNodes(load, t, split, nullptr, options);
+    LayerPlan other = planNodes(load, t, split, nullptr, perSplit);
+    work += other.searchWork;
     if (other.peak < best.peak)
       best = std::move(other);
   }
+  best.searchWork = work;
   best.mean = mean;
   return best;
 }
@@ -229,8 +280,8 @@ double eplb::peakLowerBound(const std::vector<double> &load, const Topology &t,
   double bound = flatBound(load, t.devices, t.slotsPerDevice(), shares);
   if (!t.hierarchical())
     return bound;
-  std::vector<std::vector<int64_t>> splits =
-      allSplits(t.groups, t.nodes, kMaxSplits);
+  std::vector<std::vector<int64_t>> splits = allSplits(
+      t.groups, t.nodes, maxSplits(static_cast<int64_t>(load.size()), t));
   if (splits.empty())
     return bound;
   double best = std::numeric_limits<double>::infinity();

@@ -5,6 +5,7 @@
 #include "moe/EPLB/ShareFlow.h"
 
 #include <algorithm>
+#include <tuple>
 
 using namespace mlir::moe;
 using namespace mlir::moe::eplb;
@@ -34,6 +35,66 @@ int64_t overlap(Slots a, Slots b) {
   return static_cast<int64_t>(common.size());
 }
 
+/// Blocks of at most this many devices (or nodes) are matched exactly (the
+/// Hungarian method, O(n^3) time and O(n^2) memory); larger ones greedily.
+constexpr int64_t kMaxExactMatching = 256;
+/// Experts with more replicas than this in a block do not steer the greedy
+/// matching (they overlap with almost every device anyway).
+constexpr int64_t kMaxGreedyReplicas = 64;
+
+/// Greedy matching of the devices [newFirst, +count) of the proposal to
+/// [oldFirst, +count) of the current placement: each current device in turn
+/// takes the free proposed device sharing the most replicas with it, found
+/// through the experts it holds. O(count S kMaxGreedyReplicas).
+std::pair<std::vector<int64_t>, int64_t>
+matchGreedy(const Placement &proposed, const Placement &current,
+            int64_t newFirst, int64_t oldFirst, int64_t count,
+            int64_t perDevice) {
+  // The proposed devices of each expert, sorted by expert.
+  std::vector<std::pair<int64_t, int64_t>> holders;
+  holders.reserve(count * perDevice);
+  for (int64_t n = 0; n < count; ++n)
+    for (int64_t e : deviceSlots(proposed, newFirst + n, perDevice))
+      holders.push_back({e, n});
+  std::sort(holders.begin(), holders.end());
+  std::vector<int64_t> pick(count, -1), tally(count, 0), touched;
+  std::vector<char> used(count, 0);
+  int64_t nextFree = 0, kept = 0;
+  for (int64_t o = 0; o < count; ++o) {
+    for (int64_t e : deviceSlots(current, oldFirst + o, perDevice)) {
+      auto range = std::equal_range(
+          holders.begin(), holders.end(), std::make_pair(e, int64_t(0)),
+          [](const std::pair<int64_t, int64_t> &a,
+             const std::pair<int64_t, int64_t> &b) { return a.first < b.first; });
+      if (range.second - range.first > kMaxGreedyReplicas)
+        continue;
+      for (auto it = range.first; it != range.second; ++it)
+        if (!used[it->second]) {
+          if (tally[it->second]++ == 0)
+            touched.push_back(it->second);
+        }
+    }
+    int64_t best = -1;
+    for (int64_t n : touched)
+      if (best < 0 || tally[n] > tally[best] ||
+          (tally[n] == tally[best] && n < best))
+        best = n;
+    if (best < 0) {
+      while (used[nextFree])
+        ++nextFree;
+      best = nextFree;
+    } else {
+      kept += tally[best];
+    }
+    for (int64_t n : touched)
+      tally[n] = 0;
+    touched.clear();
+    used[best] = 1;
+    pick[o] = best;
+  }
+  return {pick, kept};
+}
+
 /// Best matching of the devices [newFirst, +count) of the proposal to
 /// [oldFirst, +count) of the current placement: proposal device of each
 /// current device, and the number of replicas kept.
@@ -41,6 +102,9 @@ std::pair<std::vector<int64_t>, int64_t>
 matchDevices(const Placement &proposed, const Placement &current,
              int64_t newFirst, int64_t oldFirst, int64_t count,
              int64_t perDevice) {
+  if (count > kMaxExactMatching)
+    return matchGreedy(proposed, current, newFirst, oldFirst, count,
+                       perDevice);
   std::vector<std::vector<double>> cost(count, std::vector<double>(count));
   for (int64_t o = 0; o < count; ++o)
     for (int64_t n = 0; n < count; ++n)
@@ -53,6 +117,109 @@ matchDevices(const Placement &proposed, const Placement &current,
     kept -= static_cast<int64_t>(cost[o][pick[o]]);
   return {pick, kept};
 }
+
+/// The proposed node of each current node. Exact (replicas kept by each
+/// pair's best device matching, then the Hungarian method) while that
+/// costs at most 2^24 steps; else by the replicas each pair of nodes has in
+/// common, matched greedily or exactly as above.
+std::vector<int64_t> matchNodes(const Placement &proposed,
+                                const Placement &current, int64_t blocks,
+                                int64_t perBlock, int64_t perDevice) {
+  if (blocks == 1)
+    return {0};
+  std::vector<std::vector<double>> cost;
+  bool exact = blocks <= kMaxExactMatching && perBlock <= kMaxExactMatching &&
+               blocks * blocks * perBlock * perBlock * (perBlock + perDevice) <=
+                   (int64_t(1) << 24);
+  if (exact) {
+    cost.assign(blocks, std::vector<double>(blocks));
+    for (int64_t o = 0; o < blocks; ++o)
+      for (int64_t n = 0; n < blocks; ++n)
+        cost[o][n] = -static_cast<double>(
+            matchDevices(proposed, current, n * perBlock, o * perBlock,
+                         perBlock, perDevice)
+                .second);
+    return minCostAssignment(cost);
+  }
+  // Replicas per (node, expert), then per pair of nodes their overlap.
+  int64_t slotsPerBlock = perBlock * perDevice;
+  auto countsOf = [&](const Placement &p) {
+    std::vector<std::pair<int64_t, int64_t>> keys; // (expert, node)
+    keys.reserve(p.phy2log.size());
+    for (size_t s = 0; s < p.phy2log.size(); ++s)
+      keys.push_back({p.phy2log[s], static_cast<int64_t>(s) / slotsPerBlock});
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  };
+  std::vector<std::pair<int64_t, int64_t>> oldKeys = countsOf(current),
+                                           newKeys = countsOf(proposed);
+  // Sparse pair overlaps: per expert, its old nodes times its new nodes.
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> pairs; // (o, n, common)
+  size_t i = 0, j = 0;
+  while (i < oldKeys.size() && j < newKeys.size()) {
+    int64_t e = std::min(oldKeys[i].first, newKeys[j].first);
+    size_t iEnd = i, jEnd = j;
+    while (iEnd < oldKeys.size() && oldKeys[iEnd].first == e)
+      ++iEnd;
+    while (jEnd < newKeys.size() && newKeys[jEnd].first == e)
+      ++jEnd;
+    // Runs of (expert, node): count per node on both sides.
+    std::vector<std::pair<int64_t, int64_t>> oldNodes, newNodes;
+    for (size_t k = i; k < iEnd; ++k)
+      if (oldNodes.empty() || oldNodes.back().first != oldKeys[k].second)
+        oldNodes.push_back({oldKeys[k].second, 1});
+      else
+        ++oldNodes.back().second;
+    for (size_t k = j; k < jEnd; ++k)
+      if (newNodes.empty() || newNodes.back().first != newKeys[k].second)
+        newNodes.push_back({newKeys[k].second, 1});
+      else
+        ++newNodes.back().second;
+    if (static_cast<int64_t>(oldNodes.size() * newNodes.size()) <=
+        kMaxGreedyReplicas * kMaxGreedyReplicas)
+      for (auto [o, a] : oldNodes)
+        for (auto [n, b] : newNodes)
+          pairs.push_back({o, n, std::min(a, b)});
+    i = iEnd;
+    j = jEnd;
+  }
+  std::sort(pairs.begin(), pairs.end());
+  // Merge equal (o, n).
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> merged;
+  for (auto [o, n, c] : pairs)
+    if (!merged.empty() && std::get<0>(merged.back()) == o &&
+        std::get<1>(merged.back()) == n)
+      std::get<2>(merged.back()) += c;
+    else
+      merged.push_back({o, n, c});
+  if (blocks <= kMaxExactMatching) {
+    cost.assign(blocks, std::vector<double>(blocks, 0.0));
+    for (auto [o, n, c] : merged)
+      cost[o][n] = -static_cast<double>(c);
+    return minCostAssignment(cost);
+  }
+  // Greedy: the pairs with the most in common first.
+  std::stable_sort(merged.begin(), merged.end(), [](const auto &a,
+                                                    const auto &b) {
+    return std::get<2>(a) > std::get<2>(b);
+  });
+  std::vector<int64_t> pick(blocks, -1);
+  std::vector<char> taken(blocks, 0);
+  for (auto [o, n, c] : merged)
+    if (pick[o] < 0 && !taken[n]) {
+      pick[o] = n;
+      taken[n] = 1;
+    }
+  int64_t nextFree = 0;
+  for (int64_t o = 0; o < blocks; ++o)
+    if (pick[o] < 0) {
+      while (taken[nextFree])
+        ++nextFree;
+      pick[o] = nextFree;
+      taken[nextFree] = 1;
+    }
+  return pick;
+}
 } // namespace
 
 Placement eplb::alignToCurrent(const Placement &proposed,
@@ -60,20 +227,17 @@ Placement eplb::alignToCurrent(const Placement &proposed,
   int64_t perDevice = t.slotsPerDevice();
   int64_t blocks = t.hierarchical() ? t.nodes : 1;
   int64_t perBlock = t.devices / blocks;
-  // Match whole nodes first (by the replicas their best device matching
-  // keeps), then devices inside each matched pair of nodes.
-  std::vector<std::vector<double>> cost(blocks, std::vector<double>(blocks));
-  for (int64_t o = 0; o < blocks; ++o)
-    for (int64_t n = 0; n < blocks; ++n)
-      cost[o][n] =
-          -static_cast<double>(matchDevices(proposed, current, n * perBlock,
-                                            o * perBlock, perBlock, perDevice)
-                                   .second);
-  std::vector<int64_t> blockOf = minCostAssignment(cost);
+  // Match whole nodes first, then devices inside each matched pair of nodes.
+  std::vector<int64_t> blockOf =
+      matchNodes(proposed, current, blocks, perBlock, perDevice);
 
   Placement out;
   out.phy2log.resize(proposed.phy2log.size());
   out.share.resize(proposed.share.size());
+  // Per current device: its (expert, slot) sorted, to find where a replica
+  // it already holds sits in O(log S).
+  std::vector<std::pair<int64_t, int64_t>> old(perDevice);
+  std::vector<char> taken(perDevice), placed(perDevice);
   for (int64_t o = 0; o < blocks; ++o) {
     std::vector<int64_t> deviceOf =
         matchDevices(proposed, current, blockOf[o] * perBlock, o * perBlock,
@@ -83,17 +247,25 @@ Placement eplb::alignToCurrent(const Placement &proposed,
       int64_t oldDevice = o * perBlock + k;
       int64_t newDevice = blockOf[o] * perBlock + deviceOf[k];
       // Replicas the current device already holds keep their slot.
-      Slots old = deviceSlots(current, oldDevice, perDevice);
-      std::vector<char> taken(perDevice, 0), placed(perDevice, 0);
+      for (int64_t i = 0; i < perDevice; ++i)
+        old[i] = {current.phy2log[oldDevice * perDevice + i], i};
+      std::sort(old.begin(), old.end());
+      std::fill(taken.begin(), taken.end(), 0);
+      std::fill(placed.begin(), placed.end(), 0);
       for (int64_t j = 0; j < perDevice; ++j) {
         int64_t src = newDevice * perDevice + j;
-        for (int64_t i = 0; i < perDevice; ++i)
-          if (!taken[i] && old[i] == proposed.phy2log[src]) {
-            taken[i] = placed[j] = 1;
-            out.phy2log[oldDevice * perDevice + i] = proposed.phy2log[src];
-            out.share[oldDevice * perDevice + i] = proposed.share[src];
-            break;
-          }
+        int64_t e = proposed.phy2log[src];
+        for (auto it = std::lower_bound(old.begin(), old.end(),
+                                        std::make_pair(e, int64_t(0)));
+             it != old.end() && it->first == e; ++it) {
+          int64_t i = it->second;
+          if (taken[i])
+            continue;
+          taken[i] = placed[j] = 1;
+          out.phy2log[oldDevice * perDevice + i] = e;
+          out.share[oldDevice * perDevice + i] = proposed.share[src];
+          break;
+        }
       }
       int64_t free = 0;
       for (int64_t j = 0; j < perDevice; ++j) {

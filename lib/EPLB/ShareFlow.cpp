@@ -9,6 +9,8 @@ using namespace mlir::moe;
 using namespace mlir::moe::eplb;
 
 namespace {
+constexpr int64_t kMaxFlowRounds = 256;
+
 /// Dinic's max flow on real capacities.
 class MaxFlow {
 public:
@@ -127,7 +129,10 @@ eplb::minPeakWithShares(const std::vector<double> &load,
     deviceEdge[d] = flow.addEdge(1 + experts + d, sink, target);
 
   double eps = total * 1e-13;
-  for (int iteration = 0; iteration < 4 * (experts + devices); ++iteration) {
+  // Dinkelbach's method takes a handful of max flows (at most 9 on the real
+  // traces); the cap bounds the time. Past it the shares are valid but may
+  // miss the optimum.
+  for (int64_t iteration = 0; iteration < kMaxFlowRounds; ++iteration) {
     flow.reset();
     for (int64_t d = 0; d < devices; ++d)
       flow.setCapacity(deviceEdge[d], target);

@@ -10,6 +10,7 @@
 #include "moe/EPLB/Planner.h"
 #include "moe/EPLB/Redeploy.h"
 #include "moe/EPLB/Robust.h"
+#include "moe/Support/Limits.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -17,6 +18,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 using namespace mlir::moe::eplb;
@@ -57,7 +59,8 @@ cl::opt<Robust> robust(
                clEnumValN(Robust::Worst, "worst",
                           "the plan with the best worst window")),
     cl::init(Robust::Mean), cl::cat(category));
-cl::opt<double> robustK("robust-k", cl::desc("k of --robust=mean+kstd"),
+cl::opt<double> robustK("robust-k",
+                        cl::desc("k of --robust=mean+kstd, in [0, 100]"),
                         cl::init(1.0), cl::cat(category));
 cl::opt<std::string> currentFile(
     "current",
@@ -66,18 +69,81 @@ cl::opt<std::string> currentFile(
     cl::value_desc("placement.json"), cl::cat(category));
 cl::opt<double> threshold(
     "redeploy-threshold",
-    cl::desc("Redeploy a layer when peak/average drops by at least this"),
+    cl::desc("Redeploy a layer when peak/average drops by at least this "
+             "(finite, >= 0)"),
     cl::init(0.05), cl::cat(category));
 cl::opt<int64_t> exactBudget(
     "exact-budget",
-    cl::desc("Branch-and-bound nodes for small layers (0: no exact search)"),
+    cl::desc("Branch-and-bound nodes for small layers (0: no exact search; "
+             "at most 1e9)"),
     cl::init(2000000), cl::cat(category));
 cl::opt<std::string> outputFile("o", cl::desc("Write the plans as JSON here"),
                                 cl::value_desc("path"), cl::cat(category));
 
+constexpr int64_t kMaxExactBudget = 1000000000;
+
 int fail(const llvm::Twine &message) {
   llvm::errs() << "moe-eplb: error: " << message << "\n";
   return 1;
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+std::string num(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.6g", v);
+  return text;
+}
+
+/// The options' ranges that do not depend on the loads, or "".
+std::string checkOptions() {
+  if (slots <= 0 || slots > mlir::moe::limits::kMaxExperts)
+    return "--slots must be a positive number of physical expert slots, at "
+           "most " +
+           str(mlir::moe::limits::kMaxExperts) + "; got " + str(slots);
+  if (devices <= 0 || devices > mlir::moe::limits::kMaxRanks)
+    return "--devices must be a positive number of devices, at most " +
+           str(mlir::moe::limits::kMaxRanks) + "; got " + str(devices);
+  if (nodes <= 0 || nodes > devices)
+    return "--nodes must be in [1, --devices (" + str(devices) + ")]; got " +
+           str(nodes);
+  if (groups <= 0 || groups > mlir::moe::limits::kMaxTopK)
+    return "--groups must be in [1, " + str(mlir::moe::limits::kMaxTopK) +
+           "]; got " + str(groups);
+  if (!std::isfinite(robustK) || robustK < 0 || robustK > 100)
+    return "--robust-k must be a finite number in [0, 100]; got " +
+           num(robustK);
+  if (!std::isfinite(threshold) || threshold < 0)
+    return "--redeploy-threshold must be a finite number >= 0; got " +
+           num(threshold);
+  if (exactBudget < 0 || exactBudget > kMaxExactBudget)
+    return "--exact-budget must be in [0, " + str(kMaxExactBudget) +
+           "]; got " + str(exactBudget);
+  if (shares && algorithm == Algorithm::DeepSeek)
+    return "--shares needs --algorithm=ours (DeepSeek's EPLB splits evenly)";
+  return "";
+}
+
+/// The JSON path of the first number in `v` that is not finite, or "".
+/// llvm::json would print it as inf or nan, which is not JSON.
+std::string nonFinite(const json::Value &v, const std::string &path) {
+  if (const json::Object *o = v.getAsObject()) {
+    for (const auto &[key, value] : *o) {
+      std::string found = nonFinite(value, path + "." + key.str());
+      if (!found.empty())
+        return found;
+    }
+  } else if (const json::Array *a = v.getAsArray()) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      std::string found =
+          nonFinite((*a)[i], path + "[" + std::to_string(i) + "]");
+      if (!found.empty())
+        return found;
+    }
+  } else if (std::optional<double> x = v.getAsNumber()) {
+    if (!std::isfinite(*x))
+      return path;
+  }
+  return "";
 }
 
 const char *robustName(Robust kind) {
@@ -104,20 +170,31 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "moe-eplb: expert-parallel load balancer (DeepSeek's EPLB and ours)\n");
+      "moe-eplb: expert-parallel load balancer (DeepSeek's EPLB and ours)\n\n"
+      "Complexity per layer and window, for E experts on N slots, D devices,\n"
+      "S = N / D slots per device (docs/EPLB.md):\n"
+      "  deepseek       O(N log N)\n"
+      "  ours, even     O(N log N) per packing, at most 2 x 44 packings;\n"
+      "                 local search capped at 2^26 elementary steps\n"
+      "                 (a move: about N log N + S (E + D log S));\n"
+      "                 S = 2: pair counts capped at 2^25 steps;\n"
+      "                 exact search only for <= 16 experts per node and\n"
+      "                 <= 64 devices, at most --exact-budget nodes\n"
+      "  ours, --shares the above, plus a ring placement and at most 256\n"
+      "                 max flows on E + D nodes and N edges each\n"
+      "  --robust=worst about 23 plans; --current adds one plan and a\n"
+      "                 device matching (O(D^3) up to 256 devices per\n"
+      "                 node, greedy beyond)\n"
+      "A layer of 4,096 experts plans in well under 1 s (even or --shares).\n"
+      "Limits: experts and slots <= 2^20, devices <= 2^16, groups <= 1024,\n"
+      "layers and windows <= 2^16, loads finite in [0, 2^53].\n");
 
   if (inputFile.empty())
     return fail("give the expert loads: moe-eplb <loads.json> --slots N "
                 "--devices N");
-  if (slots <= 0)
-    return fail("--slots must be a positive number of physical expert slots");
-  if (devices <= 0)
-    return fail("--devices must be a positive number of devices");
-  if (threshold < 0)
-    return fail("--redeploy-threshold must be >= 0");
-  if (shares && algorithm == Algorithm::DeepSeek)
-    return fail("--shares needs --algorithm=ours (DeepSeek's EPLB splits "
-                "evenly)");
+  std::string badOption = checkOptions();
+  if (!badOption.empty())
+    return fail(badOption);
 
   llvm::Expected<LoadTrace> trace = readLoadTrace(inputFile);
   if (!trace)
@@ -183,10 +260,11 @@ int main(int argc, char **argv) {
     LayerPlan baseline = planLayer(planningLoad, topology, deepseek);
     double planned = peakOverAverage(plan.placement, planningLoad, devices);
     double base = peakOverAverage(baseline.placement, planningLoad, devices);
-    double mean = plan.mean > 0 ? plan.mean : 1;
-    double bound = peakLowerBound(planningLoad, topology, shares) / mean;
-    if (plan.mean <= 0)
-      bound = 1;
+    double total = 0;
+    for (double w : planningLoad)
+      total += w;
+    double bound = ratioToMean(peakLowerBound(planningLoad, topology, shares),
+                               total, devices);
 
     Placement chosen = plan.placement;
     json::Object redeploy;
@@ -268,6 +346,12 @@ int main(int argc, char **argv) {
       {"layers", std::move(layerPlans)},
   };
   json::Value value(std::move(out));
+  std::string bad = nonFinite(value, "$");
+  if (!bad.empty())
+    return fail(outputFile + ": not written: " + bad +
+                " is not a finite number");
+  // writeToOutput writes a temporary file and renames it into place, so a
+  // failed write leaves no partial file.
   if (llvm::Error e =
           llvm::writeToOutput(outputFile, [&](llvm::raw_ostream &os) {
             os << llvm::formatv("{0:2}", value) << "\n";

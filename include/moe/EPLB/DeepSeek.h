@@ -13,8 +13,9 @@
 namespace mlir::moe::eplb {
 
 /// Packs items into `packs` packs of equally many items, heaviest item first
-/// into the lightest pack that has room (eplb.py balanced_packing). Returns
-/// each item's pack and its rank inside the pack.
+/// into the lightest pack that has room (eplb.py balanced_packing; a heap of
+/// the packs with room, O(n log n)). Returns each item's pack and its rank
+/// inside the pack.
 void balancedPacking(const std::vector<float> &weight, int64_t packs,
                      std::vector<int64_t> &packIndex,
                      std::vector<int64_t> &rankInPack);
@@ -27,7 +28,8 @@ struct Replication {
   std::vector<int64_t> count;   ///< Replicas per expert.
 };
 
-/// Replicates `weight.size()` experts onto `physical` replicas.
+/// Replicates `weight.size()` experts onto `physical` replicas (a heap,
+/// O(physical log experts)).
 Replication replicateExperts(const std::vector<float> &weight,
                              int64_t physical);
 

@@ -24,9 +24,25 @@ struct Topology {
   bool hierarchical() const { return nodes > 1 && groups % nodes == 0; }
 };
 
-/// Returns why `topology` cannot hold `experts` logical experts, or "".
-/// Messages name the option: "--slots (6) must be at least ...".
+/// The largest load (tokens of one expert in one layer and window) the
+/// planner accepts: 2^53, the largest integer a double holds exactly. With at
+/// most limits::kMaxExperts experts and kMaxLayers windows every sum,
+/// square and ratio the planner forms stays far inside the double range, so
+/// every number it writes is finite.
+constexpr double kMaxLoad = 9007199254740992.0;
+
+/// Returns why `topology` cannot hold `experts` logical experts, or "":
+/// every size within its limit (moe/Support/Limits.h: experts and slots at
+/// most kMaxExperts, devices at most kMaxRanks, groups at most kMaxTopK),
+/// slots a multiple of devices, at most one replica of an expert per device
+/// (also inside a node when the placement is node-aware). Messages name the
+/// option: "--slots (6) must be at least ...".
 std::string checkTopology(const Topology &topology, int64_t experts);
+
+/// Returns why `load` cannot be planned, or "": each load finite, >= 0 and
+/// at most kMaxLoad. `path` prefixes the message ("$[3][7]: ...").
+std::string checkLoads(const std::vector<double> &load,
+                       const std::string &path = "load");
 
 /// One layer to place without nodes: expert loads on `devices` devices of
 /// `perDevice` slots each.
@@ -70,6 +86,11 @@ double peakLoad(const Placement &placement, const std::vector<double> &load,
 /// there is no load at all).
 double peakOverAverage(const Placement &placement,
                        const std::vector<double> &load, int64_t devices);
+
+/// `peak` over the mean `total / devices`, finite for any finite peak and
+/// total (1 when total <= 0): the mean of tiny loads may underflow to 0, and
+/// then the ratio is taken against the total (and is at least 1).
+double ratioToMean(double peak, double total, int64_t devices);
 
 /// Returns what is wrong with `placement` for `experts` experts on
 /// `topology`, or "": a slot per physical slot, every expert with a replica,

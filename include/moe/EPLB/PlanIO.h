@@ -20,9 +20,11 @@ struct LoadTrace {
 };
 
 /// Parses [layers][experts], [windows][layers][experts], or either under the
-/// key "logical_count" of an object (the SGLang traces). Loads must be
-/// finite and non-negative, rows equally long. Errors name the JSON path,
-/// e.g. `$.logical_count[3][7]: expected a number, got "x"`.
+/// key "logical_count" of an object (the SGLang traces). Loads must be in
+/// [0, kMaxLoad], rows equally long; at most limits::kMaxExperts experts and
+/// kMaxLayers layers and windows (checked before they are stored), JSON
+/// nested at most kMaxJSONDepth deep. Errors name the JSON path, e.g.
+/// `$.logical_count[3][7]: expected a number, got "x"`.
 llvm::Expected<LoadTrace> parseLoadTrace(llvm::StringRef json);
 
 /// Reads and parses a load file; errors start with the path.
@@ -31,8 +33,10 @@ llvm::Expected<LoadTrace> readLoadTrace(llvm::StringRef path);
 /// Parses the current placement of each layer: moe-eplb's own output
 /// ({"layers": [{"phy2log": [...], "share": [...]}, ...]}, share optional)
 /// or DeepSeek's ({"phy2log": [[...], ...]}), checked against `topology`
-/// and `experts` (a second replica of an expert on one device is accepted:
-/// DeepSeek's placements have them). Shares default to even.
+/// and `experts` (checkTopology() first; a second replica of an expert on
+/// one device is accepted: DeepSeek's placements have them). Expert ids are
+/// whole numbers in [0, experts), shares in [0, 1] summing to 1 per expert;
+/// at most kMaxLayers layers. Shares default to even.
 llvm::Expected<std::vector<Placement>>
 parsePlacements(llvm::StringRef json, int64_t experts,
                 const Topology &topology);

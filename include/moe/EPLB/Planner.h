@@ -21,6 +21,10 @@ struct PlanOptions {
   /// experts per node (0 turns the exact search off).
   int64_t exactBudget = 2000000;
   int64_t exactMaxExperts = 16;
+  /// Elementary steps the local searches of the layer may take
+  /// (kLocalSearchWork); node-aware planning shares it among the nodes and
+  /// the splits of the groups it tries, as it shares exactBudget.
+  int64_t searchWork = int64_t(1) << 26;
 };
 
 /// A planned layer.
@@ -29,6 +33,9 @@ struct LayerPlan {
   double peak = 0;      ///< Predicted peak device load.
   double mean = 0;      ///< Mean device load.
   bool optimal = false; ///< Proven optimal for its algorithm's rules.
+  /// Elementary local-search steps spent (at most PlanOptions::searchWork,
+  /// twice that with shares: the ring placement has its own).
+  int64_t searchWork = 0;
   double ratio() const { return mean > 0 ? peak / mean : 1.0; }
 };
 
@@ -37,10 +44,11 @@ struct LayerPlan {
 LayerPlan planFlat(const Problem &problem, const Placement *start,
                    const PlanOptions &options);
 
-/// Plans one layer for `load` on `topology`: DeepSeek's placement, or ours,
-/// node-aware when topology.hierarchical() (each node gets whole expert
-/// groups; ours tries DeepSeek's group-to-node packing and its own and keeps
-/// the better). Ours starts from DeepSeek's placement, so its peak is at
+/// Plans one layer for `load` (finite and >= 0 with a finite sum, as
+/// checkLoads() ensures for inputs) on `topology` (checkTopology() is ""):
+/// DeepSeek's placement, or ours, node-aware when topology.hierarchical()
+/// (each node gets whole expert groups; ours tries DeepSeek's group-to-node
+/// packing and its own and keeps the better). Ours starts from DeepSeek's placement, so its peak is at
 /// most DeepSeek's whenever DeepSeek's is valid (DeepSeek may put two
 /// replicas of an expert on one device; ours never does).
 LayerPlan planLayer(const std::vector<double> &load, const Topology &topology,
