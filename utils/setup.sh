@@ -7,7 +7,8 @@ llvm=/usr/lib/llvm-22
 
 apt_packages=(libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
               libopenmpi-dev openmpi-bin ninja-build cmake g++ libgtest-dev
-              python3-psutil)
+              python3-psutil
+              clang-22 libclang-rt-22-dev)  # sanitizer and fuzz builds (build-san/)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
@@ -24,6 +25,9 @@ if ! python3 -c 'import numpy, ml_dtypes, pytest' 2>/dev/null; then
   python3 -m pip install -q numpy ml_dtypes pytest ||
     python3 -m pip install -q --break-system-packages numpy ml_dtypes pytest
 fi
+
+# MOE_SETUP_INSTALL_ONLY=1: packages only (utils/sanitize.sh, utils/fuzz.sh).
+[ "${MOE_SETUP_INSTALL_ONLY:-0}" = 1 ] && exit 0
 
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root" -B "$build" -G Ninja \

@@ -16,6 +16,8 @@ namespace moert {
 /// the collective and the ranks involved.
 class Collectives {
 public:
+  /// True when MOERT_INJECT_SKIP names this rank and collective (tests).
+  bool injectedSkip(const char *name) const;
   Collectives(std::unique_ptr<Communicator> comm,
               std::chrono::milliseconds timeout);
 
@@ -71,8 +73,6 @@ private:
   /// Most bytes one rank moves in one collective: the backend's limit, at
   /// most the runtime's (limits::kMaxWorkspaceBytes).
   int64_t mostBytes() const;
-  /// True when MOERT_INJECT_SKIP names this rank and collective (tests).
-  bool injectedSkip(const char *name) const;
   void count(const char *name, int64_t sent, int64_t received,
              Clock::time_point start);
 

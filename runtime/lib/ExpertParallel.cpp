@@ -322,6 +322,10 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
     sendBytes[p] = state.sendBlock(p) * rowBytes; // <= sendTotal: no overflow
     recvBytes[p] = state.recvBlock(p) * rowBytes;
   }
+  // A rank told to skip the payload (a test hook) receives nothing: its rows
+  // read as masked (ids -1) so that the other ranks report the skip itself.
+  if (coll.injectedSkip("dispatch.payload"))
+    std::memset(recvSpace.data(), 0xFF, size_t(recvTotal));
   if (Status e = coll.allToAllV("dispatch.payload", sendSpace.data(),
                                 sendBytes.data(), recvSpace.data(),
                                 recvBytes.data()))

@@ -146,8 +146,8 @@ func.func @dispatch_static(%x: tensor<3x16xf32>, %ids: tensor<3x2xi32>)
 // CHECK: %[[SAFE:.+]] = arith.select %[[LOCAL]], %[[E]], %{{.+}} : i32
 // CHECK: %[[EI:.+]] = arith.index_cast %[[SAFE]] : i32 to index
 // CHECK: %[[WV:.+]] = tensor.extract %[[W]][%[[EI]], %[[M]], %[[K]]] : tensor<4x8x16xbf16>
-// CHECK: arith.extf %[[WV]] : bf16 to f32
 // CHECK: arith.extf %[[A]] : bf16 to f32
+// CHECK: arith.extf %[[WV]] : bf16 to f32
 // CHECK: %[[P:.+]] = arith.mulf
 // CHECK: %[[PL:.+]] = arith.select %[[LOCAL]], %[[P]], %{{.+}} : f32
 // CHECK: arith.addf %[[OUT]], %[[PL]]

@@ -155,3 +155,23 @@ func.func @zero_static_tokens(%x: tensor<0x16xf32>, %wr: tensor<8x16xf32>, %w13:
          -> tensor<0x16xf32>
   return %y : tensor<0x16xf32>
 }
+
+// -----
+
+// Tests that a layer function without results gets an entry whose scf.if
+// blocks end in exactly one yield each (found by the mlir_moe fuzz target).
+// CHECK-LABEL: func.func @no_results(
+// CHECK: scf.if %{{[0-9]+}} {
+// CHECK-NEXT: func.call @no_results_decode
+// CHECK-NEXT: } else {
+// CHECK-NEXT: func.call @no_results_prefill
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+func.func @no_results(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                      %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>) {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) routing <softmax, top_k = 2>
+         activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>, tensor<8x64x32xf32>)
+         -> tensor<?x64xf32>
+  return
+}

@@ -121,8 +121,9 @@ struct RouteLowering : OpRewritePattern<RouteOp> {
         b, {op.getX(), op.getRouterWeight()}, buildFilled(b, te, b.getF32FloatAttr(0)),
         {Dims{0, 2}, Dims{1, 2}, Dims{0, 1}}, 3, {2},
         [](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
-          Value p = arith::MulFOp::create(nb, loc, toF32(nb, loc, a[0]),
-                                          toF32(nb, loc, a[1]));
+          // Named first: argument order is unspecified in C++.
+          Value lhs = toF32(nb, loc, a[0]), rhs = toF32(nb, loc, a[1]);
+          Value p = arith::MulFOp::create(nb, loc, lhs, rhs);
           return arith::AddFOp::create(nb, loc, a[2], p);
         });
     Value scores = routing.getScore() == ScoreFunction::softmax
@@ -514,8 +515,8 @@ struct GroupedMatmulLowering : OpRewritePattern<GroupedMatmulOp> {
                                                  constI32(nb, loc, 0));
           Value w = tensor::ExtractOp::create(
               nb, loc, weight, ValueRange{i32ToIndex(nb, loc, expert), idx[1], idx[2]});
-          Value p = arith::MulFOp::create(nb, loc, element(nb, loc, idx, a[0]),
-                                          toF32(nb, loc, w));
+          Value lhs = element(nb, loc, idx, a[0]), rhs = toF32(nb, loc, w);
+          Value p = arith::MulFOp::create(nb, loc, lhs, rhs);
           return addIf(nb, loc, local, p, a[2]);
         });
     Value result = castElements(b, acc, op.getType().getElementType());

@@ -188,10 +188,15 @@ struct MoESpecializePhasePass
                                  /*withElseRegion=*/true);
     {
       OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(run.thenBlock());
-      scf::YieldOp::create(b, func::CallOp::create(b, decode, args).getResults());
-      b.setInsertionPointToStart(run.elseBlock());
-      scf::YieldOp::create(b, func::CallOp::create(b, prefill, args).getResults());
+      // Without results scf.if already ends each block with its yield.
+      auto fill = [&](Block *block, func::FuncOp callee) {
+        b.setInsertionPointToStart(block);
+        auto call = func::CallOp::create(b, callee, args);
+        if (!call.getResults().empty())
+          scf::YieldOp::create(b, call.getResults());
+      };
+      fill(run.thenBlock(), decode);
+      fill(run.elseBlock(), prefill);
     }
     func::ReturnOp::create(b, run.getResults());
     func->setAttr("moe.phase_plan",

@@ -1,0 +1,5 @@
+func.func @route_c2_element(%x: tensor<?x64xf32>, %wr: tensor<8x64xbf16>) {
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<?x64xf32>, tensor<8x64xbf16>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}

@@ -1,0 +1,5 @@
+func.func @route_c8_ids(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>) {
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<?x64xf32>, tensor<8x64xf32>) -> (tensor<?x3xi32>, tensor<?x2xf32>)
+  return
+}

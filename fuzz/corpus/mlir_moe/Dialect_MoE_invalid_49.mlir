@@ -1,0 +1,5 @@
+func.func @dispatch_c2_element(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xbf16>, tensor<?xi32>, tensor<?x2xi32>)
+  return
+}

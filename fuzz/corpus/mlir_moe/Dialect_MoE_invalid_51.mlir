@@ -1,0 +1,5 @@
+func.func @dispatch_c3_rank(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>) {
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<4x64xf32>, tensor<4x2xi32>) -> (tensor<8x64xf32>, tensor<4x2xi32>, tensor<4x2xi32>)
+  return
+}

@@ -1,0 +1,4 @@
+func.func @layout_c2_tp(%x: tensor<?x64xf32>) attributes {
+  layout = #moe.layout<ep = 4, tp = 3>} {
+  return
+}

@@ -1,0 +1,9 @@
+func.func @decode_static(%x: tensor<3x16xf32>, %wr: tensor<4x16xf32>, %w13: tensor<4x8x16xf32>,
+                         %w2: tensor<4x16x4xf32>) -> tensor<3x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+         {max_tokens_per_rank = 4 : i64, phase = #moe<phase decode>}
+       : (tensor<3x16xf32>, tensor<4x16xf32>, tensor<4x8x16xf32>, tensor<4x16x4xf32>)
+         -> tensor<3x16xf32>
+  return %y : tensor<3x16xf32>
+}

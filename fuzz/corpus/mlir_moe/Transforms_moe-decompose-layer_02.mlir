@@ -1,0 +1,13 @@
+func.func @layer_shared(%x: tensor<?x64xbf16>, %wr: tensor<32x64xbf16>,
+                        %b: tensor<32xf32>, %w13: tensor<32x48x64xbf16>,
+                        %w2: tensor<32x64x24xbf16>, %s13: tensor<48x64xbf16>,
+                        %s2: tensor<64x24xbf16>) -> tensor<?x64xbf16> {
+  %y = moe.layer %x router(%wr bias %b) experts(%w13, %w2) shared(%s13, %s2)
+         routing <sigmoid, top_k = 4, n_group = 8, topk_group = 4, normalize,
+                  scale = 2.5, correction_bias>
+         activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xbf16>, tensor<32x64xbf16>, tensor<32xf32>,
+          tensor<32x48x64xbf16>, tensor<32x64x24xbf16>, tensor<48x64xbf16>,
+          tensor<64x24xbf16>) -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
+}
