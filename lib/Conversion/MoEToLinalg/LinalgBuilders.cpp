@@ -101,25 +101,34 @@ Value lowering::decodeE4M3(OpBuilder &b, Location loc, Value code) {
   auto i32 = b.getI32Type();
   auto c = [&](int64_t v) { return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v)); };
   Value bits = arith::ExtUIOp::create(b, loc, i32, code);
-  Value exponent = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, bits, c(3)), c(15));
+  // Operands are named before use so that the IR does not depend on the
+  // C++ compiler's argument evaluation order.
+  Value c15 = c(15), c3 = c(3);
+  Value shifted = arith::ShRUIOp::create(b, loc, bits, c3);
+  Value exponent = arith::AndIOp::create(b, loc, shifted, c15);
   Value mantissa = arith::AndIOp::create(b, loc, bits, c(7));
   // Normal: 2^(e-7) * (1 + m/8) is f32 exponent field e + 120, mantissa m << 20.
-  Value field = arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, exponent, c(120)), c(23));
-  Value normal = arith::BitcastOp::create(
-      b, loc, b.getF32Type(),
-      arith::OrIOp::create(b, loc, field, arith::ShLIOp::create(b, loc, mantissa, c(20))));
-  Value subnormal = arith::MulFOp::create(
-      b, loc, arith::UIToFPOp::create(b, loc, b.getF32Type(), mantissa),
-      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(std::ldexp(1.0f, -9))));
+  Value c23 = c(23), c120 = c(120);
+  Value biased = arith::AddIOp::create(b, loc, exponent, c120);
+  Value field = arith::ShLIOp::create(b, loc, biased, c23);
+  Value c20 = c(20);
+  Value mantissaBits = arith::ShLIOp::create(b, loc, mantissa, c20);
+  Value normalBits = arith::OrIOp::create(b, loc, field, mantissaBits);
+  Value normal = arith::BitcastOp::create(b, loc, b.getF32Type(), normalBits);
+  Value step = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(std::ldexp(1.0f, -9)));
+  Value mantissaF = arith::UIToFPOp::create(b, loc, b.getF32Type(), mantissa);
+  Value subnormal = arith::MulFOp::create(b, loc, mantissaF, step);
   Value isSubnormal = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, exponent, c(0));
   Value magnitude = arith::SelectOp::create(b, loc, isSubnormal, subnormal, normal);
-  Value isNaN = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                      arith::AndIOp::create(b, loc, bits, c(0x7f)), c(0x7f));
+  Value c7f = c(0x7f);
+  Value low = arith::AndIOp::create(b, loc, bits, c(0x7f));
+  Value isNaN = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, low, c7f);
   Value nan = arith::ConstantOp::create(
       b, loc, b.getF32FloatAttr(std::numeric_limits<float>::quiet_NaN()));
   magnitude = arith::SelectOp::create(b, loc, isNaN, nan, magnitude);
-  Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                                         arith::AndIOp::create(b, loc, bits, c(0x80)), c(0));
-  return arith::SelectOp::create(b, loc, negative, arith::NegFOp::create(b, loc, magnitude),
-                                 magnitude);
+  Value c0 = c(0);
+  Value sign = arith::AndIOp::create(b, loc, bits, c(0x80));
+  Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, sign, c0);
+  Value negated = arith::NegFOp::create(b, loc, magnitude);
+  return arith::SelectOp::create(b, loc, negative, negated, magnitude);
 }

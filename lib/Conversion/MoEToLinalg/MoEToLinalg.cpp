@@ -69,15 +69,16 @@ Value beats(OpBuilder &b, Location loc, Value other, Value self, Value io, Value
   Value equal = arith::CmpFOp::create(b, loc, P::OEQ, other, self);
   Value otherNaN = arith::CmpFOp::create(b, loc, P::UNO, other, other);
   Value selfNaN = arith::CmpFOp::create(b, loc, P::UNO, self, self);
-  Value tie = arith::OrIOp::create(
-      b, loc, equal, arith::AndIOp::create(b, loc, otherNaN, selfNaN));
-  Value numberOverNaN = arith::AndIOp::create(
-      b, loc, selfNaN,
-      arith::XOrIOp::create(b, loc, otherNaN,
-                            arith::ConstantOp::create(b, loc, b.getBoolAttr(true))));
-  return arith::OrIOp::create(
-      b, loc, arith::OrIOp::create(b, loc, greater, numberOverNaN),
-      arith::AndIOp::create(b, loc, tie, before));
+  // Each value is named before use: C++ leaves argument order unspecified,
+  // and the IR must not depend on the compiler that built us.
+  Value bothNaN = arith::AndIOp::create(b, loc, otherNaN, selfNaN);
+  Value tie = arith::OrIOp::create(b, loc, equal, bothNaN);
+  Value yes = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  Value otherNumber = arith::XOrIOp::create(b, loc, otherNaN, yes);
+  Value numberOverNaN = arith::AndIOp::create(b, loc, selfNaN, otherNumber);
+  Value tieBefore = arith::AndIOp::create(b, loc, tie, before);
+  Value above = arith::OrIOp::create(b, loc, greater, numberOverNaN);
+  return arith::OrIOp::create(b, loc, above, tieBefore);
 }
 
 /// rank[t,g,s] = how many entries of v[t,g,:] beat v[t,g,s] (`beats`). The
