@@ -7,7 +7,7 @@ llvm=/usr/lib/llvm-22
 
 apt_packages=(libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
               libopenmpi-dev openmpi-bin ninja-build cmake g++ libgtest-dev
-              python3-psutil
+              python3-psutil libomp-22-dev  # libomp: threads of the compiled layers
               clang-22 libclang-rt-22-dev)  # sanitizer and fuzz builds (build-san/)
 missing=()
 for p in "${apt_packages[@]}"; do

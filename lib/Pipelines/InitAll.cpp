@@ -40,7 +40,9 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
@@ -51,6 +53,7 @@
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
@@ -62,7 +65,8 @@ void moe::registerMoECompilerDialects(DialectRegistry &registry) {
                   scf::SCFDialect, cf::ControlFlowDialect,
                   bufferization::BufferizationDialect, affine::AffineDialect,
                   index::IndexDialect, ub::UBDialect, vector::VectorDialect,
-                  gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect>();
+                  gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect,
+                  omp::OpenMPDialect>();
 
   arith::registerBufferizableOpInterfaceExternalModels(registry);
   bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(
@@ -89,6 +93,7 @@ void moe::registerMoECompilerDialects(DialectRegistry &registry) {
   registerGPUDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   registerNVVMDialectTranslation(registry);
+  registerOpenMPDialectTranslation(registry);
 }
 
 void moe::registerMoECompilerPasses() {
@@ -105,4 +110,5 @@ void moe::registerMoECompilerPasses() {
   registerLinalgPasses();
   arith::registerArithPasses();
   memref::registerMemRefPasses();
+  registerSCFPasses();
 }

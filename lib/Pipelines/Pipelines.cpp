@@ -14,14 +14,15 @@ namespace {
 /// moe ops -> linalg on tensors + runtime calls, with the optional planning
 /// passes in their place: TP dedupe before decomposition, quantization after.
 /// Workspaces are planned last, once quantization has fixed the row bytes.
-std::string toLinalg(bool dedupeTp, StringRef quantization, bool fp8Gemm = true) {
+std::string toLinalg(bool dedupeTp, StringRef quantization, bool fp8Gemm = true,
+                     StringRef cpuStrategy = "", int64_t rowTile = 1) {
   std::string text = dedupeTp ? "moe-dedupe-tp-dispatch," : "";
-  text += "moe-decompose-layer,";
+  text += "moe-decompose-layer{row-tile=" + std::to_string(rowTile) + "},";
   if (quantization != "none")
     text += "moe-fuse-quant-dispatch{scheme=" + quantization.str() +
             " gemm-consumes-fp8=" + (fp8Gemm ? "true" : "false") + "},";
-  return text + "moe-plan-buffers,convert-moe-to-linalg,moe-verify-collectives,"
-                "convert-moe-to-runtime,";
+  return text + "moe-plan-buffers," + cpuStrategy.str() +
+         "convert-moe-to-linalg,moe-verify-collectives,convert-moe-to-runtime,";
 }
 constexpr const char *kToBuffers =
     "canonicalize,cse,"
@@ -41,17 +42,30 @@ LogicalResult addPipeline(OpPassManager &pm, StringRef text) {
 
 LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
                                     const CpuPipelineOptions &options) {
+  // The GEMMs, routing and dispatch get the tiled, vectorized, threaded
+  // strategy; the rest (activation, combine) become loops that LLVM's O3
+  // vectorizes. Thread loops (scf.forall) become OpenMP worksharing loops.
+  std::string strategy = llvm::formatv(
+      "convert-moe-to-cpu{{vector-width={0} register-rows={1} register-cols={2}},",
+      options.vectorWidth.getValue(), options.registerRows.getValue(),
+      options.registerCols.getValue());
   std::string text = toLinalg(options.dedupeTp, options.dispatchQuantization,
-                              options.fp8Gemm) +
+                              options.fp8Gemm, strategy, options.rowTile) +
                      kToBuffers +
                      ",buffer-deallocation-pipeline,"
-                     "func.func(convert-linalg-to-loops)";
+                     "func.func(convert-linalg-to-loops),"
+                     "scf-forall-to-parallel,convert-scf-to-openmp,"
+                     // Inlines the worksharing loops' alloca scopes (they hold no
+                     // allocas), which the CFG lowering cannot split.
+                     "canonicalize";
   if (options.lowerToLLVM)
     text += ",arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
-            "arith-expand{include-bf16},convert-scf-to-cf,expand-strided-metadata,lower-affine,"
+            "arith-expand{include-bf16},convert-vector-to-scf,convert-scf-to-cf,"
+            "expand-strided-metadata,lower-affine,"
+            "convert-vector-to-llvm,"
             "finalize-memref-to-llvm{use-generic-functions},convert-math-to-llvm,"
-            "convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm,"
-            "convert-index-to-llvm,convert-ub-to-llvm,"
+            "convert-arith-to-llvm,convert-cf-to-llvm,convert-openmp-to-llvm,"
+            "convert-func-to-llvm,convert-index-to-llvm,convert-ub-to-llvm,"
             "reconcile-unrealized-casts";
   return addPipeline(pm, text);
 }

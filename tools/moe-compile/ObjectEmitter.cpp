@@ -4,6 +4,8 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/Passes/PassBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"
@@ -38,27 +40,71 @@ moe_compile::translateForHost(mlir::ModuleOp module, LLVMContext &context) {
   return llvmModule;
 }
 
-Error moe_compile::writeObject(Module &module, StringRef path) {
+Expected<std::unique_ptr<TargetMachine>>
+moe_compile::createTargetMachine(StringRef cpu) {
   InitializeNativeTarget();
   InitializeNativeTargetAsmPrinter();
+  Triple triple(sys::getDefaultTargetTriple());
   std::string error;
-  const Triple &triple = module.getTargetTriple();
   const Target *target = TargetRegistry::lookupTarget(triple, error);
   if (!target)
     return emitterError("no target for " + triple.str() + ": " + error);
+  std::string name = cpu.str(), features;
+  if (cpu == "host") {
+    name = sys::getHostCPUName().str();
+    SubtargetFeatures list;
+    for (const auto &[feature, enabled] : sys::getHostCPUFeatures())
+      list.AddFeature(feature, enabled);
+    features = list.getString();
+  } else if (!target->createMCSubtargetInfo(triple, name, "")
+                  ->isCPUStringValid(name)) {
+    return emitterError("--cpu: '" + cpu + "' is not a CPU LLVM knows for " +
+                        triple.str() + " (try host, x86-64-v3 or skylake-avx512)");
+  }
   TargetOptions options;
   std::unique_ptr<TargetMachine> machine(target->createTargetMachine(
-      triple, sys::getHostCPUName(), "", options, Reloc::PIC_, std::nullopt,
+      triple, name, features, options, Reloc::PIC_, std::nullopt,
       CodeGenOptLevel::Aggressive));
-  module.setDataLayout(machine->createDataLayout());
+  if (!machine)
+    return emitterError("cannot create a target machine for --cpu=" + cpu);
+  return machine;
+}
 
+int64_t moe_compile::vectorWidthOf(const TargetMachine &machine) {
+  const MCSubtargetInfo *info = machine.getMCSubtargetInfo();
+  if (info->checkFeatures("+avx512f"))
+    return 16;
+  if (info->checkFeatures("+avx"))
+    return 8;
+  return 4;
+}
+
+void moe_compile::optimize(Module &module, TargetMachine &machine) {
+  module.setDataLayout(machine.createDataLayout());
+  LoopAnalysisManager loops;
+  FunctionAnalysisManager functions;
+  CGSCCAnalysisManager cgscc;
+  ModuleAnalysisManager modules;
+  PassBuilder builder(&machine);
+  builder.registerModuleAnalyses(modules);
+  builder.registerCGSCCAnalyses(cgscc);
+  builder.registerFunctionAnalyses(functions);
+  builder.registerLoopAnalyses(loops);
+  builder.crossRegisterProxies(loops, functions, cgscc, modules);
+  builder.buildPerModuleDefaultPipeline(OptimizationLevel::O3)
+      .run(module, modules);
+}
+
+Error moe_compile::writeObject(Module &module, TargetMachine &machine,
+                               StringRef path) {
+  module.setDataLayout(machine.createDataLayout());
   std::error_code ec;
   ToolOutputFile out(path, ec, sys::fs::OF_None);
   if (ec)
     return emitterError("cannot open " + path + ": " + ec.message());
   legacy::PassManager pm;
-  if (machine->addPassesToEmitFile(pm, out.os(), nullptr,
-                                   CodeGenFileType::ObjectFile))
+  if (machine.addPassesToEmitFile(pm, out.os(), nullptr,
+                                  CodeGenFileType::ObjectFile))
     return emitterError("the target cannot emit object files");
   pm.run(module);
   out.keep();
@@ -72,9 +118,14 @@ Error moe_compile::linkShared(StringRef objectPath, StringRef path,
     return emitterError("cannot link a shared library: no 'cc' on PATH");
   std::string libDir = ("-L" + runtimeDir).str();
   std::string rpath = ("-Wl,-rpath," + runtimeDir).str();
+  // LLVM's OpenMP runtime: the worksharing loops call __kmpc_* entries.
+  std::string ompDir = "-L" MOE_OPENMP_LIBDIR, ompRpath = "-Wl,-rpath," MOE_OPENMP_LIBDIR;
   // Every layer allocates through the runtime (its heap is measured).
-  SmallVector<StringRef> args = {*cc,    "-shared", "-o",      path, objectPath,
-                                 libDir, rpath,     "-lmoert", "-lm"};
+  SmallVector<StringRef> args = {*cc,     "-shared", "-o",     path,     objectPath,
+                                 libDir,  rpath,     ompDir,   ompRpath, "-lmoert",
+                                 "-lomp", "-lm"};
+  if (sys::fs::exists(MOE_BUILTINS_LIB))
+    args.push_back(MOE_BUILTINS_LIB);
   std::string message;
   int rc = sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
   if (rc != 0)

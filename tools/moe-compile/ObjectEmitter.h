@@ -10,20 +10,34 @@
 namespace llvm {
 class LLVMContext;
 class Module;
+class TargetMachine;
 } // namespace llvm
 
 namespace moe_compile {
+
+/// The CPU the code is generated for: `host` (this machine's CPU and
+/// features), or an LLVM CPU name such as `x86-64-v3` (AVX2 + FMA, a
+/// portable baseline for distribution) or `skylake-avx512`.
+llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
+createTargetMachine(llvm::StringRef cpu);
+
+/// f32 lanes of the widest vectors `machine` has (16, 8 or 4).
+int64_t vectorWidthOf(const llvm::TargetMachine &machine);
 
 /// Translates a module in the LLVM dialect to LLVM IR for the host.
 llvm::Expected<std::unique_ptr<llvm::Module>>
 translateForHost(mlir::ModuleOp module, llvm::LLVMContext &context);
 
-/// Writes `module` as a host object file to `path`.
-llvm::Error writeObject(llvm::Module &module, llvm::StringRef path);
+/// Runs LLVM's O3 pipeline for `machine` on `module`.
+void optimize(llvm::Module &module, llvm::TargetMachine &machine);
+
+/// Writes `module` as an object file for `machine` to `path`.
+llvm::Error writeObject(llvm::Module &module, llvm::TargetMachine &machine,
+                        llvm::StringRef path);
 
 /// Links the object at `objectPath` into a shared library at `path` with the
-/// system C compiler driver (`cc`), against libmoert in `runtimeDir` when the
-/// code calls the runtime.
+/// system C compiler driver (`cc`), against libmoert in `runtimeDir` and
+/// LLVM's OpenMP runtime (the layer's threads).
 llvm::Error linkShared(llvm::StringRef objectPath, llvm::StringRef path,
                        llvm::StringRef runtimeDir);
 

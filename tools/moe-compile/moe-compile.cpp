@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ObjectEmitter.h"
+#include "llvm/Target/TargetMachine.h"
 #include "PlanReport.h"
 #include "moe/Dialect/MoE/Analysis/DispatchPlan.h"
 #include "moe/Dialect/MoE/Transforms/Passes.h"
@@ -111,6 +112,17 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::Object, "obj", "object file (cpu)"),
                clEnumValN(Emit::Shared, "shared", "shared library (cpu)")),
     cl::cat(category));
+cl::opt<std::string> cpu(
+    "cpu",
+    cl::desc("CPU to generate code for: host (default: this machine's CPU and "
+             "vector ISA), or an LLVM CPU name, e.g. x86-64-v3 (AVX2 + FMA, a "
+             "portable baseline) or skylake-avx512"),
+    cl::init("host"), cl::cat(category));
+cl::opt<int64_t> rowTile(
+    "row-tile",
+    cl::desc("Pad each expert's dispatched rows to a multiple of this (the "
+             "expert GEMM's row tile; 1: no padding, what the CPU GEMM wants)"),
+    cl::init(1), cl::cat(category));
 cl::opt<Target> target(
     "target", cl::desc("Where the layer runs"), cl::init(Target::Cpu),
     cl::values(clEnumValN(Target::Cpu, "cpu", "host code"),
@@ -222,6 +234,8 @@ std::optional<std::string> optionProblem() {
   if (maxTokensPerRank < 1 || maxTokensPerRank > kMaxTokens)
     return llvm::formatv("--max-tokens-per-rank must be in [1, {0}], got {1}",
                          kMaxTokens, maxTokensPerRank.getValue()).str();
+  if (rowTile < 1 || rowTile > 1024)
+    return llvm::formatv("--row-tile must be in [1, 1024], got {0}", int64_t(rowTile)).str();
   if (chunkBudget < 0)
     return llvm::formatv("--chunk-budget-bytes must be 0 (no limit) or "
                          "positive, got {0}", chunkBudget.getValue()).str();
@@ -390,7 +404,12 @@ int main(int argc, char **argv) {
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
+  auto machine = moe_compile::createTargetMachine(cpu);
+  if (!machine)
+    return fail(llvm::toString(machine.takeError()));
   moe::CpuPipelineOptions cpuOptions;
+  cpuOptions.vectorWidth = moe_compile::vectorWidthOf(**machine);
+  cpuOptions.rowTile = rowTile;
   cpuOptions.dispatchQuantization = dispatchQuant;
   cpuOptions.dedupeTp = !noTpDedupe;
   cpuOptions.fp8Gemm = fp8Gemm;
@@ -406,6 +425,7 @@ int main(int argc, char **argv) {
   auto llvmModule = moe_compile::translateForHost(*module, llvmContext);
   if (!llvmModule)
     return fail(llvm::toString(llvmModule.takeError()));
+  moe_compile::optimize(**llvmModule, **machine);
   if (emit == Emit::LLVMIR)
     return writeText([&](llvm::raw_ostream &os) { (*llvmModule)->print(os, nullptr); });
 
@@ -418,7 +438,7 @@ int main(int argc, char **argv) {
        llvm::sys::fs::createUniqueFile(pattern, library)))
     return fail("cannot create a temporary file next to " + outputFile);
   llvm::FileRemover removeObject(object), removeLibrary(library);
-  if (llvm::Error e = moe_compile::writeObject(**llvmModule, object))
+  if (llvm::Error e = moe_compile::writeObject(**llvmModule, **machine, object))
     return fail(llvm::toString(std::move(e)));
   if (emit == Emit::Object)
     return publish(object);

@@ -37,6 +37,46 @@ def ConvertMoEToLinalg : Pass<"convert-moe-to-linalg"> {
                            "::mlir::cf::ControlFlowDialect"];
 }
 
+def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
+  let summary = "Lower moe.route/dispatch/grouped_matmul to tiled, vectorized, threaded CPU code";
+  let description = [{
+    The CPU code-generation strategy for the steps that dominate a layer's
+    time. Each op becomes explicit loops on buffers (a memref island between
+    `bufferization.to_buffer` and `bufferization.to_tensor restrict`), so the
+    strategy is visible in the IR and needs no later pattern matching:
+
+    * `moe.grouped_matmul` with `expert_offsets`: an `scf.forall` (threads)
+      over (column block, expert) work items; in each, the expert's rows are
+      walked in register tiles of `register-rows` rows by `register-cols`
+      weight rows, and the reduction over K runs on `vector<{vector-width}xf32>`
+      accumulators with `vector.fma` (weights of one expert are reused by all
+      rows of its tile; bf16 operands are widened in registers).
+    * `moe.route`: the router GEMM as a one-expert grouped GEMM, then top-k by
+      selection per token: O(T E k), ties to the lower expert id, NaN last.
+    * `moe.dispatch`: a counting sort by a scan: O(T k + E).
+
+    Other moe ops are left for `convert-moe-to-linalg`. FP8 grouped GEMMs
+    (with `scales`) keep the linalg lowering.
+  }];
+  let options = [
+    Option<"vectorWidth", "vector-width", "int64_t", "8",
+           "f32 lanes of the target's vectors (8: AVX2, 16: AVX-512, 4: SSE/NEON)">,
+    Option<"registerRows", "register-rows", "int64_t", "3",
+           "Rows of the GEMM's register tile">,
+    Option<"registerCols", "register-cols", "int64_t", "4",
+           "Weight rows (output columns) of the GEMM's register tile">,
+    Option<"columnBlock", "column-block", "int64_t", "64",
+           "Output columns of one thread work item">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
   let summary = "Lower moe.ep_dispatch / moe.ep_combine to calls into libmoert";
   let description = [{

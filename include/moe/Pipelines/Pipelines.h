@@ -24,6 +24,23 @@ struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("With tp > 1, dispatch each token from one TP rank only "
                      "(moe-dedupe-tp-dispatch)"),
       llvm::cl::init(true)};
+  Option<int64_t> vectorWidth{
+      *this, "vector-width",
+      llvm::cl::desc("f32 lanes of the target's vectors (moe-compile sets it "
+                     "from --cpu: 8 for AVX2, 16 for AVX-512)"),
+      llvm::cl::init(8)};
+  Option<int64_t> registerRows{*this, "register-rows",
+                               llvm::cl::desc("Rows of the GEMM register tile"),
+                               llvm::cl::init(3)};
+  Option<int64_t> registerCols{
+      *this, "register-cols",
+      llvm::cl::desc("Weight rows (output columns) of the GEMM register tile"),
+      llvm::cl::init(4)};
+  Option<int64_t> rowTile{
+      *this, "row-tile",
+      llvm::cl::desc("Pad each expert's dispatched rows to a multiple of this "
+                     "(moe-decompose-layer)"),
+      llvm::cl::init(1)};
   Option<bool> lowerToLLVM{*this, "lower-to-llvm",
                            llvm::cl::desc("Go down to the LLVM dialect (off: "
                                           "stop after bufferized loops)"),

@@ -9,6 +9,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 #include <limits>
@@ -296,122 +298,59 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
   LogicalResult matchAndRewrite(DispatchOp op,
                                 PatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    if (op.getCapacity())
-      return lowerMasked(op, b, rewriter);
-    int64_t experts = op.getNumExperts();
-    int64_t topK = op.getExpertIds().getType().getDimSize(1);
-    OpFoldResult tokens = tensor::getMixedSize(b, b.getLoc(), op.getX(), 0);
-    OpFoldResult rows = mulSize(b, tokens, topK);
-    OpFoldResult hidden = tensor::getMixedSize(b, b.getLoc(), op.getX(), 1);
-    TypedAttr zero = b.getI32IntegerAttr(0);
-    // A negative id (a choice owned by another rank) goes to an extra last
-    // bucket `experts`, so its rows sort after every real expert's.
-    int64_t buckets = experts + 1;
-    Value flatIds = buildGeneric(
-        b, collapse(b, op.getExpertIds(), {{0, 1}}),
-        buildEmpty(b, {rows}, b.getI32Type()), {Dims{0}, Dims{0}}, 1, {},
-        [experts](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
-          Value foreign = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt,
-                                                a[0], constI32(nb, loc, 0));
-          return arith::SelectOp::create(nb, loc, foreign,
-                                         constI32(nb, loc, experts), a[0]);
-        });
-
-    // counts[e] = #{n : ids[n] == e}
-    Value counts = buildGeneric(
-        b, flatIds, buildFilled(b, {b.getIndexAttr(buckets)}, zero),
-        {Dims{1}, Dims{0}}, 2, {1},
-        [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
-          Value mine = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq,
-                                             a[0], indexToI32(nb, loc, idx[0]));
-          return addIf(nb, loc, mine, constI32(nb, loc, 1), a[1]);
-        });
-    // offsets[e] = sum_{e' < e} counts[e']
-    Value offsets = buildGeneric(
-        b, counts, buildFilled(b, {b.getIndexAttr(buckets)}, zero),
-        {Dims{1}, Dims{0}}, 2, {1},
-        [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
-          Value before = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
-                                               idx[1], idx[0]);
-          return addIf(nb, loc, before, a[0], a[1]);
-        });
-    // slot[n] = offsets[ids[n]] + #{m < n : ids[m] == ids[n]}
-    Value base = buildGeneric(
-        b, flatIds, buildEmpty(b, {rows}, b.getI32Type()), {Dims{0}, Dims{0}}, 1,
-        {}, [offsets](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
-          return tensor::ExtractOp::create(nb, loc, offsets,
-                                           ValueRange{i32ToIndex(nb, loc, a[0])});
-        });
-    Value flatSlot = addRankAmongEqual(b, flatIds, base);
-    // source[r] = the n with slot[n] == r (slots are a permutation of rows)
-    Value source = buildGeneric(
-        b, flatSlot, buildFilled(b, {rows}, zero), {Dims{1}, Dims{0}}, 2, {1},
-        [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
-          Value hit = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq,
-                                            a[0], indexToI32(nb, loc, idx[0]));
-          return addIf(nb, loc, hit, indexToI32(nb, loc, idx[1]), a[1]);
-        });
-    Value rowExpert = buildGeneric(
-        b, source, buildEmpty(b, {rows}, b.getI32Type()), {Dims{0}, Dims{0}}, 1,
-        {}, [flatIds](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
-          return tensor::ExtractOp::create(nb, loc, flatIds,
-                                           ValueRange{i32ToIndex(nb, loc, a[0])});
-        });
-    Value x = op.getX();
-    Value dispatched = buildGeneric(
-        b, source,
-        buildEmpty(b, {rows, hidden}, op.getX().getType().getElementType()),
-        {Dims{0}, Dims{0, 1}}, 2, {},
-        [x, topK](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
-          Value k = arith::ConstantIndexOp::create(nb, loc, topK);
-          Value token = arith::DivUIOp::create(nb, loc, i32ToIndex(nb, loc, a[0]), k);
-          return tensor::ExtractOp::create(nb, loc, x, ValueRange{token, idx[1]});
-        });
-    Value slot = expand(b, flatSlot, {tokens, b.getIndexAttr(topK)}, {{0, 1}});
-    rewriter.replaceOp(op, {castTo(b, dispatched, op.getDispatched()),
-                            castTo(b, rowExpert, op.getRowExpert()),
-                            castTo(b, slot, op.getSlot())});
-    return success();
-  }
-
-  /// The masked (decode) layout: expert e owns rows [e*C, (e+1)*C); its
-  /// choices come first in (token, choice) order, the rest are zero rows
-  /// with row_expert -1. Static sizes; the counts only select, never size.
-  static LogicalResult lowerMasked(DispatchOp op, ImplicitLocOpBuilder &b,
-                                   PatternRewriter &rewriter) {
     const int64_t experts = op.getNumExperts();
-    const int64_t capacity = *op.getCapacity();
     const int64_t topK = op.getExpertIds().getType().getDimSize(1);
+    const int64_t tile = op.getRowTileOrOne();
     Value x = op.getX();
     OpFoldResult tokens = tensor::getMixedSize(b, b.getLoc(), x, 0);
-    OpFoldResult rows = mulSize(b, tokens, topK);
-    OpFoldResult hidden = tensor::getMixedSize(b, b.getLoc(), x, 1);
-    if (ShapedType::isDynamic(op.getX().getType().getDimSize(0))) {
-      Value fits = arith::CmpIOp::create(
-          b, arith::CmpIPredicate::ule, tensor::DimOp::create(b, x, 0),
-          arith::ConstantIndexOp::create(b, capacity));
-      cf::AssertOp::create(b, fits,
-                           "moe.dispatch: more tokens than the decode layout's "
-                           "capacity of " + std::to_string(capacity) + " per expert");
-    }
-    const int64_t slots = experts * capacity;
-    TypedAttr zero = b.getI32IntegerAttr(0);
+    OpFoldResult pairs = mulSize(b, tokens, topK);
     Value flatIds = collapse(b, op.getExpertIds(), {{0, 1}});
-    // slot[n] = ids[n] * C + #{m < n : ids[m] == ids[n]}, or -1 if ids[n] < 0
-    Value before = addRankAmongEqual(b, flatIds, buildFilled(b, {rows}, zero));
-    Value flatSlot = buildGeneric(
-        b, {flatIds, before}, buildEmpty(b, {rows}, b.getI32Type()),
-        {Dims{0}, Dims{0}, Dims{0}}, 1, {},
-        [capacity](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+    // slot[n] = offsets[ids[n]] + #{m < n : ids[m] == ids[n]}, or -1 for a
+    // choice of another rank (a negative id).
+    Value offsets, rowsTotal;
+    if (std::optional<uint64_t> capacity = op.getCapacity()) {
+      if (failed(checkCapacity(op, b, int64_t(*capacity))))
+        return failure();
+      offsets = buildGeneric(
+          b, ValueRange{}, buildEmpty(b, {b.getIndexAttr(experts + 1)}, b.getI32Type()),
+          {Dims{0}}, 1, {},
+          [capacity](OpBuilder &nb, Location loc, ValueRange idx, ValueRange) -> Value {
+            return arith::MulIOp::create(nb, loc, indexToI32(nb, loc, idx[0]),
+                                         constI32(nb, loc, int64_t(*capacity)));
+          });
+      rowsTotal = arith::ConstantIndexOp::create(b, experts * int64_t(*capacity));
+    } else {
+      offsets = paddedOffsets(b, flatIds, experts, tile);
+      OpFoldResult rows = pairs;
+      if (tile > 1)
+        rows = getAsOpFoldResult(arith::AddIOp::create(
+            b, getValueOrCreateConstantIndexOp(b, b.getLoc(), pairs),
+            arith::ConstantIndexOp::create(b, experts * (tile - 1))));
+      rowsTotal = getValueOrCreateConstantIndexOp(b, b.getLoc(), rows);
+    }
+    Value base = buildGeneric(
+        b, flatIds, buildEmpty(b, {pairs}, b.getI32Type()), {Dims{0}, Dims{0}}, 1,
+        {}, [offsets](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
           Value foreign = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt,
                                                 a[0], constI32(nb, loc, 0));
-          Value base = arith::MulIOp::create(nb, loc, a[0], constI32(nb, loc, capacity));
-          Value slot = arith::AddIOp::create(nb, loc, base, a[1]);
-          return arith::SelectOp::create(nb, loc, foreign, constI32(nb, loc, -1), slot);
+          Value id = arith::SelectOp::create(nb, loc, foreign, constI32(nb, loc, 0), a[0]);
+          return tensor::ExtractOp::create(nb, loc, offsets,
+                                           ValueRange{i32ToIndex(nb, loc, id)});
         });
+    Value ranked = addRankAmongEqual(b, flatIds, base);
+    Value flatSlot = buildGeneric(
+        b, {flatIds, ranked}, buildEmpty(b, {pairs}, b.getI32Type()),
+        {Dims{0}, Dims{0}, Dims{0}}, 1, {},
+        [](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+          Value foreign = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt,
+                                                a[0], constI32(nb, loc, 0));
+          return arith::SelectOp::create(nb, loc, foreign, constI32(nb, loc, -1), a[1]);
+        });
+    OpFoldResult rows = getAsOpFoldResult(rowsTotal);
+    OpFoldResult hidden = tensor::getMixedSize(b, b.getLoc(), x, 1);
     // source[r] = the n with slot[n] == r, or -1 for an unused row
     Value source = buildGeneric(
-        b, flatSlot, buildFilled(b, {b.getIndexAttr(slots)}, b.getI32IntegerAttr(-1)),
+        b, flatSlot, buildFilled(b, {rows}, b.getI32IntegerAttr(-1)),
         {Dims{1}, Dims{0}}, 2, {1},
         [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
           Value hit = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq,
@@ -419,18 +358,18 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
           return arith::SelectOp::create(nb, loc, hit, indexToI32(nb, loc, idx[1]), a[1]);
         });
     Value rowExpert = buildGeneric(
-        b, source, buildEmpty(b, {b.getIndexAttr(slots)}, b.getI32Type()),
-        {Dims{0}, Dims{0}}, 1, {},
-        [capacity](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+        b, source, buildEmpty(b, {rows}, b.getI32Type()), {Dims{0}, Dims{0}}, 1,
+        {}, [flatIds](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
           Value unused = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt,
                                                a[0], constI32(nb, loc, 0));
-          Value expert = arith::DivUIOp::create(
-              nb, loc, indexToI32(nb, loc, idx[0]), constI32(nb, loc, capacity));
-          return arith::SelectOp::create(nb, loc, unused, constI32(nb, loc, -1), expert);
+          Value n = arith::SelectOp::create(nb, loc, unused, constI32(nb, loc, 0), a[0]);
+          Value id = tensor::ExtractOp::create(nb, loc, flatIds,
+                                               ValueRange{i32ToIndex(nb, loc, n)});
+          return arith::SelectOp::create(nb, loc, unused, constI32(nb, loc, -1), id);
         });
     Type element = op.getX().getType().getElementType();
     Value dispatched = buildGeneric(
-        b, source, buildEmpty(b, {b.getIndexAttr(slots), hidden}, element),
+        b, source, buildEmpty(b, {rows, hidden}, element),
         {Dims{0}, Dims{0, 1}}, 2, {},
         [x, topK, element](OpBuilder &nb, Location loc, ValueRange idx,
                            ValueRange a) -> Value {
@@ -460,13 +399,59 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
                                  : arith::BitcastOp::create(nb, loc, element, read0).getResult();
         });
     Value slot = expand(b, flatSlot, {tokens, b.getIndexAttr(topK)}, {{0, 1}});
-    rewriter.replaceOp(op, {castTo(b, dispatched, op.getDispatched()),
-                            castTo(b, rowExpert, op.getRowExpert()),
-                            castTo(b, slot, op.getSlot())});
+    SmallVector<Value> results = {castTo(b, dispatched, op.getDispatched()),
+                                  castTo(b, rowExpert, op.getRowExpert()),
+                                  castTo(b, slot, op.getSlot())};
+    if (op.getExpertOffsets())
+      results.push_back(castTo(b, offsets, op.getExpertOffsets()));
+    rewriter.replaceOp(op, results);
     return success();
   }
 
-  /// The lowering infers shapes; the op may state some of them statically.
+  /// offsets[e] = sum over e' < e of counts[e'] rounded up to `tile`, for
+  /// e in [0, experts]; negative ids count nowhere.
+  static Value paddedOffsets(ImplicitLocOpBuilder &b, Value flatIds,
+                             int64_t experts, int64_t tile) {
+    TypedAttr zero = b.getI32IntegerAttr(0);
+    Value counts = buildGeneric(
+        b, flatIds, buildFilled(b, {b.getIndexAttr(experts)}, zero),
+        {Dims{1}, Dims{0}}, 2, {1},
+        [](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+          Value mine = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::eq,
+                                             a[0], indexToI32(nb, loc, idx[0]));
+          return addIf(nb, loc, mine, constI32(nb, loc, 1), a[1]);
+        });
+    return buildGeneric(
+        b, counts, buildFilled(b, {b.getIndexAttr(experts + 1)}, zero),
+        {Dims{1}, Dims{0}}, 2, {1},
+        [tile](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
+          Value before = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
+                                               idx[1], idx[0]);
+          Value padded = a[0];
+          if (tile > 1) {
+            Value t = constI32(nb, loc, tile);
+            Value up = arith::AddIOp::create(nb, loc, a[0], constI32(nb, loc, tile - 1));
+            padded = arith::MulIOp::create(nb, loc, arith::DivUIOp::create(nb, loc, up, t), t);
+          }
+          return addIf(nb, loc, before, padded, a[1]);
+        });
+  }
+
+  /// A dynamic token count must fit the masked layout's capacity.
+  static LogicalResult checkCapacity(DispatchOp op, ImplicitLocOpBuilder &b,
+                                     int64_t capacity) {
+    Value x = op.getX();
+    if (ShapedType::isDynamic(op.getX().getType().getDimSize(0))) {
+      Value fits = arith::CmpIOp::create(
+          b, arith::CmpIPredicate::ule, tensor::DimOp::create(b, x, 0),
+          arith::ConstantIndexOp::create(b, capacity));
+      cf::AssertOp::create(b, fits,
+                           "moe.dispatch: more tokens than the decode layout's "
+                           "capacity of " + std::to_string(capacity) + " per expert");
+    }
+    return success();
+  }
+
   static Value castTo(ImplicitLocOpBuilder &b, Value v, Value like) {
     if (v.getType() == like.getType())
       return v;

@@ -52,6 +52,8 @@ constexpr int64_t kMaxRows = limits::kMaxTokens * limits::kMaxRanks; // 2^47
 /// Dispatched rows and (token, choice) pairs are numbered in i32 (slot,
 /// row_expert), so a static count of them is at most this.
 constexpr int64_t kMaxI32 = (int64_t(1) << 31) - 1;
+/// Rows of one GEMM tile of the padded dispatch layout.
+constexpr int64_t kMaxRowTile = 1024;
 /// The most rows any step holds: top-k choices of kMaxRows rows.
 constexpr int64_t kMaxExtent = kMaxRows * limits::kMaxTopK; // 2^57
 /// The most elements of one tensor: the largest a valid layer makes is
@@ -346,23 +348,29 @@ LogicalResult DispatchOp::verify() {
   // product below are bounded first, so the products fit int64_t.
   const int64_t numExperts = int64_t(getNumExperts());
   const int64_t capacityValue = int64_t(getCapacity().value_or(0));
+  const int64_t rowTile = getRowTileOrOne();
   if (ids[1] < 1 || ids[1] > limits::kMaxTopK || numExperts > limits::kMaxExperts ||
-      capacityValue > kMaxI32 || !within(x[0], 0, kMaxI32) ||
-      (!ShapedType::isDynamic(x[0]) && x[0] * ids[1] > kMaxI32) ||
+      capacityValue > kMaxI32 || !within(x[0], 0, kMaxI32) || rowTile > kMaxRowTile ||
+      (!ShapedType::isDynamic(x[0]) &&
+       x[0] * ids[1] + numExperts * (rowTile - 1) > kMaxI32) ||
       capacityValue * numExperts > kMaxI32)
     return emitOpError() << "dispatch_c6: k in [1, " << limits::kMaxTopK
                          << "], num_experts at most " << limits::kMaxExperts
-                         << ", and static rows, T*k pairs and num_experts*capacity "
-                            "slots at most 2^31 - 1 (i32 row ids), got "
+                         << ", row_tile at most " << kMaxRowTile
+                         << ", and static rows, T*k pairs (plus padding) and "
+                            "num_experts*capacity slots at most 2^31 - 1 (i32 row ids), got "
                          << getX().getType() << ", " << getExpertIds().getType()
                          << ", num_experts = " << numExperts << ", capacity = "
-                         << capacityValue;
+                         << capacityValue << ", row_tile = " << rowTile;
   if (std::optional<uint64_t> capacity = getCapacity()) {
     int64_t slots = capacityValue * numExperts;
     if (!ShapedType::isDynamic(x[0]) && x[0] > int64_t(*capacity))
       return emitOpError() << "dispatch_c5: " << x[0]
                            << " tokens do not fit the masked layout's capacity of "
                            << *capacity << " rows per expert";
+    if (capacityValue % rowTile != 0)
+      return emitOpError() << "dispatch_c7: row_tile " << rowTile
+                           << " must divide the capacity " << capacityValue;
     if (rows[0] != slots || !agree(rows[1], x[1]))
       return emitOpError() << "dispatch_c5: with capacity, dispatched must be "
                               "[num_experts*capacity="
@@ -371,11 +379,11 @@ LogicalResult DispatchOp::verify() {
   }
   int64_t expectedRows = ShapedType::isDynamic(x[0]) || ShapedType::isDynamic(ids[1])
                              ? ShapedType::kDynamic
-                             : x[0] * ids[1];
+                             : x[0] * ids[1] + numExperts * (rowTile - 1);
   if (getCapacity())
     expectedRows = rows[0];
   if (!agree(rows[0], expectedRows) || !agree(rows[1], x[1]))
-    return emitOpError() << "dispatch_c2: dispatched must be [T*k="
+    return emitOpError() << "dispatch_c2: dispatched must be [T*k+E*(row_tile-1)="
                          << dimStr(expectedRows) << ", H=" << dimStr(x[1])
                          << "], got " << getDispatched().getType();
   if (failed(expectRank(op, "dispatch_c3", "row_expert", getRowExpert(), 1)))
@@ -390,6 +398,12 @@ LogicalResult DispatchOp::verify() {
     return emitOpError() << "dispatch_c4: slot " << getSlot().getType()
                          << " must have the shape of expert_ids "
                          << getExpertIds().getType();
+  if (Value offsets = getExpertOffsets()) {
+    auto type = cast<RankedTensorType>(offsets.getType());
+    if (type.getRank() != 1 || type.getDimSize(0) != numExperts + 1)
+      return emitOpError() << "dispatch_c7: expert_offsets " << type
+                           << " must be [num_experts + 1 = " << numExperts + 1 << "]";
+  }
   return success();
 }
 
@@ -438,6 +452,13 @@ LogicalResult GroupedMatmulOp::verify() {
   if (!agree(result.getDimSize(0), in[0]) || !agree(result.getDimSize(1), w[1]))
     return emitOpError() << "gmm_c3: result must be [N=" << dimStr(in[0])
                          << ", M=" << dimStr(w[1]) << "], got " << result;
+  if (Value offsets = getExpertOffsets()) {
+    auto type = cast<RankedTensorType>(offsets.getType());
+    if (ShapedType::isDynamic(w[0]) || type.getRank() != 1 ||
+        type.getDimSize(0) != w[0] + 1)
+      return emitOpError() << "gmm_c5: expert_offsets " << type
+                           << " must be [E + 1] for weight " << getWeight().getType();
+  }
   return success();
 }
 

@@ -23,16 +23,16 @@ RankedTensorType withShape(Value like, ArrayRef<int64_t> shape) {
 
 /// gate/up GEMM, activation, down GEMM over rows whose expert is `rowExpert`.
 Value buildExpertMLP(ImplicitLocOpBuilder &b, Value rows, Value rowExpert,
-                     Value w13, Value w2, ActivationAttr activation) {
+                     Value offsets, Value w13, Value w2, ActivationAttr activation) {
   int64_t n = cast<RankedTensorType>(rows.getType()).getDimSize(0);
   auto w13Shape = cast<RankedTensorType>(w13.getType()).getShape();
   auto w2Shape = cast<RankedTensorType>(w2.getType()).getShape();
   Value gateUp = GroupedMatmulOp::create(b, withShape(rows, {n, w13Shape[1]}),
-                                         rows, w13, rowExpert, /*scales=*/Value());
+                                         rows, w13, rowExpert, /*scales=*/Value(), offsets);
   Value act = ActivationOp::create(b, withShape(rows, {n, w13Shape[1] / 2}),
                                    gateUp, activation);
   return GroupedMatmulOp::create(b, withShape(rows, {n, w2Shape[1]}), act, w2,
-                                 rowExpert, /*scales=*/Value());
+                                 rowExpert, /*scales=*/Value(), offsets);
 }
 
 /// The shared expert as a one-expert grouped GEMM over all tokens.
@@ -49,14 +49,26 @@ Value buildSharedExpert(ImplicitLocOpBuilder &b, LayerOp layer) {
   Value empty = tensor::EmptyOp::create(b, tokens, b.getI32Type());
   Value zero = arith::ConstantOp::create(b, b.getI32IntegerAttr(0));
   Value allZero = linalg::FillOp::create(b, zero, empty).getResult(0);
-  return buildExpertMLP(b, x, allZero, addExpertDim(layer.getSharedW13()),
+  // One expert owning every row: offsets [0, T].
+  Value tokenCount = arith::IndexCastOp::create(
+      b, b.getI32Type(), tensor::DimOp::create(b, x, 0));
+  Value offsets = tensor::FromElementsOp::create(
+      b, RankedTensorType::get({2}, b.getI32Type()), ValueRange{zero, tokenCount});
+  return buildExpertMLP(b, x, allZero, offsets, addExpertDim(layer.getSharedW13()),
                         addExpertDim(layer.getSharedW2()),
                         layer.getActivationAttr());
 }
 
 struct MoEDecomposeLayerPass
     : moe::impl::MoEDecomposeLayerBase<MoEDecomposeLayerPass> {
+  using Base::Base;
+
   void runOnOperation() override {
+    if (rowTile < 1 || rowTile > 1024) {
+      getOperation()->emitError("moe-decompose-layer: row-tile must be in [1, 1024], got ")
+          << rowTile;
+      return signalPassFailure();
+    }
     SmallVector<LayerOp> layers;
     getOperation()->walk([&](LayerOp op) { layers.push_back(op); });
     for (LayerOp layer : layers) {
@@ -125,9 +137,14 @@ struct MoEDecomposeLayerPass
     }
     auto inputType = cast<RankedTensorType>(expertInput.getType());
     int64_t inputTokens = inputType.getDimSize(0);
-    int64_t rows = ShapedType::isDynamic(inputTokens) ? ShapedType::kDynamic
-                                                      : inputTokens * topK;
-    IntegerAttr capacity;
+    IntegerAttr capacity, tile;
+    // The masked layout's blocks are its capacity; padding them to a row
+    // tile is left for when a GEMM wants it there.
+    if (!decode && rowTile > 1)
+      tile = b.getI64IntegerAttr(rowTile);
+    int64_t rows = ShapedType::isDynamic(inputTokens)
+                       ? ShapedType::kDynamic
+                       : inputTokens * topK + localExperts * (rowTile - 1);
     if (decode) {
       capacity = b.getI64IntegerAttr(fixed.capacityPerExpert);
       rows = fixed.maskedRows;
@@ -135,11 +152,13 @@ struct MoEDecomposeLayerPass
     auto dispatch = DispatchOp::create(
         b, xType.clone({rows, xType.getDimSize(1)}),
         RankedTensorType::get({rows}, i32),
-        RankedTensorType::get({inputTokens, topK}, i32), expertInput, ids,
-        b.getI64IntegerAttr(localExperts), capacity);
+        RankedTensorType::get({inputTokens, topK}, i32),
+        RankedTensorType::get({localExperts + 1}, i32), expertInput, ids,
+        b.getI64IntegerAttr(localExperts), capacity, tile);
 
     Value expertOut = buildExpertMLP(b, dispatch.getDispatched(),
-                                     dispatch.getRowExpert(), layer.getW13(),
+                                     dispatch.getRowExpert(),
+                                     dispatch.getExpertOffsets(), layer.getW13(),
                                      layer.getW2(), layer.getActivationAttr());
     Value y = CombineOp::create(b, inputType, expertOut, dispatch.getSlot(),
                                 weights);

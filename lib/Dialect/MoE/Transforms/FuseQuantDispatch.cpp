@@ -40,20 +40,24 @@ void feedCodesToTheGemm(EpDispatchOp op, int64_t groups) {
   b.setInsertionPoint(local);
   auto rowsOf = [&](Value rows, Type element, int64_t width) {
     auto type = local.getDispatched().getType();
+    Value offsets = local.getExpertOffsets();
     return DispatchOp::create(b, type.clone({type.getDimSize(0), width}, element),
                               local.getRowExpert().getType(), local.getSlot().getType(),
-                              rows, local.getExpertIds(), local.getNumExpertsAttr(),
-                              local.getCapacityAttr());
+                              offsets ? offsets.getType() : Type(), rows,
+                              local.getExpertIds(), local.getNumExpertsAttr(),
+                              local.getCapacityAttr(), local.getRowTileAttr());
   };
   DispatchOp codes = rowsOf(fp8.getReceived(), i8, received.getDimSize(1));
   DispatchOp scales = rowsOf(fp8.getReceivedScales(), b.getF32Type(), groups);
   b.setInsertionPoint(gemm);
   auto fed = GroupedMatmulOp::create(b, gemm.getType(), codes.getDispatched(),
                                      gemm.getWeight(), codes.getRowExpert(),
-                                     scales.getDispatched());
+                                     scales.getDispatched(), codes.getExpertOffsets());
   gemm.getResult().replaceAllUsesWith(fed.getResult());
   local.getRowExpert().replaceAllUsesWith(codes.getRowExpert());
   local.getSlot().replaceAllUsesWith(codes.getSlot());
+  if (Value offsets = local.getExpertOffsets())
+    offsets.replaceAllUsesWith(codes.getExpertOffsets());
   op.getLocalIds().replaceAllUsesWith(fp8.getLocalIds());
   op.getLocalWeights().replaceAllUsesWith(fp8.getLocalWeights());
   op.getHandle().replaceAllUsesWith(fp8.getHandle());

@@ -132,8 +132,17 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
     `row_expert[N]` is the expert of each row; `slot[T,k]` is the row that
     holds the j-th choice of token t, which `moe.combine` uses to bring the
     results back. With one expert-parallel rank this is a local permutation.
-    A negative id marks a (token, choice) that is not for this rank (see
-    `moe.ep_dispatch`): such rows come last, with `row_expert = num_experts`.
+
+    With `row_tile = R` each expert's rows are padded to a multiple of R
+    (the layout a GEMM with row tiles of R wants: every tile holds rows of
+    one expert), so `N = T*k + num_experts*(R-1)` rows at most; padding rows
+    are zero with `row_expert = -1`. A negative id marks a (token, choice)
+    that is not for this rank (see `moe.ep_dispatch`): it gets no row and
+    `slot = -1`; unused rows at the end are zero with `row_expert = -1`.
+    The optional result `expert_offsets[num_experts + 1]` gives where each
+    expert's block of rows starts (exclusive prefix sums of the padded
+    counts; the last entry ends the used rows): the rows of expert `e` come
+    first in `[offsets[e], offsets[e+1])`, padding after them.
 
     With `capacity = C` the layout is masked instead (the decode layout):
     `dispatched` has `num_experts * C` rows, expert `e` owns rows
@@ -141,6 +150,7 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
     zero with `row_expert = -1`; a negative id gets `slot = -1`. Shapes are
     static, and no count decides a size. `T <= C` must hold (each token meets
     an expert at most once); the lowering checks it when `T` is dynamic.
+    `expert_offsets[e]` is then `e*C`, and `row_tile` must divide `C`.
 
     ```mlir
     %rows, %row_expert, %slot = moe.dispatch %x, %ids num_experts = 8
@@ -150,12 +160,18 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
   }];
   let arguments = (ins MoE_RowsTensor:$x, MoE_I32Tensor:$expert_ids,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
-                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$capacity);
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$capacity,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$row_tile);
   let results = (outs MoE_RowsTensor:$dispatched, MoE_I32Tensor:$row_expert,
-                      MoE_I32Tensor:$slot);
+                      MoE_I32Tensor:$slot, Optional<MoE_I32Tensor>:$expert_offsets);
   let assemblyFormat = [{
     $x `,` $expert_ids `num_experts` `=` $num_experts
-    (`capacity` `=` $capacity^)? attr-dict `:` functional-type(operands, results)
+    (`capacity` `=` $capacity^)? (`row_tile` `=` $row_tile^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// Rows per tile of the layout (1: no padding).
+    int64_t getRowTileOrOne() { return getRowTile() ? int64_t(*getRowTile()) : 1; }
   }];
   let hasVerifier = 1;
 }
@@ -164,7 +180,7 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
 // moe.grouped_matmul
 //===----------------------------------------------------------------------===//
 
-def MoE_GroupedMatmulOp : MoE_Op<"grouped_matmul", [Pure]> {
+def MoE_GroupedMatmulOp : MoE_Op<"grouped_matmul", [Pure, AttrSizedOperandSegments]> {
   let summary = "One GEMM per expert over the rows assigned to it";
   let description = [{
     `result[r, m] = sum_k input[r, k] * weight[row_expert[r], m, k]`, with
@@ -175,6 +191,10 @@ def MoE_GroupedMatmulOp : MoE_Op<"grouped_matmul", [Pure]> {
     one f32 scale per group of `K/G` elements: the GEMM reads
     `e4m3(input[r, k]) * scales[r, k / (K/G)]`, so quantized rows from the
     dispatch are consumed as they arrived; the result has the weight's type.
+    With `expert_offsets[E + 1]` (from `moe.dispatch`) the rows are grouped:
+    expert `e`'s rows come first in `[offsets[e], offsets[e+1])`, rows of no
+    expert after them; code generation then runs one GEMM per expert
+    block, reusing its weights across the block's rows.
 
     ```mlir
     %h = moe.grouped_matmul %rows, %w13, %row_expert
@@ -182,11 +202,12 @@ def MoE_GroupedMatmulOp : MoE_Op<"grouped_matmul", [Pure]> {
     ```
   }];
   let arguments = (ins MoE_RowsTensor:$input, MoE_FloatTensor:$weight,
-                       MoE_I32Tensor:$row_expert, Optional<MoE_F32Tensor>:$scales);
+                       MoE_I32Tensor:$row_expert, Optional<MoE_F32Tensor>:$scales,
+                       Optional<MoE_I32Tensor>:$expert_offsets);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight `,` $row_expert (`scales` $scales^)? attr-dict `:`
-    functional-type(operands, results)
+    $input `,` $weight `,` $row_expert (`scales` $scales^)?
+    (`offsets` $expert_offsets^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -28,6 +28,11 @@ def MoEDecomposeLayer : Pass<"moe-decompose-layer"> {
     %y = moe.combine %o, %slot, %w : ...
     ```
   }];
+  let options = [
+    Option<"rowTile", "row-tile", "int64_t", "1",
+           "Pad each expert's dispatched rows to a multiple of this (the row "
+           "tile of the expert GEMM; 1: no padding, what the CPU GEMM wants)">,
+  ];
   let dependentDialects = ["::mlir::tensor::TensorDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::arith::ArithDialect"];

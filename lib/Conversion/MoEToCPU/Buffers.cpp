@@ -1,0 +1,46 @@
+//===- Buffers.cpp - memref islands inside tensor programs ----------------===//
+#include "CPUPatterns.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+Value cpu::readBuffer(OpBuilder &b, Location loc, Value tensor) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
+  if (!strides.empty())
+    strides.back() = 1;
+  auto layout =
+      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides);
+  auto memrefType =
+      MemRefType::get(type.getShape(), type.getElementType(), layout);
+  return bufferization::ToBufferOp::create(b, loc, memrefType, tensor,
+                                           /*read_only=*/true);
+}
+
+Value cpu::allocBuffer(OpBuilder &b, Location loc, RankedTensorType type,
+                       ValueRange dynamicSizes) {
+  auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
+  // 64-byte alignment: whole cache lines for the vector loads.
+  return memref::AllocOp::create(b, loc, memrefType, dynamicSizes,
+                                 b.getI64IntegerAttr(64));
+}
+
+Value cpu::toTensor(OpBuilder &b, Location loc, Value buffer, Type tensorType) {
+  return bufferization::ToTensorOp::create(b, loc, tensorType, buffer,
+                                           /*restrict=*/true, /*writable=*/true);
+}
+
+Value cpu::constIndex(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+Value cpu::loadIndex(OpBuilder &b, Location loc, Value buffer,
+                     ValueRange indices) {
+  Value v = memref::LoadOp::create(b, loc, buffer, indices);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+}

@@ -1,0 +1,316 @@
+//===- GroupedMatmulCPU.cpp - grouped GEMMs as tiled, vectorized, threaded loops ===//
+//
+// The strategy, outermost first:
+//   scf.forall over work items (column block, expert): threads; the column
+//     block is the outer index, so a static split across threads gives each
+//     thread its share of every expert's columns.
+//   row blocks of `rowBlock` rows of the expert (its rows stay in L2),
+//   register-cols weight rows at a time (their K-panel stays in L1/L2),
+//   register tiles of register-rows rows by register-cols weight rows whose
+//     reduction over K runs on vector<vector-width x f32> accumulators with
+//     vector.fma; one horizontal sum per output element at the end.
+// Weights are read in HuggingFace's [E, N, K] layout: both operands are
+// contiguous along K, so no packing step is needed. bf16 operands are
+// widened to f32 in registers (a shift of the 16 bits), so a bf16 layer
+// reads half the bytes.
+//===----------------------------------------------------------------------===//
+#include "CPUPatterns.h"
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using namespace mlir::moe::cpu;
+
+namespace {
+/// Emits the loops of one grouped GEMM.
+class GemmEmitter {
+public:
+  GemmEmitter(OpBuilder &b, Location loc, const GemmBuffers &ops,
+              const CpuCodegenOptions &options)
+      : b(b), loc(loc), ops(ops), options(options) {
+    auto wType = cast<MemRefType>(ops.w.getType());
+    experts = wType.getDimSize(0);
+    cols = wType.getDimSize(1);
+    depth = wType.getDimSize(2);
+    lanes = options.vectorWidth;
+    f32Vector = VectorType::get({lanes}, b.getF32Type());
+  }
+
+  void emit() {
+    int64_t columnBlocks = llvm::divideCeil(cols, options.columnBlock);
+    Value items = constIndex(b, loc, columnBlocks * experts);
+    scf::ForallOp::create(
+        b, loc, ArrayRef<OpFoldResult>{items}, ValueRange{}, std::nullopt,
+        [&](OpBuilder &nb, Location nl, ValueRange ivs) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          emitWorkItem(ivs[0]);
+          scf::InParallelOp::create(b, loc);
+        });
+  }
+
+private:
+  Value c(int64_t v) { return constIndex(b, loc, v); }
+
+  void emitWorkItem(Value item) {
+    Value expert = arith::RemUIOp::create(b, loc, item, c(experts));
+    Value block = arith::DivUIOp::create(b, loc, item, c(experts));
+    Value begin = memref::LoadOp::create(b, loc, ops.rowBegin, expert);
+    Value end = memref::LoadOp::create(b, loc, ops.rowEnd, expert);
+    Value colBegin = arith::MulIOp::create(b, loc, block, c(options.columnBlock));
+    Value colEnd = arith::MinUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, colBegin, c(options.columnBlock)),
+        c(cols));
+    int64_t rowBlock = options.registerRows * 16;
+    forLoop(begin, end, c(rowBlock), [&](Value rowStart) {
+      Value rowStop = arith::MinUIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, rowStart, c(rowBlock)), end);
+      // Rows in whole register tiles, then the rest one at a time.
+      Value span = arith::SubIOp::create(b, loc, rowStop, rowStart);
+      Value whole = arith::MulIOp::create(
+          b, loc,
+          arith::DivUIOp::create(b, loc, span, c(options.registerRows)),
+          c(options.registerRows));
+      Value tilesEnd = arith::AddIOp::create(b, loc, rowStart, whole);
+      forLoop(colBegin, colEnd, c(options.registerCols), [&](Value col) {
+        forLoop(rowStart, tilesEnd, c(options.registerRows), [&](Value row) {
+          emitRegisterTile(expert, row, options.registerRows, col, colEnd);
+        });
+        forLoop(tilesEnd, rowStop, c(1), [&](Value row) {
+          emitRegisterTile(expert, row, 1, col, colEnd);
+        });
+      });
+    });
+  }
+
+  void forLoop(Value lb, Value ub, Value step, function_ref<void(Value)> body) {
+    scf::ForOp::create(b, loc, lb, ub, step, ValueRange{},
+                       [&](OpBuilder &nb, Location, Value iv, ValueRange) {
+                         OpBuilder::InsertionGuard guard(b);
+                         b.setInsertionPoint(nb.getInsertionBlock(),
+                                             nb.getInsertionPoint());
+                         body(iv);
+                         scf::YieldOp::create(b, loc);
+                       });
+  }
+
+  /// `lanes` elements of row `indices` of `buffer` from index `k` on, as f32;
+  /// `mask` (optional) limits the read at the end of a row.
+  Value loadRow(Value buffer, ValueRange indices, Value mask) {
+    auto type = cast<MemRefType>(buffer.getType());
+    Type element = type.getElementType();
+    auto vectorType = VectorType::get({lanes}, element);
+    Value v;
+    if (mask) {
+      Value zero = arith::ConstantOp::create(
+          b, loc, vectorType, DenseElementsAttr::get(vectorType, b.getZeroAttr(element)));
+      v = vector::MaskedLoadOp::create(b, loc, vectorType, buffer, indices, mask, zero);
+    } else {
+      v = vector::LoadOp::create(b, loc, vectorType, buffer, indices);
+    }
+    if (element.isF32())
+      return v;
+    // bf16 -> f32 is exact: the 16 bits become the high half of the f32.
+    auto i16 = VectorType::get({lanes}, b.getI16Type());
+    auto i32 = VectorType::get({lanes}, b.getI32Type());
+    Value bits = vector::BitCastOp::create(b, loc, i16, v);
+    Value wide = arith::ExtUIOp::create(b, loc, i32, bits);
+    Value shift = arith::ConstantOp::create(
+        b, loc, i32, DenseElementsAttr::get(i32, b.getI32IntegerAttr(16)));
+    Value high = arith::ShLIOp::create(b, loc, wide, shift);
+    return vector::BitCastOp::create(b, loc, f32Vector, high);
+  }
+
+  /// out[row + i, col + j] for i < rows, j < register-cols (columns clamped
+  /// to colEnd - 1; the clamped duplicates are not stored).
+  void emitRegisterTile(Value expert, Value row, int64_t rows, Value col,
+                        Value colEnd) {
+    const int64_t tileCols = options.registerCols;
+    const bool ragged = cols % tileCols != 0;
+    Value lastCol = arith::SubIOp::create(b, loc, colEnd, c(1));
+    SmallVector<Value> rowIdx, colIdx;
+    for (int64_t i = 0; i < rows; ++i)
+      rowIdx.push_back(i ? arith::AddIOp::create(b, loc, row, c(i)).getResult() : row);
+    for (int64_t j = 0; j < tileCols; ++j) {
+      Value cj = j ? arith::AddIOp::create(b, loc, col, c(j)).getResult() : col;
+      colIdx.push_back(ragged ? arith::MinUIOp::create(b, loc, cj, lastCol).getResult() : cj);
+    }
+    Value zero = arith::ConstantOp::create(
+        b, loc, f32Vector, DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(0)));
+    SmallVector<Value> init(rows * tileCols, zero);
+
+    auto step = [&](Value k, ValueRange acc, Value mask) {
+      SmallVector<Value> a, next(acc.begin(), acc.end());
+      for (int64_t i = 0; i < rows; ++i)
+        a.push_back(loadRow(ops.a, {rowIdx[i], k}, mask));
+      for (int64_t j = 0; j < tileCols; ++j) {
+        Value w = loadRow(ops.w, {expert, colIdx[j], k}, mask);
+        for (int64_t i = 0; i < rows; ++i)
+          next[i * tileCols + j] =
+              vector::FMAOp::create(b, loc, a[i], w, next[i * tileCols + j]);
+      }
+      return next;
+    };
+
+    int64_t whole = depth / lanes * lanes;
+    SmallVector<Value> acc = init;
+    if (whole > 0) {
+      auto loop = scf::ForOp::create(
+          b, loc, c(0), c(whole), c(lanes), init,
+          [&](OpBuilder &nb, Location, Value k, ValueRange iter) {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+            scf::YieldOp::create(b, loc, step(k, iter, Value()));
+          });
+      acc.assign(loop.getResults().begin(), loop.getResults().end());
+    }
+    if (whole < depth) {
+      auto maskType = VectorType::get({lanes}, b.getI1Type());
+      Value mask = vector::ConstantMaskOp::create(
+          b, loc, maskType, b.getDenseI64ArrayAttr({depth - whole}));
+      acc = step(c(whole), acc, mask);
+    }
+
+    Type outElement = cast<MemRefType>(ops.out.getType()).getElementType();
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < tileCols; ++j) {
+        Value sum = vector::ReductionOp::create(
+            b, loc, vector::CombiningKind::ADD, acc[i * tileCols + j],
+            arith::FastMathFlags::reassoc);
+        if (!outElement.isF32())
+          sum = arith::TruncFOp::create(b, loc, outElement, sum);
+        auto store = [&](OpBuilder &sb, Location sl) {
+          memref::StoreOp::create(sb, sl, sum, ops.out,
+                                  ValueRange{rowIdx[i], colIdx[j]});
+        };
+        if (!ragged || j == 0) {
+          store(b, loc);
+          continue;
+        }
+        Value cj = arith::AddIOp::create(b, loc, col, c(j));
+        Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, cj, colEnd);
+        scf::IfOp::create(b, loc, inside, [&](OpBuilder &tb, Location tl) {
+          store(tb, tl);
+          scf::YieldOp::create(tb, tl);
+        });
+      }
+  }
+
+  OpBuilder &b;
+  Location loc;
+  const GemmBuffers &ops;
+  const CpuCodegenOptions &options;
+  int64_t experts, cols, depth, lanes;
+  VectorType f32Vector;
+};
+} // namespace
+
+namespace {
+/// moe.grouped_matmul on the grouped layout (with expert_offsets): the
+/// expert ranges first (O(rows)), zero rows that hold no expert's row, then
+/// the GEMM. FP8 inputs (with scales) keep the linalg lowering.
+struct GroupedMatmulToCPU : OpRewritePattern<GroupedMatmulOp> {
+  GroupedMatmulToCPU(MLIRContext *ctx, const CpuCodegenOptions &options)
+      : OpRewritePattern(ctx), options(options) {}
+
+  LogicalResult matchAndRewrite(GroupedMatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getScales() || !op.getExpertOffsets())
+      return rewriter.notifyMatchFailure(op, "needs the grouped layout, no FP8");
+    auto inType = op.getInput().getType();
+    if (ShapedType::isDynamic(inType.getDimSize(1)) ||
+        llvm::any_of(op.getWeight().getType().getShape(), ShapedType::isDynamic))
+      return rewriter.notifyMatchFailure(op, "needs static K, N and E");
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    auto resultType = op.getType();
+    Value rows = tensor::DimOp::create(b, loc, op.getInput(), 0);
+    auto outTensor = RankedTensorType::get(
+        {inType.getDimSize(0), resultType.getDimSize(1)}, resultType.getElementType());
+    Value out = allocBuffer(b, loc, outTensor,
+                            outTensor.isDynamicDim(0) ? ValueRange{rows} : ValueRange{});
+    const int64_t experts = op.getWeight().getType().getDimSize(0);
+    auto indexBuffer = MemRefType::get({experts}, b.getIndexType());
+    GemmBuffers ops;
+    ops.a = readBuffer(b, loc, op.getInput());
+    ops.w = readBuffer(b, loc, op.getWeight());
+    ops.out = out;
+    ops.rowBegin = memref::AllocOp::create(b, loc, indexBuffer);
+    ops.rowEnd = memref::AllocOp::create(b, loc, indexBuffer);
+    emitRanges(b, loc, readBuffer(b, loc, op.getExpertOffsets()),
+               readBuffer(b, loc, op.getRowExpert()), ops, rows, experts);
+    buildGroupedGemm(b, loc, ops, options);
+    Value result = toTensor(b, loc, out, outTensor);
+    if (result.getType() != resultType)
+      result = tensor::CastOp::create(b, loc, resultType, result);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+
+  /// rowBegin[e] = offsets[e]; rowEnd[e] = the end of the rows of e at the
+  /// head of its block. Padding rows and rows outside every block are zeroed.
+  static void emitRanges(OpBuilder &b, Location loc, Value offsets,
+                         Value rowExpert, const GemmBuffers &ops, Value rows,
+                         int64_t experts) {
+    Value zero = constIndex(b, loc, 0), one = constIndex(b, loc, 1);
+    Type element = cast<MemRefType>(ops.out.getType()).getElementType();
+    Value zeroValue = arith::ConstantOp::create(b, loc, b.getZeroAttr(element));
+    auto zeroRows = [&](OpBuilder &nb, Location nl, Value from, Value to) {
+      Value lo = arith::MinUIOp::create(nb, nl, from, rows);
+      Value hi = arith::MaxUIOp::create(nb, nl, lo, arith::MinUIOp::create(nb, nl, to, rows));
+      Value count = arith::SubIOp::create(nb, nl, hi, lo);
+      int64_t cols = cast<MemRefType>(ops.out.getType()).getDimSize(1);
+      SmallVector<OpFoldResult> offsets = {lo, nb.getIndexAttr(0)};
+      SmallVector<OpFoldResult> sizes = {count, nb.getIndexAttr(cols)};
+      SmallVector<OpFoldResult> strides = {nb.getIndexAttr(1), nb.getIndexAttr(1)};
+      Value view = memref::SubViewOp::create(nb, nl, ops.out, offsets, sizes, strides);
+      linalg::FillOp::create(nb, nl, zeroValue, view);
+    };
+    zeroRows(b, loc, zero, loadIndex(b, loc, offsets, constIndex(b, loc, 0)));
+    zeroRows(b, loc, loadIndex(b, loc, offsets, constIndex(b, loc, experts)), rows);
+    scf::ForOp::create(
+        b, loc, zero, constIndex(b, loc, experts), one, ValueRange{},
+        [&](OpBuilder &nb, Location nl, Value e, ValueRange) {
+          Value lo = loadIndex(nb, nl, offsets, e);
+          Value next = arith::AddIOp::create(nb, nl, e, one);
+          Value hi = arith::MaxUIOp::create(nb, nl, lo, loadIndex(nb, nl, offsets, next));
+          hi = arith::MinUIOp::create(nb, nl, hi, rows);
+          lo = arith::MinUIOp::create(nb, nl, lo, hi);
+          Value expertId = arith::IndexCastOp::create(nb, nl, nb.getI32Type(), e);
+          // The rows of e lead its block: count them.
+          auto count = scf::ForOp::create(
+              nb, nl, lo, hi, one, ValueRange{zero},
+              [&](OpBuilder &cb, Location cl, Value r, ValueRange acc) {
+                Value id = memref::LoadOp::create(cb, cl, rowExpert, r);
+                Value mine = arith::CmpIOp::create(cb, cl, arith::CmpIPredicate::eq, id, expertId);
+                Value add = arith::SelectOp::create(cb, cl, mine, one, zero);
+                scf::YieldOp::create(cb, cl, ValueRange{arith::AddIOp::create(cb, cl, acc[0], add)});
+              });
+          Value end = arith::AddIOp::create(nb, nl, lo, count.getResult(0));
+          memref::StoreOp::create(nb, nl, lo, ops.rowBegin, e);
+          memref::StoreOp::create(nb, nl, end, ops.rowEnd, e);
+          zeroRows(nb, nl, end, hi);
+          scf::YieldOp::create(nb, nl);
+        });
+  }
+
+  CpuCodegenOptions options;
+};
+} // namespace
+
+void cpu::populateCpuGroupedMatmulPatterns(RewritePatternSet &patterns,
+                                           const CpuCodegenOptions &options) {
+  patterns.add<GroupedMatmulToCPU>(patterns.getContext(), options);
+}
+
+void cpu::buildGroupedGemm(OpBuilder &b, Location loc, const GemmBuffers &operands,
+                           const CpuCodegenOptions &options) {
+  GemmEmitter(b, loc, operands, options).emit();
+}

@@ -1,0 +1,53 @@
+//===- MoEToCPU.cpp - the CPU code-generation strategy of moe ops ---------===//
+#include "CPUPatterns.h"
+#include "moe/Conversion/Passes.h"
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_CONVERTMOETOCPU
+#include "moe/Conversion/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+struct ConvertMoEToCPUPass
+    : moe::impl::ConvertMoEToCPUBase<ConvertMoEToCPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (vectorWidth < 1 || registerRows < 1 || registerCols < 1 ||
+        columnBlock < registerCols || columnBlock % registerCols != 0) {
+      getOperation()->emitError(
+          "convert-moe-to-cpu: tile sizes must be positive and column-block "
+          "a multiple of register-cols");
+      return signalPassFailure();
+    }
+    cpu::CpuCodegenOptions options;
+    options.vectorWidth = vectorWidth;
+    options.registerRows = registerRows;
+    options.registerCols = registerCols;
+    options.columnBlock = columnBlock;
+    RewritePatternSet patterns(&getContext());
+    cpu::populateCpuGroupedMatmulPatterns(patterns, options);
+    cpu::populateCpuRoutePatterns(patterns, options);
+    cpu::populateCpuDispatchPatterns(patterns, options);
+    // Each pattern replaces its op once; nothing needs folding in between.
+    GreedyRewriteConfig config;
+    config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+    config.enableFolding(false);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), config)))
+      signalPassFailure();
+  }
+};
+} // namespace
