@@ -128,7 +128,9 @@ bool Collectives::injectedSkip(const char *name) const {
 
 Status Collectives::agree(const char *name, int64_t elements,
                           Clock::time_point &deadline,
-                          const std::string &problem) {
+                          const std::string &problem, const Carry *carry,
+                          std::vector<CollectiveDescriptor> *received,
+                          bool *carried) {
   CollectiveDescriptor mine;
   mine.sequence = sequence++;
   std::strncpy(mine.name, name, sizeof(mine.name) - 1);
@@ -136,9 +138,30 @@ Status Collectives::agree(const char *name, int64_t elements,
   mine.signature = signature;
   std::strncpy(mine.problem, problem.c_str(), sizeof(mine.problem) - 1);
   deadline = Clock::now() + limit;
-  std::vector<CollectiveDescriptor> all;
+  std::vector<CollectiveDescriptor> local;
+  std::vector<CollectiveDescriptor> &all = received ? *received : local;
   std::vector<int> missing;
-  if (Status error = comm->exchangeDescriptors(mine, all, missing, deadline)) {
+  const bool carrying = carry && comm->carriesData();
+  if (carried)
+    *carried = false;
+  Status exchanged;
+  if (carrying) {
+    // One descriptor per peer, each with that peer's bytes. A rank with a
+    // problem carries nothing: its sizes may not be readable.
+    std::vector<CollectiveDescriptor> toPeer(size(), mine);
+    bool fits = problem.empty();
+    for (int p = 0; p < size() && fits; ++p)
+      fits = carry->fill(p, toPeer[p]);
+    for (CollectiveDescriptor &d : toPeer) {
+      d.carried = fits;
+      if (!fits)
+        d.inlineBytes = 0;
+    }
+    exchanged = comm->exchangeCarrying(toPeer, all, missing, deadline);
+  } else {
+    exchanged = comm->exchangeDescriptors(mine, all, missing, deadline);
+  }
+  if (Status error = exchanged) {
     MessageStream os;
     os << "collective " << describe(mine) << ": ";
     if (missing.empty()) {
@@ -173,8 +196,15 @@ Status Collectives::agree(const char *name, int64_t elements,
     agreed &= d.sequence == mine.sequence &&
               std::strncmp(d.name, mine.name, sizeof(d.name)) == 0 &&
               d.elements == mine.elements;
-  if (agreed)
+  if (agreed) {
+    if (carrying && carried) {
+      bool every = true;
+      for (const CollectiveDescriptor &d : all)
+        every &= d.carried != 0;
+      *carried = every;
+    }
     return std::nullopt;
+  }
   MessageStream os;
   os << "ranks disagree on collective #" << mine.sequence << ":";
   for (size_t r = 0; r < all.size(); ++r)
@@ -194,14 +224,16 @@ void Collectives::count(const char *name, int64_t sent, int64_t received,
 Status Collectives::run(const char *name, int64_t elements, int64_t sent,
                         int64_t received,
                         const std::function<Status(Clock::time_point)> &call,
-                        const std::string &problem) {
+                        const std::string &problem, const Carry *carry) {
   if (injectedSkip(name))
     return std::nullopt;
   auto start = Clock::now();
   Clock::time_point deadline;
-  if (Status e = agree(name, elements, deadline, problem))
+  std::vector<CollectiveDescriptor> all;
+  bool carried = false;
+  if (Status e = agree(name, elements, deadline, problem, carry, &all, &carried))
     return e;
-  if (Status e = call(deadline))
+  if (Status e = carried ? carry->finish(all) : call(deadline))
     return "collective '" + std::string(name) + "': " + *e;
   count(name, sent, received, start);
   return std::nullopt;
@@ -234,12 +266,44 @@ Status Collectives::allToAllV(const char *name, const void *send,
               " bytes to send and " + std::to_string(received) +
               " to receive exceed the " + comm->backend() + " backend's limit of " +
               std::to_string(most) + " bytes per collective";
+  // Counts and other small exchanges travel with the agreement.
+  const int64_t kInline = CollectiveDescriptor::kInlineBytes;
+  std::vector<int64_t> sendAt(size() + 1, 0), recvAt(size() + 1, 0);
+  bool small = problem.empty();
+  for (int p = 0; p < size() && small; ++p) {
+    small = sendBytes[p] <= kInline && recvBytes[p] <= kInline;
+    sendAt[p + 1] = sendAt[p] + sendBytes[p];
+    recvAt[p + 1] = recvAt[p] + recvBytes[p];
+  }
+  Carry carry;
+  carry.fill = [&](int p, CollectiveDescriptor &d) {
+    if (!small)
+      return false;
+    d.inlineBytes = sendBytes[p];
+    if (sendBytes[p])
+      std::memcpy(d.data, static_cast<const uint8_t *>(send) + sendAt[p],
+                  size_t(sendBytes[p]));
+    return true;
+  };
+  carry.finish = [&](const std::vector<CollectiveDescriptor> &all) -> Status {
+    for (int p = 0; p < size(); ++p)
+      if (all[p].inlineBytes != recvBytes[p])
+        return "all-to-all: rank " + std::to_string(p) + " sent " +
+               std::to_string(all[p].inlineBytes) + " bytes to rank " +
+               std::to_string(rank()) + ", which expects " +
+               std::to_string(recvBytes[p]);
+    for (int p = 0; p < size(); ++p)
+      if (recvBytes[p])
+        std::memcpy(static_cast<uint8_t *>(recv) + recvAt[p], all[p].data,
+                    size_t(recvBytes[p]));
+    return std::nullopt;
+  };
   return run(
       name, 0, sent, received,
       [&](Clock::time_point deadline) {
         return comm->allToAllV(send, sendBytes, recv, recvBytes, deadline);
       },
-      problem);
+      problem, &carry);
 }
 
 Status Collectives::allReduce(const char *name, int64_t *values, int64_t count_,
@@ -254,12 +318,42 @@ Status Collectives::allReduce(const char *name, int64_t *values, int64_t count_,
   else if (count_ > 0 && !values)
     problem = "collective '" + std::string(name) + "': values is a null pointer";
   int64_t moved = size() > 1 ? bytes : 0;
+  // Each rank sends every rank its values; each reduces them in rank order.
+  // The count is agreed, so either every rank carries or none does.
+  Carry carry;
+  carry.fill = [&](int, CollectiveDescriptor &d) {
+    if (bytes > CollectiveDescriptor::kInlineBytes)
+      return false;
+    d.inlineBytes = bytes;
+    if (bytes)
+      std::memcpy(d.data, values, size_t(bytes));
+    return true;
+  };
+  carry.finish = [&](const std::vector<CollectiveDescriptor> &all) -> Status {
+    std::vector<int64_t> result(static_cast<size_t>(count_), 0);
+    std::vector<int64_t> theirs(static_cast<size_t>(count_), 0);
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].inlineBytes != bytes)
+        return "all-reduce: rank " + std::to_string(r) + " sent " +
+               std::to_string(all[r].inlineBytes) + " bytes, not " + std::to_string(bytes);
+      if (bytes)
+        std::memcpy(theirs.data(), all[r].data, size_t(bytes));
+      for (int64_t i = 0; i < count_; ++i)
+        result[i] = r == 0 ? theirs[i]
+                    : op == ReduceOp::Sum
+                        ? int64_t(uint64_t(result[i]) + uint64_t(theirs[i])) // wraps, as MPI_SUM
+                        : std::max(result[i], theirs[i]);
+    }
+    if (bytes)
+      std::memcpy(values, result.data(), size_t(bytes));
+    return std::nullopt;
+  };
   return run(
       name, count_, moved, moved,
       [&](Clock::time_point deadline) {
         return comm->allReduce(values, count_, op, deadline);
       },
-      problem);
+      problem, &carry);
 }
 
 Status Collectives::allGather(const char *name, const void *send, int64_t bytes,
@@ -273,16 +367,47 @@ Status Collectives::allGather(const char *name, const void *send, int64_t bytes,
   else if (bytes > 0 && (!send || !recv))
     problem = "collective '" + std::string(name) + "': a null buffer";
   int64_t moved = problem.empty() ? all - bytes : 0;
+  Carry carry;
+  carry.fill = [&](int, CollectiveDescriptor &d) {
+    if (bytes > CollectiveDescriptor::kInlineBytes)
+      return false;
+    d.inlineBytes = bytes;
+    if (bytes)
+      std::memcpy(d.data, send, size_t(bytes));
+    return true;
+  };
+  carry.finish = [&](const std::vector<CollectiveDescriptor> &got) -> Status {
+    for (size_t r = 0; r < got.size(); ++r)
+      if (got[r].inlineBytes != bytes)
+        return "all-gather: rank " + std::to_string(r) + " sent " +
+               std::to_string(got[r].inlineBytes) + " bytes, not " + std::to_string(bytes);
+    for (size_t r = 0; r < got.size(); ++r)
+      if (bytes)
+        std::memcpy(static_cast<uint8_t *>(recv) + r * size_t(bytes), got[r].data,
+                    size_t(bytes));
+    return std::nullopt;
+  };
   return run(
       name, bytes, moved, moved,
       [&](Clock::time_point deadline) {
         return comm->allGather(send, bytes, recv, deadline);
       },
-      problem);
+      problem, &carry);
 }
 
 Status Collectives::barrier(const char *name) {
-  return run(name, 0, 0, 0, [&](Clock::time_point deadline) {
-    return comm->barrier(deadline);
-  });
+  // Every rank has heard from every rank once the descriptors arrived: the
+  // agreement is the barrier.
+  Carry carry;
+  carry.fill = [](int, CollectiveDescriptor &d) {
+    d.inlineBytes = 0;
+    return true;
+  };
+  carry.finish = [](const std::vector<CollectiveDescriptor> &) -> Status {
+    return std::nullopt;
+  };
+  return run(
+      name, 0, 0, 0,
+      [&](Clock::time_point deadline) { return comm->barrier(deadline); }, "",
+      &carry);
 }

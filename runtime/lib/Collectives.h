@@ -61,15 +61,31 @@ public:
   static Status checkName(const char *name);
 
 private:
+  /// A collective small enough to travel inside the descriptor exchange
+  /// (when the backend carriesData): `fill` writes what rank p gets into
+  /// the descriptor for p, or returns false when this rank's sizes do not
+  /// fit; `finish` completes the collective from the descriptors received,
+  /// once the ranks agreed and every rank's bytes fit. Otherwise the data
+  /// collective runs after the agreement, as for any collective.
+  struct Carry {
+    std::function<bool(int peer, CollectiveDescriptor &)> fill;
+    std::function<Status(const std::vector<CollectiveDescriptor> &)> finish;
+  };
   /// The agreement step; returns the deadline for the collective itself.
+  /// With `carry`, also the descriptors received and whether every rank
+  /// carried its bytes in them (`carried`: no data collective is needed).
   Status agree(const char *name, int64_t elements,
-               Clock::time_point &deadline, const std::string &problem = "");
+               Clock::time_point &deadline, const std::string &problem = "",
+               const Carry *carry = nullptr,
+               std::vector<CollectiveDescriptor> *received = nullptr,
+               bool *carried = nullptr);
   /// Skip check, agreement, the call itself within the deadline, counting.
   /// A non-empty `problem` (a size this rank cannot send) fails every rank
-  /// at the agreement instead.
+  /// at the agreement instead. With `carry`, a collective that fits travels
+  /// with the agreement and `call` does not run.
   Status run(const char *name, int64_t elements, int64_t sent, int64_t received,
              const std::function<Status(Clock::time_point)> &call,
-             const std::string &problem = "");
+             const std::string &problem = "", const Carry *carry = nullptr);
   /// Most bytes one rank moves in one collective: the backend's limit, at
   /// most the runtime's (limits::kMaxWorkspaceBytes).
   int64_t mostBytes() const;

@@ -54,6 +54,17 @@ struct CollectiveDescriptor {
   /// Why this rank cannot go on (empty: it can). Every rank then fails with
   /// it instead of running the collective.
   char problem[512] = {};
+
+  // A small collective can travel inside the descriptor exchange, so that
+  // it costs one latency round instead of two (Communicator::carriesData).
+  // These fields come last: a backend sends only the `inlineBytes` of
+  // `data` that are used. They take no part in the agreement.
+  static constexpr int64_t kInlineBytes = 512;
+  /// This rank can finish the collective from the descriptors alone (its
+  /// sizes fit): when every rank can, none runs the data collective.
+  uint8_t carried = 0;
+  int64_t inlineBytes = 0;       ///< bytes of `data` for the receiving peer
+  uint8_t data[kInlineBytes] = {};
 };
 
 /// One communicator backend (MPI, NCCL, or a single local rank). Buffers are
@@ -75,6 +86,21 @@ public:
                                      std::vector<CollectiveDescriptor> &all,
                                      std::vector<int> &missing,
                                      Clock::time_point deadline) = 0;
+
+  /// Whether exchangeCarrying works: the descriptors can carry a small
+  /// collective's bytes (host memory), so that it needs no data collective.
+  virtual bool carriesData() const { return false; }
+
+  /// Like exchangeDescriptors, but rank p gets toPeer[p] (one descriptor per
+  /// rank, the own one included, differing only in `inlineBytes` and
+  /// `data`); all[p] is what rank p sent to this rank.
+  virtual Status exchangeCarrying(const std::vector<CollectiveDescriptor> &toPeer,
+                                  std::vector<CollectiveDescriptor> &all,
+                                  std::vector<int> &missing,
+                                  Clock::time_point deadline) {
+    (void)toPeer, (void)all, (void)missing, (void)deadline;
+    return std::string("this backend does not carry data in descriptors");
+  }
 
   /// Rank r sends sendBytes[p] bytes to rank p (contiguous, in rank order)
   /// and receives recvBytes[p] bytes from rank p (contiguous, in rank order).

@@ -38,6 +38,19 @@ std::string Counters::toJson(int rank, int size, const char *backend) const {
   writeObject(os, plannedBytes, [&](int64_t b) { os << b; });
   os << ", \"totals\": ";
   writeObject(os, totals, [&](int64_t b) { os << b; });
+  // The layer's time on this rank, split: compute (between each dispatch
+  // and its combine) and the dispatch and combine entries (pack, transfers,
+  // unpack, sums); transfer_share = (dispatch + combine) / all three.
+  auto phase = [&](const char *name) -> int64_t {
+    auto it = phaseSeconds.find(name);
+    return it == phaseSeconds.end() ? 0 : int64_t(it->second * 1e9);
+  };
+  const int64_t dispatchNs = phase("dispatch"), combineNs = phase("combine");
+  const int64_t layerNs = computeNs + dispatchNs + combineNs;
+  os << ", \"compute_ns\": " << computeNs << ", \"compute_calls\": " << computeCalls
+     << ", \"layer\": {\"compute_ns\": " << computeNs << ", \"dispatch_ns\": " << dispatchNs
+     << ", \"combine_ns\": " << combineNs << ", \"transfer_share\": "
+     << (layerNs > 0 ? double(dispatchNs + combineNs) / double(layerNs) : 0.0) << "}";
   os << "}";
   return os.str();
 }

@@ -2,6 +2,7 @@
 #ifndef MOERT_LIB_COUNTERS_H
 #define MOERT_LIB_COUNTERS_H
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -24,6 +25,15 @@ struct Counters {
   /// seen); requests are checked against it before anything is written.
   std::map<std::string, int64_t> plannedBytes;
   std::map<std::string, int64_t> totals; ///< e.g. rows dispatched.
+  /// The layer's compute on this rank: the time from the end of each
+  /// ep_dispatch to the start of its ep_combine, summed, and how many such
+  /// intervals were counted.
+  int64_t computeNs = 0, computeCalls = 0;
+
+  void noteCompute(std::chrono::steady_clock::duration interval) {
+    computeNs += std::chrono::duration_cast<std::chrono::nanoseconds>(interval).count();
+    computeCalls += 1;
+  }
 
   void noteBuffer(const std::string &name, int64_t bytes) {
     int64_t &mark = highWaterBytes[name];

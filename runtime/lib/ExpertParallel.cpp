@@ -10,7 +10,10 @@
 
 using namespace moert;
 
-float moert::loadElement(const uint8_t *p, int64_t elementBytes) {
+namespace {
+// Inline in this file: the exported functions are called through the PLT,
+// which would cost a call per element in the combine's sums.
+inline float load(const uint8_t *p, int64_t elementBytes) {
   if (elementBytes == 4) {
     float f;
     std::memcpy(&f, p, 4);
@@ -24,7 +27,7 @@ float moert::loadElement(const uint8_t *p, int64_t elementBytes) {
   return f;
 }
 
-void moert::storeElement(uint8_t *p, int64_t elementBytes, float value) {
+inline void store(uint8_t *p, int64_t elementBytes, float value) {
   if (elementBytes == 4) {
     std::memcpy(p, &value, 4);
     return;
@@ -37,6 +40,26 @@ void moert::storeElement(uint8_t *p, int64_t elementBytes, float value) {
   else // round to nearest, ties to even
     half = uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
   std::memcpy(p, &half, 2);
+}
+
+/// acc[h] += row[h] for h < n, row in the element type (vectorizes).
+void addRow(float *acc, const uint8_t *row, int64_t n, int64_t elementBytes) {
+  if (elementBytes == 4) {
+    for (int64_t h = 0; h < n; ++h)
+      acc[h] += load(row + 4 * h, 4);
+  } else {
+    for (int64_t h = 0; h < n; ++h)
+      acc[h] += load(row + 2 * h, 2);
+  }
+}
+} // namespace
+
+float moert::loadElement(const uint8_t *p, int64_t elementBytes) {
+  return load(p, elementBytes);
+}
+
+void moert::storeElement(uint8_t *p, int64_t elementBytes, float value) {
+  store(p, elementBytes, value);
 }
 
 namespace {
@@ -293,7 +316,7 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
       const uint8_t *x = in.x + t * in.xRowStride * in.elementBytes;
       if (quantized) {
         for (int64_t h = 0; h < in.hidden; ++h)
-          values[h] = loadElement(x + h * in.elementBytes, in.elementBytes);
+          values[h] = load(x + h * in.elementBytes, in.elementBytes);
         quantizeRow(in.quant, values.data(), in.hidden, out, out + in.hidden);
       } else {
         std::memcpy(out, x, xBytes);
@@ -355,7 +378,7 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
       dequantizeRow(in.quant, row, row + in.hidden, in.hidden, values.data());
       uint8_t *x = dest.x + r * xBytes;
       for (int64_t h = 0; h < in.hidden; ++h)
-        storeElement(x + h * in.elementBytes, in.elementBytes, values[h]);
+        store(x + h * in.elementBytes, in.elementBytes, values[h]);
     } else {
       std::memcpy(dest.x + r * xBytes, row, xBytes);
     }
@@ -390,6 +413,7 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   if (handle == int64_t(inFlight.size()))
     inFlight.emplace_back();
   inFlight[handle] = std::move(state);
+  inFlight[handle].dispatched = Clock::now();
   return std::nullopt;
 }
 
@@ -433,6 +457,10 @@ Status ExpertParallel::combine(int64_t handle, const uint8_t *partial,
                                  " does not name a dispatch in flight");
   InFlight state = std::move(inFlight[handle]);
   inFlight[handle].live = false;
+  // The layer's compute on this rank: from the end of the dispatch to the
+  // start of its combine (summed over calls), so the share of the layer's
+  // time spent in transfers can be computed from the counters.
+  counters.noteCompute(timer.start - state.dispatched);
   Collectives::SignatureScope scope(coll, state.signature);
   const int ranks = coll.size();
   int64_t expectedRows = 0, backRows = 0;
@@ -458,9 +486,12 @@ Status ExpertParallel::combine(int64_t handle, const uint8_t *partial,
   if (Status e = reserve(combineSpace, "combine.recv", state.plannedCombineBytes,
                          backBytes))
     return coll.failTogether("combine.payload", *e);
-  std::vector<float> sum;
+  // f32 sums go straight into y; bf16 ones into f32 first (sumSpace,
+  // reused across calls).
+  const bool direct = state.elementBytes == 4;
   try {
-    sum.assign(size_t(elements), 0.0f);
+    if (!direct && int64_t(sumSpace.size()) < elements)
+      sumSpace.resize(size_t(elements));
   } catch (const std::exception &e) {
     return coll.failTogether("combine.payload", outOfMemory("combine: sums", e));
   }
@@ -476,19 +507,21 @@ Status ExpertParallel::combine(int64_t handle, const uint8_t *partial,
   // Rows come back grouped by the rank that computed them, in rank order:
   // adding them in that order makes the sum the same on every run. In the
   // decode layout each block's masked tail is skipped.
+  // The same additions in the same order either way, from 0.
+  float *sum = direct ? reinterpret_cast<float *>(y) : sumSpace.data();
+  if (elements)
+    std::memset(sum, 0, size_t(elements) * sizeof(float));
   const uint8_t *block = combineSpace.data();
   const int32_t *token = state.sentToken.data();
   for (int p = 0; p < ranks; ++p) {
-    for (int64_t r = 0; r < state.sentRows[p]; ++r, ++token) {
-      float *acc = sum.data() + *token * state.hidden;
-      const uint8_t *row = block + r * xBytes;
-      for (int64_t h = 0; h < state.hidden; ++h)
-        acc[h] += loadElement(row + h * state.elementBytes, state.elementBytes);
-    }
+    for (int64_t r = 0; r < state.sentRows[p]; ++r, ++token)
+      addRow(sum + *token * state.hidden, block + r * xBytes, state.hidden,
+             state.elementBytes);
     block += state.sendBlock(p) * xBytes;
   }
-  for (int64_t i = 0; i < elements; ++i)
-    storeElement(y + i * state.elementBytes, state.elementBytes, sum[i]);
+  if (!direct)
+    for (int64_t i = 0; i < elements; ++i)
+      store(y + i * state.elementBytes, state.elementBytes, sum[i]);
   tokens = state.tokens;
   return std::nullopt;
 }

@@ -96,6 +96,9 @@ private:
     int64_t plannedCombineBytes = 0;             ///< the combine workspace
     std::vector<int64_t> sentRows, receivedRows; ///< valid rows per peer
     std::vector<int32_t> sentToken;              ///< token of each sent row
+    /// When the dispatch returned: the layer's compute on this rank runs
+    /// from then until its combine starts (counted as compute_ns).
+    Clock::time_point dispatched;
     /// Rows that travel to / from each peer: the valid ones, or whole blocks.
     int64_t sendBlock(int peer) const { return slots ? slots : sentRows[peer]; }
     int64_t recvBlock(int peer) const { return slots ? slots : receivedRows[peer]; }
@@ -114,6 +117,7 @@ private:
   Collectives &coll;
   std::vector<InFlight> inFlight;
   Workspace sendSpace, recvSpace, combineSpace;
+  std::vector<float> sumSpace; ///< combine's f32 sums of bf16 rows
 };
 
 /// Element conversions for the payload types (f32, bf16).

@@ -1,7 +1,8 @@
 //===- MPICommunicator.cpp - collectives over MPI -------------------------===//
 //
 // Every operation is nonblocking and polled against a deadline, so a rank
-// that never joins yields an error, not a hang.
+// that never joins yields an error, not a hang. Small collectives travel
+// inside the descriptor exchange (carriesData) and need no data collective.
 //
 //===----------------------------------------------------------------------===//
 #include "MPICommunicator.h"
@@ -53,6 +54,14 @@ public:
                              std::vector<int> &missing,
                              Clock::time_point deadline) override {
     return mpi::exchangeDescriptors(control, mine, all, missing, deadline);
+  }
+
+  bool carriesData() const override { return true; }
+  Status exchangeCarrying(const std::vector<CollectiveDescriptor> &toPeer,
+                          std::vector<CollectiveDescriptor> &all,
+                          std::vector<int> &missing,
+                          Clock::time_point deadline) override {
+    return mpi::exchangeDescriptors(control, toPeer, all, missing, deadline);
   }
 
   Status allToAllV(const void *send, const int64_t *sendBytes, void *recv,

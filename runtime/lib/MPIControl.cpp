@@ -2,12 +2,34 @@
 #include "MPIControl.h"
 
 #include <algorithm>
-#include <thread>
+#include <cstddef>
+#include <cstdlib>
+#include <sched.h>
 
 using namespace moert;
 
 namespace {
 constexpr int kDescriptorTag = 7001;
+constexpr long kDefaultSpins = 0;
+
+/// Polls before waitAll starts yielding: $MOERT_WAIT_SPINS (digits), else 0.
+/// Yielding at once is what oversubscribed ranks need; with a core per rank
+/// sched_yield returns at once, and 200 or 5000 polls first measured no
+/// better (runtime/bench/ep_bench.cpp, 2 and 4 ranks on 2 cores).
+int pollsBeforeYield() {
+  static const int spins = [] {
+    const char *text = std::getenv("MOERT_WAIT_SPINS");
+    long value = kDefaultSpins;
+    if (text && *text) {
+      char *end = nullptr;
+      long parsed = std::strtol(text, &end, 10);
+      if (*end == '\0' && parsed >= 0)
+        value = std::min(parsed, 1L << 30);
+    }
+    return int(value);
+  }();
+  return spins;
+}
 } // namespace
 
 std::string mpi::errorText(const char *what, int code) {
@@ -41,8 +63,14 @@ MPI_Comm mpi::duplicateWorld() {
 
 Status mpi::waitAll(std::vector<MPI_Request> &requests,
                     Clock::time_point deadline, const char *what) {
-  auto pause = std::chrono::microseconds(20);
-  while (true) {
+  // No sleep on the data path: MPI_Testall drives the transfer (libnbc's
+  // collectives progress only inside MPI calls), so it runs back to back.
+  // After a few polls each poll gives the core away (sched_yield), so that
+  // ranks sharing a core (mpirun --oversubscribe) still run their side; on
+  // a core of its own a rank just comes back at once. The deadline is read
+  // at every poll: a peer that never comes is an error, not a hang.
+  const int spins = pollsBeforeYield();
+  for (int polls = 0;; ++polls) {
     int done = 0;
     int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(),
                          &done, MPI_STATUSES_IGNORE);
@@ -52,35 +80,48 @@ Status mpi::waitAll(std::vector<MPI_Request> &requests,
       return std::nullopt;
     if (Clock::now() > deadline)
       return std::string(what) + " timed out";
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(2000));
+    if (polls >= spins)
+      sched_yield();
   }
 }
 
-Status mpi::exchangeDescriptors(MPI_Comm control,
-                                const CollectiveDescriptor &mine,
-                                std::vector<CollectiveDescriptor> &all,
-                                std::vector<int> &missing,
-                                Clock::time_point deadline) {
+namespace {
+/// The bytes of `d` that travel: everything up to the inline data, and the
+/// inline bytes used.
+int wireBytes(const CollectiveDescriptor &d) {
+  int64_t used = std::clamp<int64_t>(d.inlineBytes, 0, CollectiveDescriptor::kInlineBytes);
+  return int(offsetof(CollectiveDescriptor, data) + used);
+}
+
+Status exchange(MPI_Comm control, const CollectiveDescriptor *toPeer, bool perPeer,
+                std::vector<CollectiveDescriptor> &all, std::vector<int> &missing,
+                Clock::time_point deadline) {
   int myRank = 0, mySize = 1;
   MPI_Comm_rank(control, &myRank);
   MPI_Comm_size(control, &mySize);
   all.assign(mySize, CollectiveDescriptor());
-  all[myRank] = mine;
+  all[myRank] = toPeer[perPeer ? myRank : 0];
   std::vector<MPI_Request> receives, sends;
   std::vector<int> peers;
+  receives.reserve(mySize);
+  sends.reserve(mySize);
   for (int p = 0; p < mySize; ++p) {
     if (p == myRank)
       continue;
     peers.push_back(p);
+    // The whole descriptor may come; a peer sends only what it uses.
     receives.emplace_back();
     MPI_Irecv(&all[p], sizeof(CollectiveDescriptor), MPI_BYTE, p,
               kDescriptorTag, control, &receives.back());
-    sends.emplace_back();
-    MPI_Isend(&mine, sizeof(CollectiveDescriptor), MPI_BYTE, p, kDescriptorTag,
-              control, &sends.back());
   }
-  Status status = waitAll(receives, deadline, "descriptor exchange");
+  for (int p = 0; p < mySize; ++p) {
+    if (p == myRank)
+      continue;
+    const CollectiveDescriptor &d = toPeer[perPeer ? p : 0];
+    sends.emplace_back();
+    MPI_Isend(&d, wireBytes(d), MPI_BYTE, p, kDescriptorTag, control, &sends.back());
+  }
+  Status status = mpi::waitAll(receives, deadline, "descriptor exchange");
   if (status) {
     missing.clear();
     for (size_t i = 0; i < receives.size(); ++i) {
@@ -91,5 +132,27 @@ Status mpi::exchangeDescriptors(MPI_Comm control,
     }
     return status;
   }
-  return waitAll(sends, deadline, "descriptor exchange");
+  return mpi::waitAll(sends, deadline, "descriptor exchange");
+}
+} // namespace
+
+Status mpi::exchangeDescriptors(MPI_Comm control,
+                                const CollectiveDescriptor &mine,
+                                std::vector<CollectiveDescriptor> &all,
+                                std::vector<int> &missing,
+                                Clock::time_point deadline) {
+  return exchange(control, &mine, false, all, missing, deadline);
+}
+
+Status mpi::exchangeDescriptors(MPI_Comm control,
+                                const std::vector<CollectiveDescriptor> &toPeer,
+                                std::vector<CollectiveDescriptor> &all,
+                                std::vector<int> &missing,
+                                Clock::time_point deadline) {
+  int mySize = 1;
+  MPI_Comm_size(control, &mySize);
+  if (int(toPeer.size()) != mySize)
+    return std::string("descriptor exchange: ") + std::to_string(toPeer.size()) +
+           " descriptors for " + std::to_string(mySize) + " ranks";
+  return exchange(control, toPeer.data(), true, all, missing, deadline);
 }

@@ -23,7 +23,9 @@ Status initialize(bool &initializedHere);
 /// A dup of MPI_COMM_WORLD that returns errors instead of aborting.
 MPI_Comm duplicateWorld();
 
-/// Polls `requests` until all complete or `deadline` passes.
+/// Polls `requests` until all complete or `deadline` passes, without
+/// sleeping: a few polls back to back, then a sched_yield between polls
+/// ($MOERT_WAIT_SPINS polls before yielding; docs/Runtime.md).
 Status waitAll(std::vector<MPI_Request> &requests, Clock::time_point deadline,
                const char *what);
 
@@ -31,6 +33,15 @@ Status waitAll(std::vector<MPI_Request> &requests, Clock::time_point deadline,
 /// (point to point, polled against `deadline`). On timeout, `missing` lists
 /// the ranks not heard from.
 Status exchangeDescriptors(MPI_Comm control, const CollectiveDescriptor &mine,
+                           std::vector<CollectiveDescriptor> &all,
+                           std::vector<int> &missing,
+                           Clock::time_point deadline);
+
+/// The same with one descriptor per rank (toPeer[p] goes to rank p; the
+/// own one is copied into all[rank]). Only the used bytes of each
+/// descriptor's inline data travel.
+Status exchangeDescriptors(MPI_Comm control,
+                           const std::vector<CollectiveDescriptor> &toPeer,
                            std::vector<CollectiveDescriptor> &all,
                            std::vector<int> &missing,
                            Clock::time_point deadline);

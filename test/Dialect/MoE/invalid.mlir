@@ -558,9 +558,9 @@ func.func @dispatch_c1_dynamic_k(%x: tensor<?x64xf32>, %ids: tensor<?x?xi32>) {
 
 // -----
 
-// Tests that dispatch_c2: dispatched is [T*k, H].
+// Tests that dispatch_c2: dispatched is [T*k+E*(row_tile-1), H] (T*k without row_tile).
 func.func @dispatch_c2_shape(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>) {
-  // expected-error @+1 {{dispatch_c2: dispatched must be [T*k=8, H=64], got 'tensor<4x64xf32>'}}
+  // expected-error @+1 {{dispatch_c2: dispatched must be [T*k+E*(row_tile-1)=8, H=64], got 'tensor<4x64xf32>'}}
   %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
     : (tensor<4x64xf32>, tensor<4x2xi32>) -> (tensor<4x64xf32>, tensor<4xi32>, tensor<4x2xi32>)
   return
@@ -598,11 +598,65 @@ func.func @dispatch_c3_rank(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>) {
 
 // -----
 
+// Tests that dispatch_c2: with row_tile each expert's rows are padded, so a static T gives
+// T*k + num_experts*(row_tile-1) rows (8 + 8*3 = 32); the unpadded T*k rows are rejected.
+func.func @dispatch_c2_row_tile(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>) {
+  // expected-error @+1 {{dispatch_c2: dispatched must be [T*k+E*(row_tile-1)=32, H=64], got 'tensor<8x64xf32>'}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8 row_tile = 4
+    : (tensor<4x64xf32>, tensor<4x2xi32>) -> (tensor<8x64xf32>, tensor<8xi32>, tensor<4x2xi32>)
+  return
+}
+
+// -----
+
 // Tests that dispatch_c4: slot has the shape of expert_ids.
 func.func @dispatch_c4(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
   // expected-error @+1 {{dispatch_c4: slot 'tensor<?x4xi32>' must have the shape of expert_ids 'tensor<?x2xi32>'}}
   %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
     : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x4xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c7: expert_offsets is [num_experts + 1].
+func.func @dispatch_c7_offsets(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  // expected-error @+1 {{dispatch_c7: expert_offsets 'tensor<8xi32>' must be [num_experts + 1 = 9]}}
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>)
+      -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<8xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c7: expert_offsets has rank 1.
+func.func @dispatch_c7_offsets_rank(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  // expected-error @+1 {{dispatch_c7: expert_offsets 'tensor<9x1xi32>' must be [num_experts + 1 = 9]}}
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>)
+      -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<9x1xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c7: in the masked layout row_tile divides the capacity (every tile holds
+// rows of one expert's block).
+func.func @dispatch_c7_row_tile(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  // expected-error @+1 {{dispatch_c7: row_tile 3 must divide the capacity 8}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 4 capacity = 8 row_tile = 3
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<32x64xf32>, tensor<32xi32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch row_tile must be positive (ODS attribute constraint, no rule id).
+func.func @dispatch_row_tile_zero(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  // expected-error @+1 {{attribute 'row_tile' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8 row_tile = 0
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
   return
 }
 
@@ -687,6 +741,28 @@ func.func @gmm_c3_element(%in: tensor<6x64xbf16>, %w: tensor<8x32x64xbf16>, %re:
   // expected-error @+1 {{gmm_c3: result must have element type 'bf16', got 'tensor<6x32xf32>'}}
   %r = moe.grouped_matmul %in, %w, %re
     : (tensor<6x64xbf16>, tensor<8x32x64xbf16>, tensor<6xi32>) -> tensor<6x32xf32>
+  return
+}
+
+// -----
+
+// Tests that gmm_c5: expert_offsets is [E + 1] for the weight's E experts.
+func.func @gmm_c5(%in: tensor<?x64xf32>, %w: tensor<8x32x64xf32>, %re: tensor<?xi32>,
+                  %off: tensor<8xi32>) {
+  // expected-error @+1 {{gmm_c5: expert_offsets 'tensor<8xi32>' must be [E + 1] for weight 'tensor<8x32x64xf32>'}}
+  %r = moe.grouped_matmul %in, %w, %re offsets %off
+    : (tensor<?x64xf32>, tensor<8x32x64xf32>, tensor<?xi32>, tensor<8xi32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that gmm_c5: a dynamic offsets length does not pass for [E + 1].
+func.func @gmm_c5_dynamic(%in: tensor<?x64xf32>, %w: tensor<8x32x64xf32>, %re: tensor<?xi32>,
+                          %off: tensor<?xi32>) {
+  // expected-error @+1 {{gmm_c5: expert_offsets 'tensor<?xi32>' must be [E + 1] for weight 'tensor<8x32x64xf32>'}}
+  %r = moe.grouped_matmul %in, %w, %re offsets %off
+    : (tensor<?x64xf32>, tensor<8x32x64xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x32xf32>
   return
 }
 
@@ -1351,9 +1427,31 @@ func.func @layer_c11_decode(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>, %w13: ten
 
 // Tests that dispatch_c6: num_experts * capacity slots near 2^62 (an overflow) are rejected.
 func.func @dispatch_c6(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
-  // expected-error @+1 {{dispatch_c6: k in [1, 1024], num_experts at most 1048576, and static rows, T*k pairs and num_experts*capacity slots at most 2^31 - 1}}
+  // expected-error @+1 {{dispatch_c6: k in [1, 1024], num_experts at most 1048576, row_tile at most 1024, and static rows, T*k pairs (plus padding) and num_experts*capacity slots at most 2^31 - 1}}
   %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 4 capacity = 4611686018427387904
     : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c6: row_tile above 1024 is rejected.
+func.func @dispatch_c6_row_tile(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  // expected-error @+1 {{dispatch_c6: k in [1, 1024], num_experts at most 1048576, row_tile at most 1024, and static rows, T*k pairs (plus padding) and num_experts*capacity slots at most 2^31 - 1 (i32 row ids), got 'tensor<?x64xf32>', 'tensor<?x2xi32>', num_experts = 4, capacity = 0, row_tile = 1025}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 4 row_tile = 1025
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that dispatch_c6: the padding rows count toward the i32 row ids: 2^30-1 tokens with k = 2
+// are 2^31 - 2 pairs, and 2 experts padded to row_tile 4 add 6 rows, past 2^31 - 1.
+func.func @dispatch_c6_padding(%x: tensor<1073741823x1xf32>, %ids: tensor<1073741823x2xi32>) {
+  // expected-error @+1 {{dispatch_c6: k in [1, 1024], num_experts at most 1048576, row_tile at most 1024}}
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 2 row_tile = 4
+    : (tensor<1073741823x1xf32>, tensor<1073741823x2xi32>)
+      -> (tensor<?x1xf32>, tensor<?xi32>, tensor<1073741823x2xi32>)
   return
 }
 

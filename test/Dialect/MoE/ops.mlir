@@ -175,6 +175,51 @@ func.func @grouped_matmul(%in: tensor<?x64xf32>, %w: tensor<8x32x64xf32>,
 
 // -----
 
+// Tests that moe.dispatch round-trips with row_tile and the expert_offsets result, and feeds
+// both to moe.grouped_matmul: 3 tokens x 2 choices padded per expert to row_tile = 8 are
+// N = 3*2 + 4*(8-1) = 34 rows, expert_offsets is [num_experts + 1 = 5].
+// CHECK-LABEL: func.func @dispatch_row_tile
+// CHECK-SAME: (%[[X:.+]]: tensor<3x16xf32>, %[[IDS:.+]]: tensor<3x2xi32>, %[[W:.+]]: tensor<4x8x16xf32>)
+// CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]], %[[OFF:.+]] = moe.dispatch %[[X]], %[[IDS]] num_experts = 4 row_tile = 8
+// CHECK-SAME: : (tensor<3x16xf32>, tensor<3x2xi32>) -> (tensor<34x16xf32>, tensor<34xi32>, tensor<3x2xi32>, tensor<5xi32>)
+// CHECK: %[[R:.+]] = moe.grouped_matmul %[[ROWS]], %[[W]], %[[RE]] offsets %[[OFF]]
+// CHECK-SAME: : (tensor<34x16xf32>, tensor<4x8x16xf32>, tensor<34xi32>, tensor<5xi32>) -> tensor<34x8xf32>
+// CHECK: return %[[R]], %[[SLOT]], %[[OFF]]
+func.func @dispatch_row_tile(%x: tensor<3x16xf32>, %ids: tensor<3x2xi32>, %w: tensor<4x8x16xf32>)
+    -> (tensor<34x8xf32>, tensor<3x2xi32>, tensor<5xi32>) {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 4 row_tile = 8
+    : (tensor<3x16xf32>, tensor<3x2xi32>)
+      -> (tensor<34x16xf32>, tensor<34xi32>, tensor<3x2xi32>, tensor<5xi32>)
+  %r = moe.grouped_matmul %rows, %w, %re offsets %off
+    : (tensor<34x16xf32>, tensor<4x8x16xf32>, tensor<34xi32>, tensor<5xi32>) -> tensor<34x8xf32>
+  return %r, %slot, %off : tensor<34x8xf32>, tensor<3x2xi32>, tensor<5xi32>
+}
+
+// -----
+
+// Tests that the masked layout takes a row_tile dividing its capacity, and expert_offsets with
+// dynamic tokens; and that grouped_matmul takes scales and offsets together (two optional
+// operands, which the generic form tells apart by operandSegmentSizes).
+// CHECK-LABEL: func.func @dispatch_masked_row_tile
+// CHECK: %{{.+}}, %{{.+}}, %{{.+}}, %[[OFF:.+]] = moe.dispatch %{{.+}}, %{{.+}} num_experts = 4 capacity = 8 row_tile = 4
+// CHECK-SAME: : (tensor<?x16xf32>, tensor<?x2xi32>) -> (tensor<32x16xf32>, tensor<32xi32>, tensor<?x2xi32>, tensor<5xi32>)
+// CHECK: moe.grouped_matmul %{{.+}}, %{{.+}}, %{{.+}} scales %{{.+}} offsets %[[OFF]]
+// CHECK-SAME: : (tensor<32x64xi8>, tensor<4x8x64xf32>, tensor<32xi32>, tensor<32x2xf32>, tensor<5xi32>) -> tensor<32x8xf32>
+func.func @dispatch_masked_row_tile(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>,
+                                    %q: tensor<32x64xi8>, %w: tensor<4x8x64xf32>,
+                                    %s: tensor<32x2xf32>)
+    -> (tensor<32x16xf32>, tensor<32x8xf32>) {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 4 capacity = 8 row_tile = 4
+    : (tensor<?x16xf32>, tensor<?x2xi32>)
+      -> (tensor<32x16xf32>, tensor<32xi32>, tensor<?x2xi32>, tensor<5xi32>)
+  %r = moe.grouped_matmul %q, %w, %re scales %s offsets %off
+    : (tensor<32x64xi8>, tensor<4x8x64xf32>, tensor<32xi32>, tensor<32x2xf32>, tensor<5xi32>)
+      -> tensor<32x8xf32>
+  return %rows, %r : tensor<32x16xf32>, tensor<32x8xf32>
+}
+
+// -----
+
 // Tests that moe.activation round-trips (f32 dynamic rows, bf16 static).
 // CHECK-LABEL: func.func @activation
 // CHECK-SAME: (%[[H:.+]]: tensor<?x64xf32>, %[[H2:.+]]: tensor<6x16xbf16>)

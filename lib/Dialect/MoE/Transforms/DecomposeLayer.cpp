@@ -66,7 +66,7 @@ struct MoEDecomposeLayerPass
   void runOnOperation() override {
     if (rowTile < 1 || rowTile > 1024) {
       getOperation()->emitError("moe-decompose-layer: row-tile must be in [1, 1024], got ")
-          << rowTile;
+          << int64_t(rowTile);
       return signalPassFailure();
     }
     SmallVector<LayerOp> layers;
