@@ -38,6 +38,8 @@ def describe(plan, tokens):
 def mpirun(ranks, *command, timeout=600):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), MOE_BUILD_DIR=str(build_dir()),
                OMPI_MCA_btl="self,vader", OMPI_MCA_btl_vader_single_copy_mechanism="none")
+    # The layer's OpenMP threads share the cores among the ranks (unless set).
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // ranks)))
     return subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
                            *command], env=env, capture_output=True, text=True, timeout=timeout)
 
