@@ -46,9 +46,10 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
   // strategy; the rest (activation, combine) become loops that LLVM's O3
   // vectorizes. Thread loops (scf.forall) become OpenMP worksharing loops.
   std::string strategy = llvm::formatv(
-      "convert-moe-to-cpu{{vector-width={0} register-rows={1} register-cols={2}},",
+      "convert-moe-to-cpu{{vector-width={0} register-rows={1} register-cols={2} "
+      "column-block={3}},",
       options.vectorWidth.getValue(), options.registerRows.getValue(),
-      options.registerCols.getValue());
+      options.registerCols.getValue(), options.columnBlock.getValue());
   std::string text = toLinalg(options.dedupeTp, options.dispatchQuantization,
                               options.fp8Gemm, strategy, options.rowTile) +
                      kToBuffers +

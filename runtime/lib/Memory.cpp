@@ -22,19 +22,59 @@
 
 namespace {
 std::mutex mutex;
-std::unordered_map<void *, int64_t> sizes; // live tracked allocations
+struct Block {
+  int64_t bytes;    // what the layer asked for
+  size_t alignment; // 0: malloc
+  size_t rounded;   // what was allocated
+};
+std::unordered_map<void *, Block> sizes; // live tracked allocations
 std::atomic<int64_t> live{0}, peak{0};
+
+// Freed large blocks, kept for the next call of the layer, which asks for the
+// same sizes: without them every call pays the kernel for fresh zeroed pages
+// (a quarter of a prefill call's time). At most `cacheLimit()` bytes.
+constexpr size_t kCachedMin = size_t(1) << 20;
+std::unordered_multimap<size_t, std::pair<void *, size_t>> cache; // rounded -> (p, alignment)
+size_t cachedBytes = 0;
+
+size_t cacheLimit() {
+  static const size_t limit = [] {
+    const char *text = std::getenv("MOERT_ALLOC_CACHE_BYTES");
+    if (!text || !*text)
+      return size_t(4) << 30;
+    char *end = nullptr;
+    unsigned long long value = std::strtoull(text, &end, 10);
+    return *end ? size_t(4) << 30 : size_t(value);
+  }();
+  return limit;
+}
+
+/// A cached block of `rounded` bytes with `alignment`, or null.
+void *reuse(size_t rounded, size_t alignment) {
+  if (rounded < kCachedMin)
+    return nullptr;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [first, last] = cache.equal_range(rounded);
+  for (auto it = first; it != last; ++it)
+    if (it->second.second == alignment) {
+      void *p = it->second.first;
+      cache.erase(it);
+      cachedBytes -= rounded;
+      return p;
+    }
+  return nullptr;
+}
 
 /// Compiled code does not check what it gets: a failed allocation ends the
 /// process with a message (every rank told) instead of a null dereference.
-void *track(void *p, size_t size, const char *entry) {
+void *track(void *p, size_t size, size_t alignment, size_t rounded, const char *entry) {
   if (!p)
     moert::fatal("memory", std::string(entry) + ": cannot allocate " +
                                std::to_string(size) + " bytes (out of memory)");
   int64_t bytes = int64_t(size);
   std::lock_guard<std::mutex> lock(mutex);
   try {
-    sizes.emplace(p, bytes);
+    sizes.emplace(p, Block{bytes, alignment, rounded});
   } catch (...) {
     moert::fatal("memory", std::string(entry) + ": out of memory for its bookkeeping");
   }
@@ -52,7 +92,10 @@ void *_mlir_memref_to_llvm_alloc(size_t size) try {
   if (size > size_t(INT64_MAX))
     moert::fatal("memory", "_mlir_memref_to_llvm_alloc: " + std::to_string(size) +
                                " bytes do not fit int64");
-  return track(std::malloc(size ? size : 1), size, "_mlir_memref_to_llvm_alloc");
+  size_t rounded = size ? size : 1;
+  void *p = reuse(rounded, 0);
+  return track(p ? p : std::malloc(rounded), size, 0, rounded,
+               "_mlir_memref_to_llvm_alloc");
 } catch (...) {
   moert::fatalOutOfMemory("_mlir_memref_to_llvm_alloc");
 }
@@ -69,7 +112,10 @@ void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) try {
                                " bytes aligned to " + std::to_string(alignment) +
                                " cannot be allocated");
   rounded = rounded / alignment * alignment;
-  return track(std::aligned_alloc(alignment, rounded ? rounded : alignment), size,
+  if (!rounded)
+    rounded = alignment;
+  void *p = reuse(rounded, alignment);
+  return track(p ? p : std::aligned_alloc(alignment, rounded), size, alignment, rounded,
                "_mlir_memref_to_llvm_aligned_alloc");
 } catch (...) {
   moert::fatalOutOfMemory("_mlir_memref_to_llvm_aligned_alloc");
@@ -82,8 +128,18 @@ void _mlir_memref_to_llvm_free(void *p) {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = sizes.find(p);
     if (it != sizes.end()) {
-      live -= it->second;
+      Block block = it->second;
+      live -= block.bytes;
       sizes.erase(it);
+      if (block.rounded >= kCachedMin && cachedBytes + block.rounded <= cacheLimit()) {
+        try {
+          cache.emplace(block.rounded, std::make_pair(p, block.alignment));
+          cachedBytes += block.rounded;
+          return;
+        } catch (...) {
+          // No room for the bookkeeping: free the block instead.
+        }
+      }
     }
   }
   std::free(p);

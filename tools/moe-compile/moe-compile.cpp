@@ -347,6 +347,35 @@ std::string runtimeLibDir(const char *argv0) {
 }
 } // namespace
 
+/// How the CPU code is generated: the decisions of convert-moe-to-cpu and
+/// the dispatch layout they read.
+llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine) {
+  moe::CpuPipelineOptions defaults;
+  int64_t lanes = moe_compile::vectorWidthOf(machine);
+  return llvm::json::Object{
+      {"cpu", machine.getTargetCPU().str()},
+      {"vector_f32_lanes", lanes},
+      {"dispatch_layout",
+       llvm::json::Object{
+           {"expert_offsets", "exclusive prefix sums of the per-expert row counts "
+                              "(moe.dispatch result), read by both grouped GEMMs"},
+           {"row_tile", int64_t(rowTile)},
+           {"padding", rowTile > 1 ? "each expert's rows padded to a multiple of "
+                                     "row_tile; padding rows are zero"
+                                   : "none"}}},
+      {"grouped_gemm",
+       llvm::json::Object{
+           {"register_tile_rows", int64_t(defaults.registerRows)},
+           {"register_tile_weight_rows", int64_t(defaults.registerCols)},
+           {"column_block", int64_t(defaults.columnBlock)},
+           {"weight_layout", "HuggingFace [E, out, in], no packing: both operands "
+                             "are contiguous along the reduction"},
+           {"bf16", "widened to f32 in registers"}}},
+      {"threads", "OpenMP worksharing loops over (column block, expert) work "
+                  "items and over tokens; OMP_NUM_THREADS, default all cores"},
+      {"llvm", "O3"}};
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerPassManagerCLOptions();
@@ -390,12 +419,17 @@ int main(int argc, char **argv) {
   if (failed(planning.run(*module)))
     return 1;
 
+  auto machine = moe_compile::createTargetMachine(cpu);
+  if (!machine)
+    return fail(llvm::toString(machine.takeError()));
   if (!planFile.empty()) {
     llvm::Expected<llvm::json::Value> report = moe_compile::planReport(
         *module, *config, layout(), dtype, dispatchQuant, !noTpDedupe, entry,
         decodeMaxTokens);
     if (!report)
       return fail(llvm::toString(report.takeError()));
+    if (target == Target::Cpu)
+      (*report->getAsObject())["code_generation"] = codeGenerationReport(**machine);
     planText = llvm::formatv("{0:2}\n", *report);
   }
   if (emit == Emit::Mlir)
@@ -404,9 +438,6 @@ int main(int argc, char **argv) {
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
-  auto machine = moe_compile::createTargetMachine(cpu);
-  if (!machine)
-    return fail(llvm::toString(machine.takeError()));
   moe::CpuPipelineOptions cpuOptions;
   cpuOptions.vectorWidth = moe_compile::vectorWidthOf(**machine);
   cpuOptions.rowTile = rowTile;

@@ -36,6 +36,11 @@ struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
       *this, "register-cols",
       llvm::cl::desc("Weight rows (output columns) of the GEMM register tile"),
       llvm::cl::init(4)};
+  Option<int64_t> columnBlock{
+      *this, "column-block",
+      llvm::cl::desc("Output columns of one GEMM thread work item (a multiple "
+                     "of register-cols)"),
+      llvm::cl::init(64)};
   Option<int64_t> rowTile{
       *this, "row-tile",
       llvm::cl::desc("Pad each expert's dispatched rows to a multiple of this "

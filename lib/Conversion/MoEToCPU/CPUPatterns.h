@@ -13,6 +13,8 @@ struct CpuCodegenOptions {
   int64_t registerRows = 3;
   int64_t registerCols = 4;
   int64_t columnBlock = 64;
+  /// Bytes of the weight rows one register tile pass keeps in L1.
+  int64_t l1PanelBytes = 16 * 1024;
 };
 
 /// Operands of a grouped GEMM on buffers:

@@ -79,15 +79,37 @@ private:
           arith::DivUIOp::create(b, loc, span, c(options.registerRows)),
           c(options.registerRows));
       Value tilesEnd = arith::AddIOp::create(b, loc, rowStart, whole);
-      forLoop(colBegin, colEnd, c(options.registerCols), [&](Value col) {
-        forLoop(rowStart, tilesEnd, c(options.registerRows), [&](Value row) {
-          emitRegisterTile(expert, row, options.registerRows, col, colEnd);
+      const int64_t block = depthBlock();
+      for (int64_t k0 = 0; k0 < depth; k0 += block) {
+        // Later depth blocks add to what the earlier ones stored.
+        bool accumulate = k0 > 0;
+        forLoop(colBegin, colEnd, c(options.registerCols), [&](Value col) {
+          forLoop(rowStart, tilesEnd, c(options.registerRows), [&](Value row) {
+            emitRegisterTile(expert, row, options.registerRows, col, colEnd, k0,
+                             block, accumulate);
+          });
+          forLoop(tilesEnd, rowStop, c(1), [&](Value row) {
+            emitRegisterTile(expert, row, 1, col, colEnd, k0, block, accumulate);
+          });
         });
-        forLoop(tilesEnd, rowStop, c(1), [&](Value row) {
-          emitRegisterTile(expert, row, 1, col, colEnd);
-        });
-      });
+      }
     });
+  }
+
+  /// Depth (K) per pass over a row block: the register-cols weight rows of
+  /// one pass stay in L1 (at most 16 KiB), so the rows of the block stream
+  /// past them. Blocks split K evenly in whole vectors; partial sums are
+  /// kept in the output, so only an f32 output is split.
+  int64_t depthBlock() const {
+    auto out = cast<MemRefType>(ops.out.getType()).getElementType();
+    auto w = cast<MemRefType>(ops.w.getType()).getElementType();
+    int64_t bytes = options.registerCols * depth * (w.getIntOrFloatBitWidth() / 8);
+    if (!out.isF32() || bytes <= options.l1PanelBytes)
+      return depth;
+    for (int64_t parts = 2; parts <= depth / lanes; ++parts)
+      if (depth % (parts * lanes) == 0 && bytes / parts <= options.l1PanelBytes)
+        return depth / parts;
+    return depth;
   }
 
   void forLoop(Value lb, Value ub, Value step, function_ref<void(Value)> body) {
@@ -131,7 +153,7 @@ private:
   /// out[row + i, col + j] for i < rows, j < register-cols (columns clamped
   /// to colEnd - 1; the clamped duplicates are not stored).
   void emitRegisterTile(Value expert, Value row, int64_t rows, Value col,
-                        Value colEnd) {
+                        Value colEnd, int64_t k0, int64_t kLength, bool accumulate) {
     const int64_t tileCols = options.registerCols;
     const bool ragged = cols % tileCols != 0;
     Value lastCol = arith::SubIOp::create(b, loc, colEnd, c(1));
@@ -159,11 +181,11 @@ private:
       return next;
     };
 
-    int64_t whole = depth / lanes * lanes;
+    int64_t whole = k0 + kLength / lanes * lanes;
     SmallVector<Value> acc = init;
-    if (whole > 0) {
+    if (whole > k0) {
       auto loop = scf::ForOp::create(
-          b, loc, c(0), c(whole), c(lanes), init,
+          b, loc, c(k0), c(whole), c(lanes), init,
           [&](OpBuilder &nb, Location, Value k, ValueRange iter) {
             OpBuilder::InsertionGuard guard(b);
             b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
@@ -171,10 +193,10 @@ private:
           });
       acc.assign(loop.getResults().begin(), loop.getResults().end());
     }
-    if (whole < depth) {
+    if (whole < k0 + kLength) {
       auto maskType = VectorType::get({lanes}, b.getI1Type());
       Value mask = vector::ConstantMaskOp::create(
-          b, loc, maskType, b.getDenseI64ArrayAttr({depth - whole}));
+          b, loc, maskType, b.getDenseI64ArrayAttr({k0 + kLength - whole}));
       acc = step(c(whole), acc, mask);
     }
 
@@ -187,8 +209,12 @@ private:
         if (!outElement.isF32())
           sum = arith::TruncFOp::create(b, loc, outElement, sum);
         auto store = [&](OpBuilder &sb, Location sl) {
-          memref::StoreOp::create(sb, sl, sum, ops.out,
-                                  ValueRange{rowIdx[i], colIdx[j]});
+          SmallVector<Value, 2> at = {rowIdx[i], colIdx[j]};
+          Value value = sum;
+          if (accumulate)
+            value = arith::AddFOp::create(
+                sb, sl, memref::LoadOp::create(sb, sl, ops.out, at), sum);
+          memref::StoreOp::create(sb, sl, value, ops.out, at);
         };
         if (!ragged || j == 0) {
           store(b, loc);

@@ -1,0 +1,99 @@
+// RUN: moe-opt --convert-moe-to-cpu --split-input-file %s | FileCheck %s
+// RUN: moe-opt --convert-moe-to-cpu="vector-width=16 register-rows=4 register-cols=2 column-block=32" --split-input-file %s | FileCheck %s --check-prefix=AVX512
+// RUN: moe-opt --moe-cpu-pipeline="lower-to-llvm=false" --split-input-file %s | FileCheck %s --check-prefix=PIPELINE
+
+// The grouped GEMM on the expert-offsets layout: a thread loop over (column
+// block, expert) work items, row blocks, register tiles of 3 rows x 4 weight
+// rows whose reduction over K runs on vector<8xf32> FMAs, one horizontal sum
+// per output element.
+// CHECK-LABEL: func.func @gemm
+// CHECK-NOT: moe.grouped_matmul
+// CHECK: memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?x32xf32>
+// CHECK: %[[OFF:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<5xi32>
+// The expert ranges: one pass over each block's rows.
+// CHECK: scf.for
+// CHECK: memref.load %[[OFF]]
+// CHECK: scf.forall (%[[ITEM:.*]]) in (%{{.*}})
+// CHECK:   arith.remui %[[ITEM]]
+// CHECK:   arith.divui %[[ITEM]]
+// CHECK:   scf.for
+// CHECK:     scf.for
+// CHECK:       scf.for
+// CHECK-COUNT-12: vector.fma {{.*}} : vector<8xf32>
+// CHECK:         scf.yield {{.*}} : vector<8xf32>
+// CHECK-COUNT-12: vector.reduction <add>, {{.*}} fastmath<reassoc> : vector<8xf32> into f32
+// The rows left over after whole register tiles: one row by 4 weight rows.
+// CHECK:       scf.for
+// CHECK-COUNT-4: vector.fma {{.*}} : vector<8xf32>
+// CHECK: bufferization.to_tensor %{{.*}} restrict writable
+// AVX512-LABEL: func.func @gemm
+// AVX512: scf.forall (%{{.*}}) in (%{{.*}})
+// AVX512-COUNT-8: vector.fma {{.*}} : vector<16xf32>
+// PIPELINE-LABEL: func.func @gemm
+// PIPELINE: omp.parallel
+// PIPELINE: omp.wsloop
+// PIPELINE: vector.fma {{.*}} : vector<8xf32>
+func.func @gemm(%rows: tensor<?x64xf32>, %w: tensor<4x32x64xf32>, %re: tensor<?xi32>,
+                %off: tensor<5xi32>) -> tensor<?x32xf32> {
+  %y = moe.grouped_matmul %rows, %w, %re offsets %off
+    : (tensor<?x64xf32>, tensor<4x32x64xf32>, tensor<?xi32>, tensor<5xi32>) -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+// bf16 operands are widened in registers (the 16 bits become the high half
+// of an f32); K = 20 ends with a masked load of the last 4 elements.
+// CHECK-LABEL: func.func @gemm_bf16
+// CHECK: vector.load {{.*}} : memref<?x20xbf16, strided<[?, 1], offset: ?>>, vector<8xbf16>
+// CHECK: vector.bitcast {{.*}} : vector<8xbf16> to vector<8xi16>
+// CHECK: arith.extui {{.*}} : vector<8xi16> to vector<8xi32>
+// CHECK: arith.shli
+// CHECK: vector.bitcast {{.*}} : vector<8xi32> to vector<8xf32>
+// CHECK: vector.constant_mask [4] : vector<8xi1>
+// CHECK: vector.maskedload
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+func.func @gemm_bf16(%rows: tensor<?x20xbf16>, %w: tensor<2x8x20xbf16>, %re: tensor<?xi32>,
+                     %off: tensor<3xi32>) -> tensor<?x8xbf16> {
+  %y = moe.grouped_matmul %rows, %w, %re offsets %off
+    : (tensor<?x20xbf16>, tensor<2x8x20xbf16>, tensor<?xi32>, tensor<3xi32>) -> tensor<?x8xbf16>
+  return %y : tensor<?x8xbf16>
+}
+
+// -----
+
+// Without offsets (rows in any order) the GEMM is left for convert-moe-to-linalg.
+// CHECK-LABEL: func.func @gemm_any_order
+// CHECK: moe.grouped_matmul
+func.func @gemm_any_order(%rows: tensor<?x64xf32>, %w: tensor<4x32x64xf32>,
+                          %re: tensor<?xi32>) -> tensor<?x32xf32> {
+  %y = moe.grouped_matmul %rows, %w, %re
+    : (tensor<?x64xf32>, tensor<4x32x64xf32>, tensor<?xi32>) -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+// The dispatch: counts, an exclusive scan padded to the row tile, the slots
+// in a second pass, then the rows copied on threads, one token per item.
+// CHECK-LABEL: func.func @dispatch
+// CHECK-NOT: moe.dispatch
+// CHECK: linalg.fill {{.*}} outs(%[[COUNTS:.*]] : memref<4xi32>)
+// CHECK: scf.for
+// CHECK:   scf.for
+// CHECK:     memref.load %[[COUNTS]]
+// CHECK: %[[SCAN:.*]] = scf.for {{.*}} iter_args
+// CHECK:   arith.divui
+// CHECK:   arith.muli
+// CHECK: memref.store %[[SCAN]]
+// CHECK: scf.forall
+// CHECK:   vector.load {{.*}} vector<8xf32>
+// CHECK:   vector.store
+// CHECK: bufferization.to_tensor
+func.func @dispatch(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>)
+    -> (tensor<?x16xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<5xi32>) {
+  %d, %re, %s, %o = moe.dispatch %x, %ids num_experts = 4 row_tile = 8
+    : (tensor<?x16xf32>, tensor<?x2xi32>)
+      -> (tensor<?x16xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<5xi32>)
+  return %d, %re, %s, %o : tensor<?x16xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<5xi32>
+}
