@@ -19,7 +19,6 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -205,18 +204,26 @@ struct DispatchToCPU : OpRewritePattern<DispatchOp> {
     return success();
   }
 
+  /// Each token's row to each of its rows, on threads. A row is contiguous,
+  /// so the copy is a memcpy whatever the element type (x86 has no bf16
+  /// vectors: copying bf16 as vectors costs LLVM seconds and the CPU more).
   void copyRows(OpBuilder &b, Location loc, Value x, Value slot, Value dispatched,
                 Value tokens, int64_t topK, int64_t hidden) const {
-    Type element = cast<MemRefType>(dispatched.getType()).getElementType();
-    // Whole vectors of the target's width in bytes, then the rest.
-    int64_t lanes = std::max<int64_t>(
-        1, options.vectorWidth * 4 * 8 / int64_t(element.getIntOrFloatBitWidth()));
-    auto vectorType = VectorType::get({lanes}, element);
-    int64_t whole = hidden / lanes * lanes;
+    auto rowOf = [&](OpBuilder &nb, Location nl, Value buffer, Value r) -> Value {
+      auto type = cast<MemRefType>(buffer.getType());
+      SmallVector<OpFoldResult> offsets = {r, nb.getIndexAttr(0)};
+      SmallVector<OpFoldResult> sizes = {nb.getIndexAttr(1), nb.getIndexAttr(hidden)};
+      SmallVector<OpFoldResult> strides = {nb.getIndexAttr(1), nb.getIndexAttr(1)};
+      auto rowType = memref::SubViewOp::inferRankReducedResultType(
+          {hidden}, type, offsets, sizes, strides);
+      return memref::SubViewOp::create(nb, nl, cast<MemRefType>(rowType), buffer,
+                                       offsets, sizes, strides);
+    };
     scf::ForallOp::create(
         b, loc, ArrayRef<OpFoldResult>{tokens}, ValueRange{}, std::nullopt,
         [&](OpBuilder &nb, Location nl, ValueRange ivs) {
           Value t = ivs[0];
+          Value source = rowOf(nb, nl, x, t);
           for (int64_t j = 0; j < topK; ++j) {
             Value jv = constIndex(nb, nl, j);
             Value row = memref::LoadOp::create(nb, nl, slot, ValueRange{t, jv});
@@ -224,18 +231,7 @@ struct DispatchToCPU : OpRewritePattern<DispatchOp> {
             Value taken = arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sge, row, c0);
             scf::IfOp::create(nb, nl, taken, [&](OpBuilder &ib, Location il) {
               Value r = arith::IndexCastOp::create(ib, il, ib.getIndexType(), row);
-              if (whole > 0)
-                forEach(ib, il, constIndex(ib, il, 0), constIndex(ib, il, whole),
-                        constIndex(ib, il, lanes), [&](OpBuilder &fb, Location fl, Value h) {
-                          Value v = vector::LoadOp::create(fb, fl, vectorType, x, ValueRange{t, h});
-                          vector::StoreOp::create(fb, fl, v, dispatched, ValueRange{r, h});
-                        });
-              if (whole < hidden)
-                forEach(ib, il, constIndex(ib, il, whole), constIndex(ib, il, hidden),
-                        constIndex(ib, il, 1), [&](OpBuilder &fb, Location fl, Value h) {
-                          Value v = memref::LoadOp::create(fb, fl, x, ValueRange{t, h});
-                          memref::StoreOp::create(fb, fl, v, dispatched, ValueRange{r, h});
-                        });
+              memref::CopyOp::create(ib, il, source, rowOf(ib, il, dispatched, r));
               scf::YieldOp::create(ib, il);
             });
           }
