@@ -43,8 +43,10 @@ LogicalResult addPipeline(OpPassManager &pm, StringRef text) {
 LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
                                     const CpuPipelineOptions &options) {
   // The GEMMs, routing and dispatch get the tiled, vectorized, threaded
-  // strategy; the rest (activation, combine) become loops that LLVM's O3
-  // vectorizes. Thread loops (scf.forall) become OpenMP worksharing loops.
+  // strategy; the rest (activation, combine) become parallel loops over
+  // their parallel dimensions that LLVM's O3 vectorizes. Thread loops
+  // (scf.forall, scf.parallel) become OpenMP worksharing loops; each output
+  // element is still computed by one thread, whatever the thread count.
   std::string strategy = llvm::formatv(
       "convert-moe-to-cpu{{vector-width={0} register-rows={1} register-cols={2} "
       "column-block={3}},",
@@ -54,7 +56,7 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
                               options.fp8Gemm, strategy, options.rowTile) +
                      kToBuffers +
                      ",buffer-deallocation-pipeline,"
-                     "func.func(convert-linalg-to-loops),"
+                     "func.func(convert-linalg-to-parallel-loops),"
                      "scf-forall-to-parallel,convert-scf-to-openmp,"
                      // Inlines the worksharing loops' alloca scopes (they hold no
                      // allocas), which the CFG lowering cannot split.

@@ -68,6 +68,29 @@ private:
     Value colEnd = arith::MinUIOp::create(
         b, loc, arith::AddIOp::create(b, loc, colBegin, c(options.columnBlock)),
         c(cols));
+    // An expert with fewer rows than a register tile (decode) streams its
+    // weights: one row against twice the weight rows, so that more weight
+    // rows are in flight from memory at once.
+    Value few = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                      arith::SubIOp::create(b, loc, end, begin),
+                                      c(options.registerRows));
+    auto branch = scf::IfOp::create(b, loc, few, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(branch.thenBlock());
+      const int64_t wide = 2 * options.registerCols;
+      forLoop(colBegin, colEnd, c(wide), [&](Value col) {
+        forLoop(begin, end, c(1), [&](Value row) {
+          emitRegisterTile(expert, row, 1, col, colEnd, 0, depth, false, wide);
+        });
+      });
+      b.setInsertionPointToStart(branch.elseBlock());
+      emitRowBlocks(expert, begin, end, colBegin, colEnd);
+    }
+  }
+
+  void emitRowBlocks(Value expert, Value begin, Value end, Value colBegin,
+                     Value colEnd) {
     int64_t rowBlock = options.registerRows * 16;
     forLoop(begin, end, c(rowBlock), [&](Value rowStart) {
       Value rowStop = arith::MinUIOp::create(
@@ -86,10 +109,11 @@ private:
         forLoop(colBegin, colEnd, c(options.registerCols), [&](Value col) {
           forLoop(rowStart, tilesEnd, c(options.registerRows), [&](Value row) {
             emitRegisterTile(expert, row, options.registerRows, col, colEnd, k0,
-                             block, accumulate);
+                             block, accumulate, options.registerCols);
           });
           forLoop(tilesEnd, rowStop, c(1), [&](Value row) {
-            emitRegisterTile(expert, row, 1, col, colEnd, k0, block, accumulate);
+            emitRegisterTile(expert, row, 1, col, colEnd, k0, block, accumulate,
+                             options.registerCols);
           });
         });
       }
@@ -153,9 +177,9 @@ private:
   /// out[row + i, col + j] for i < rows, j < register-cols (columns clamped
   /// to colEnd - 1; the clamped duplicates are not stored).
   void emitRegisterTile(Value expert, Value row, int64_t rows, Value col,
-                        Value colEnd, int64_t k0, int64_t kLength, bool accumulate) {
-    const int64_t tileCols = options.registerCols;
-    const bool ragged = cols % tileCols != 0;
+                        Value colEnd, int64_t k0, int64_t kLength, bool accumulate,
+                        int64_t tileCols) {
+    const bool ragged = cols % tileCols != 0 || options.columnBlock % tileCols != 0;
     Value lastCol = arith::SubIOp::create(b, loc, colEnd, c(1));
     SmallVector<Value> rowIdx, colIdx;
     for (int64_t i = 0; i < rows; ++i)
