@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CPUPatterns.h"
+#include "../MoEToLinalg/LinalgBuilders.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -37,37 +38,12 @@
 
 using namespace mlir;
 using namespace mlir::moe;
+using mlir::moe::lowering::beats;
 
 namespace {
 
 Value constF32(OpBuilder &b, Location loc, double v) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-}
-
-/// True when `other` (at index `io`) comes before `self` (at `is`): the
-/// routing order of convert-moe-to-linalg, op for op. A strict total order on
-/// (score, index): a higher score first, equal scores by the lower index, NaN
-/// below every number (-inf included), NaNs among themselves by index.
-Value beats(OpBuilder &b, Location loc, Value other, Value self, Value io,
-            Value is) {
-  using P = arith::CmpFPredicate;
-  Value before =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, io, is);
-  // Both ordered predicates are false when either side is NaN.
-  Value greater = arith::CmpFOp::create(b, loc, P::OGT, other, self);
-  Value equal = arith::CmpFOp::create(b, loc, P::OEQ, other, self);
-  Value otherNaN = arith::CmpFOp::create(b, loc, P::UNO, other, other);
-  Value selfNaN = arith::CmpFOp::create(b, loc, P::UNO, self, self);
-  // Each value is named before use: C++ leaves argument order unspecified,
-  // and the IR must not depend on the compiler that built us.
-  Value bothNaN = arith::AndIOp::create(b, loc, otherNaN, selfNaN);
-  Value tie = arith::OrIOp::create(b, loc, equal, bothNaN);
-  Value yes = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-  Value otherNumber = arith::XOrIOp::create(b, loc, otherNaN, yes);
-  Value numberOverNaN = arith::AndIOp::create(b, loc, selfNaN, otherNumber);
-  Value tieBefore = arith::AndIOp::create(b, loc, tie, before);
-  Value above = arith::OrIOp::create(b, loc, greater, numberOverNaN);
-  return arith::OrIOp::create(b, loc, above, tieBefore);
 }
 
 /// A plain loop `for i in [lb, ub)` whose body yields nothing.

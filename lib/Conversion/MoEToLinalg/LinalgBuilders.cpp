@@ -132,3 +132,29 @@ Value lowering::decodeE4M3(OpBuilder &b, Location loc, Value code) {
   Value negated = arith::NegFOp::create(b, loc, magnitude);
   return arith::SelectOp::create(b, loc, negative, negated, magnitude);
 }
+
+/// True when `other` (at index `io`) comes before `self` (at `is`) in the
+/// routing order, a strict total order on (score, index) pairs: a higher
+/// score first, equal scores by the lower index, and NaN below every number
+/// (-inf included), NaNs among themselves by index. With it the ranks of a
+/// row are a permutation even when scores are NaN, so every token gets k
+/// distinct expert ids in [0, E).
+Value lowering::beats(OpBuilder &b, Location loc, Value other, Value self, Value io, Value is) {
+  using P = arith::CmpFPredicate;
+  Value before = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, io, is);
+  // Both ordered predicates are false when either side is NaN.
+  Value greater = arith::CmpFOp::create(b, loc, P::OGT, other, self);
+  Value equal = arith::CmpFOp::create(b, loc, P::OEQ, other, self);
+  Value otherNaN = arith::CmpFOp::create(b, loc, P::UNO, other, other);
+  Value selfNaN = arith::CmpFOp::create(b, loc, P::UNO, self, self);
+  // Each value is named before use: C++ leaves argument order unspecified,
+  // and the IR must not depend on the compiler that built us.
+  Value bothNaN = arith::AndIOp::create(b, loc, otherNaN, selfNaN);
+  Value tie = arith::OrIOp::create(b, loc, equal, bothNaN);
+  Value yes = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  Value otherNumber = arith::XOrIOp::create(b, loc, otherNaN, yes);
+  Value numberOverNaN = arith::AndIOp::create(b, loc, selfNaN, otherNumber);
+  Value tieBefore = arith::AndIOp::create(b, loc, tie, before);
+  Value above = arith::OrIOp::create(b, loc, greater, numberOverNaN);
+  return arith::OrIOp::create(b, loc, above, tieBefore);
+}

@@ -39,6 +39,13 @@ Value toF32(OpBuilder &b, Location loc, Value scalar);
 /// it lowers anywhere (LLVM has no FP8 type).
 Value decodeE4M3(OpBuilder &b, Location loc, Value code);
 
+/// True when `other` (at index `io`) comes before `self` (at `is`) in the
+/// routing order, a strict total order on (score, index): a higher score
+/// first, equal scores by the lower index, NaN below every number (-inf
+/// included), NaNs among themselves by index. Shared by both lowerings of
+/// moe.route, so they pick the same experts.
+Value beats(OpBuilder &b, Location loc, Value other, Value self, Value io, Value is);
+
 /// `size * factor` as an OpFoldResult.
 OpFoldResult mulSize(ImplicitLocOpBuilder &b, OpFoldResult size,
                      int64_t factor);
