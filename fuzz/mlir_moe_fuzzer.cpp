@@ -47,6 +47,7 @@ const char *const kPipelines[] = {
     "moe-dedupe-tp-dispatch",
     "moe-verify-collectives",
     "convert-moe-to-linalg",
+    "convert-moe-to-cpu",
     "convert-moe-to-runtime",
     "moe-decompose-layer,convert-moe-to-linalg,moe-verify-collectives",
     // moe-compile's order: phases, then chunks, then the CPU front half.
@@ -54,7 +55,8 @@ const char *const kPipelines[] = {
     "moe-plan-chunks{budget-bytes=100000 max-tokens-per-rank=4096},"
     "moe-dedupe-tp-dispatch,"
     "moe-decompose-layer,moe-fuse-quant-dispatch,moe-plan-buffers,"
-    "convert-moe-to-linalg,moe-verify-collectives,convert-moe-to-runtime",
+    "convert-moe-to-cpu,convert-moe-to-linalg,moe-verify-collectives,"
+    "convert-moe-to-runtime",
 };
 
 DialectRegistry *registry;

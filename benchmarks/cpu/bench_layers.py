@@ -362,10 +362,12 @@ def run_ep(library, plan_path, ranks, token_sets, tokens, args, work, tag):
            sys.executable, str(HERE / "ep_worker.py"), "--library", str(library),
            "--plan", str(plan_path), "--tokens-per-set", str(tokens),
            "--token-sets", str(token_sets), "--repeats", str(args.repeats),
-           "--max-seconds", str(args.max_seconds), "--seed", str(args.seed)]
+           "--max-seconds", str(args.max_seconds), "--seed", str(args.seed),
+           "--out", str(out)]
+    for stale in out.glob("rank*.json"):
+        stale.unlink()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    results = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
-               if line.startswith("EPRESULT ")]
+    results = [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
     if done.returncode != 0 or len(results) != ranks:
         raise RuntimeError(f"mpirun -np {ranks} exited {done.returncode}:\n{done.stderr[-3000:]}")
     return sorted(results, key=lambda r: r["rank"])

@@ -5,7 +5,7 @@ Every rank makes the router (and shared expert) and only its own block of
 experts from the seeded per-expert streams of common.make_weights, takes its
 own tokens, calls the compiled layer (1 warm-up + --repeats timed calls, the
 runtime's counters reset before each) and prints one line
-`EPRESULT {json}`: whole-call times, the per-phase seconds (dispatch,
+`<out>/rank<r>.json`: whole-call times, the per-phase seconds (dispatch,
 combine) and `compute_ns` when the runtime reports it (median over calls).
 
 With one rank and an ep=1 library it is the one-process baseline: it holds
@@ -54,6 +54,7 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--max-seconds", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="each rank writes rank<r>.json here")
     args = p.parse_args()
 
     runtime = Runtime("mpi")
@@ -117,7 +118,8 @@ def main():
         "checksum": float(np.abs(y).sum()),
         "counters": counters,
     }
-    print("EPRESULT " + json.dumps(result), flush=True)
+    # A file per rank: mpirun may splice the ranks' stdout lines together.
+    Path(args.out, f"rank{rank}.json").write_text(json.dumps(result))
     runtime.finalize()
     return 0
 
