@@ -386,7 +386,10 @@ def section_ep(args, work, report):
             except Exception as error:  # a failed compile or run: report it, go on
                 print(f"!! EP{ranks} {name} failed: {str(error)[:400]}", flush=True)
     print(table(["layer", "ranks", "rank", "tokens", "call", "compute", "dispatch", "combine",
-                 "d+c %", "one process", "speed-up"], rows))
+                 "d+c %", "one process", "speed-up", "cpu", "one cpu", "cpu speed-up"], rows))
+    print("   cpu = CPU time of the rank's compute span (runtime compute_cpu_ns); one cpu = CPU "
+          "time of the one-process call; with more ranks than cores only the CPU figures show "
+          "each rank's share of the work")
 
 
 def ep_one(name, ranks, args, work, report, rows):
@@ -410,7 +413,11 @@ def ep_one(name, ranks, args, work, report, rows):
                      ms(r["compute_s"]) if r["compute_s"] is not None else "n/a",
                      ms(r["dispatch_s"]), ms(r["combine_s"]),
                      f"{100 * dc / r['call']['median_s']:.1f}",
-                     f"{total} tok: {ms(one_t)}", f"{one_t / comp:.2f} (ideal {ranks})"])
+                     f"{total} tok: {ms(one_t)}", f"{one_t / comp:.2f} (ideal {ranks})",
+                     ms(r.get("compute_cpu_s")) if r.get("compute_cpu_s") else "n/a",
+                     ms(one.get("call_cpu_s")) if one.get("call_cpu_s") else "n/a",
+                     f"{one['call_cpu_s'] / r['compute_cpu_s']:.2f}"
+                     if r.get("compute_cpu_s") and one.get("call_cpu_s") else "n/a"])
 
 
 def print_goals(args, report):
@@ -461,9 +468,14 @@ def print_goals(args, report):
                for r in e["per_rank"]]
         share = [100 * (r["dispatch_s"] + r["combine_s"]) / r["call"]["median_s"] for r in e["per_rank"]]
         src = "compute_ns" if e["per_rank"][0]["compute_s"] is not None else "whole call"
+        cpus = [r.get("compute_cpu_s") for r in e["per_rank"]]
+        cpu_text = ""
+        if all(cpus) and one.get("call_cpu_s"):
+            cpu_text = (f"; CPU time: per-rank max {ms(max(cpus))} ms vs one process "
+                        f"{ms(one['call_cpu_s'])} ms ({one['call_cpu_s'] / max(cpus):.2f}x)")
         print(f"EP{e['ranks']} {e['layer']}: per-rank {src} max {ms(max(per))} ms vs one process "
-              f"{ms(one_t)} ms ({one_t / max(per):.2f}x, ideal {e['ranks']}); dispatch+combine "
-              f"share {min(share):.1f}..{max(share):.1f}%")
+              f"{ms(one_t)} ms ({one_t / max(per):.2f}x, ideal {e['ranks']}){cpu_text}; "
+              f"dispatch+combine share {min(share):.1f}..{max(share):.1f}%")
     for c in report["compile"]:
         print(f"compile {c['layer']} {c['dtype']}: {c['seconds']:.2f} s")
 

@@ -77,13 +77,15 @@ def main():
                           [(2, np.float32)])
 
     calls, dispatch, combine, compute, counters = [], [], [], [], None
+    call_cpu, compute_cpu = [], []
 
     def call():
         nonlocal counters
         runtime.reset_counters()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         y = fn(*ordered)
         calls.append(time.perf_counter() - start)
+        call_cpu.append(time.process_time() - cpu_start)
         counters = runtime.counters()
         phases = counters.get("phase_seconds", {})
         dispatch.append(float(phases.get("dispatch", 0.0) or 0.0))
@@ -94,6 +96,9 @@ def main():
         c = find_key(counters, "compute_ns")
         measured = c is not None and (find_key(counters, "compute_calls") or 0) > 0
         compute.append(float(c) * 1e-9 if measured else None)
+        # compute_cpu_ns: the CPU time of that span (ranks may share cores).
+        cpu = find_key(counters, "compute_cpu_ns")
+        compute_cpu.append(float(cpu) * 1e-9 if measured and cpu is not None else None)
         return y
 
     # Every rank must make the same number of calls (collectives): with a time
@@ -105,7 +110,7 @@ def main():
         repeats = 0 if first >= args.max_seconds else max(
             1, min(repeats, int((args.max_seconds - first) / max(first, 1e-9))))
     if repeats:
-        del calls[:], dispatch[:], combine[:], compute[:]
+        del calls[:], dispatch[:], combine[:], compute[:], call_cpu[:], compute_cpu[:]
         for _ in range(repeats):
             y = call()
     runtime.barrier("bench.done")
@@ -115,6 +120,8 @@ def main():
         "call": common.summary(calls),
         "dispatch_s": med(dispatch), "combine_s": med(combine),
         "compute_s": None if any(c is None for c in compute) else med(compute),
+        "call_cpu_s": med(call_cpu),
+        "compute_cpu_s": None if any(c is None for c in compute_cpu) else med(compute_cpu),
         "checksum": float(np.abs(y).sum()),
         "counters": counters,
     }

@@ -47,7 +47,8 @@ std::string Counters::toJson(int rank, int size, const char *backend) const {
   };
   const int64_t dispatchNs = phase("dispatch"), combineNs = phase("combine");
   const int64_t layerNs = computeNs + dispatchNs + combineNs;
-  os << ", \"compute_ns\": " << computeNs << ", \"compute_calls\": " << computeCalls
+  os << ", \"compute_ns\": " << computeNs << ", \"compute_cpu_ns\": " << computeCpuNs
+     << ", \"compute_calls\": " << computeCalls
      << ", \"layer\": {\"compute_ns\": " << computeNs << ", \"dispatch_ns\": " << dispatchNs
      << ", \"combine_ns\": " << combineNs << ", \"transfer_share\": "
      << (layerNs > 0 ? double(dispatchNs + combineNs) / double(layerNs) : 0.0) << "}";

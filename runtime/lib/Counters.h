@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <map>
 #include <string>
 
@@ -17,6 +18,13 @@ struct CollectiveCounter {
 };
 
 /// What one rank measured since the last reset.
+/// CPU time of the process so far (every thread), in nanoseconds.
+inline int64_t processCpuNs() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
 struct Counters {
   std::map<std::string, CollectiveCounter> collectives;
   std::map<std::string, double> phaseSeconds;
@@ -28,10 +36,14 @@ struct Counters {
   /// The layer's compute on this rank: the time from the end of each
   /// ep_dispatch to the start of its ep_combine, summed, and how many such
   /// intervals were counted.
-  int64_t computeNs = 0, computeCalls = 0;
+  /// computeCpuNs: the CPU time the process (all its threads) spent in
+  /// those intervals, which shows a rank's share of the work also when ranks
+  /// share cores.
+  int64_t computeNs = 0, computeCpuNs = 0, computeCalls = 0;
 
-  void noteCompute(std::chrono::steady_clock::duration interval) {
+  void noteCompute(std::chrono::steady_clock::duration interval, int64_t cpuNs) {
     computeNs += std::chrono::duration_cast<std::chrono::nanoseconds>(interval).count();
+    computeCpuNs += cpuNs;
     computeCalls += 1;
   }
 

@@ -414,6 +414,7 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
     inFlight.emplace_back();
   inFlight[handle] = std::move(state);
   inFlight[handle].dispatched = Clock::now();
+  inFlight[handle].dispatchedCpuNs = processCpuNs();
   return std::nullopt;
 }
 
@@ -460,7 +461,8 @@ Status ExpertParallel::combine(int64_t handle, const uint8_t *partial,
   // The layer's compute on this rank: from the end of the dispatch to the
   // start of its combine (summed over calls), so the share of the layer's
   // time spent in transfers can be computed from the counters.
-  counters.noteCompute(timer.start - state.dispatched);
+  counters.noteCompute(timer.start - state.dispatched,
+                       processCpuNs() - state.dispatchedCpuNs);
   Collectives::SignatureScope scope(coll, state.signature);
   const int ranks = coll.size();
   int64_t expectedRows = 0, backRows = 0;

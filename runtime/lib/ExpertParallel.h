@@ -99,6 +99,7 @@ private:
     /// When the dispatch returned: the layer's compute on this rank runs
     /// from then until its combine starts (counted as compute_ns).
     Clock::time_point dispatched;
+    int64_t dispatchedCpuNs = 0; ///< process CPU time then (all threads)
     /// Rows that travel to / from each peer: the valid ones, or whole blocks.
     int64_t sendBlock(int peer) const { return slots ? slots : sentRows[peer]; }
     int64_t recvBlock(int peer) const { return slots ? slots : receivedRows[peer]; }

@@ -42,16 +42,23 @@ func.func @gemm(%rows: tensor<?x64xf32>, %w: tensor<4x32x64xf32>, %re: tensor<?x
 
 // -----
 
-// bf16 operands are widened in registers (the 16 bits become the high half
-// of an f32); K = 20 ends with a masked load of the last 4 elements.
+// bf16 operands are widened in registers. 16 elements at a time, each bf16
+// as the high half of an f32 by interleaving with zeros (x86's unpack), the
+// same permutation for rows and weights; K = 20 ends with a masked load of
+// the last 4 elements, widened by an extend and a shift of 16.
 // CHECK-LABEL: func.func @gemm_bf16
-// CHECK: vector.load {{.*}} : memref<?x20xbf16, strided<[?, 1], offset: ?>>, vector<8xbf16>
+// CHECK: vector.load {{.*}} : memref<?x20xbf16, strided<[?, 1], offset: ?>>, vector<16xbf16>
+// CHECK: vector.bitcast {{.*}} : vector<16xbf16> to vector<16xi16>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 16, 0, 17, 0, 18, 0, 19, 0, 24, 0, 25, 0, 26, 0, 27]
+// CHECK: vector.bitcast {{.*}} : vector<16xi16> to vector<8xf32>
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 20, 0, 21, 0, 22, 0, 23, 0, 28, 0, 29, 0, 30, 0, 31]
+// CHECK: vector.fma
+// CHECK: vector.constant_mask [4] : vector<8xi1>
+// CHECK: vector.maskedload
 // CHECK: vector.bitcast {{.*}} : vector<8xbf16> to vector<8xi16>
 // CHECK: arith.extui {{.*}} : vector<8xi16> to vector<8xi32>
 // CHECK: arith.shli
 // CHECK: vector.bitcast {{.*}} : vector<8xi32> to vector<8xf32>
-// CHECK: vector.constant_mask [4] : vector<8xi1>
-// CHECK: vector.maskedload
 // CHECK: arith.truncf {{.*}} : f32 to bf16
 func.func @gemm_bf16(%rows: tensor<?x20xbf16>, %w: tensor<2x8x20xbf16>, %re: tensor<?xi32>,
                      %off: tensor<3xi32>) -> tensor<?x8xbf16> {

@@ -174,6 +174,38 @@ private:
     return vector::BitCastOp::create(b, loc, f32Vector, high);
   }
 
+  bool bothBf16() const {
+    return lanes % 4 == 0 &&
+           cast<MemRefType>(ops.a.getType()).getElementType().isBF16() &&
+           cast<MemRefType>(ops.w.getType()).getElementType().isBF16();
+  }
+
+  /// 2 x lanes bf16 elements of a row from index `k` on, as two f32 vectors:
+  /// within each block of 8 elements (128 bits), the first 4 go to the low
+  /// vector and the last 4 to the high one, each bf16 as the high half of
+  /// an f32 (what x86's unpack-with-zero instructions do).
+  std::pair<Value, Value> loadWidePair(Value buffer, ValueRange indices) {
+    int64_t n = 2 * lanes;
+    auto bf16s = VectorType::get({n}, b.getBF16Type());
+    auto i16s = VectorType::get({n}, b.getI16Type());
+    Value v = vector::LoadOp::create(b, loc, bf16s, buffer, indices);
+    Value bits = vector::BitCastOp::create(b, loc, i16s, v);
+    Value zeros = arith::ConstantOp::create(
+        b, loc, i16s, DenseElementsAttr::get(i16s, b.getI16IntegerAttr(0)));
+    auto half = [&](int64_t offset) {
+      // Shuffle indices: [0, n) pick from `zeros`, [n, 2n) from `bits`.
+      SmallVector<int64_t> mask;
+      for (int64_t block = 0; block < n / 8; ++block)
+        for (int64_t e = 0; e < 4; ++e) {
+          mask.push_back(0);
+          mask.push_back(n + block * 8 + offset + e);
+        }
+      Value mixed = vector::ShuffleOp::create(b, loc, zeros, bits, mask);
+      return vector::BitCastOp::create(b, loc, f32Vector, mixed).getResult();
+    };
+    return {half(0), half(4)};
+  }
+
   /// out[row + i, col + j] for i < rows, j < register-cols (columns clamped
   /// to colEnd - 1; the clamped duplicates are not stored).
   void emitRegisterTile(Value expert, Value row, int64_t rows, Value col,
@@ -205,11 +237,42 @@ private:
       return next;
     };
 
-    int64_t whole = k0 + kLength / lanes * lanes;
+    // Both operands bf16: 2 x lanes elements per step, widened by
+    // interleaving with zeros (one unpack per 8 lanes instead of an extend
+    // and a shift). The unpack permutes the elements within 128-bit blocks,
+    // the same way for both operands, so the products pair up.
     SmallVector<Value> acc = init;
-    if (whole > k0) {
+    int64_t start = k0;
+    if (bothBf16()) {
+      int64_t pairs = k0 + kLength / (2 * lanes) * (2 * lanes);
+      if (pairs > k0) {
+        auto loop = scf::ForOp::create(
+            b, loc, c(k0), c(pairs), c(2 * lanes), init,
+            [&](OpBuilder &nb, Location, Value k, ValueRange iter) {
+              OpBuilder::InsertionGuard guard(b);
+              b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+              SmallVector<Value> next(iter.begin(), iter.end());
+              SmallVector<std::pair<Value, Value>> a;
+              for (int64_t i = 0; i < rows; ++i)
+                a.push_back(loadWidePair(ops.a, {rowIdx[i], k}));
+              for (int64_t j = 0; j < tileCols; ++j) {
+                auto [wLow, wHigh] = loadWidePair(ops.w, {expert, colIdx[j], k});
+                for (int64_t i = 0; i < rows; ++i) {
+                  Value &sum = next[i * tileCols + j];
+                  sum = vector::FMAOp::create(b, loc, a[i].first, wLow, sum);
+                  sum = vector::FMAOp::create(b, loc, a[i].second, wHigh, sum);
+                }
+              }
+              scf::YieldOp::create(b, loc, next);
+            });
+        acc.assign(loop.getResults().begin(), loop.getResults().end());
+        start = pairs;
+      }
+    }
+    int64_t whole = start + (k0 + kLength - start) / lanes * lanes;
+    if (whole > start) {
       auto loop = scf::ForOp::create(
-          b, loc, c(k0), c(whole), c(lanes), init,
+          b, loc, c(start), c(whole), c(lanes), acc,
           [&](OpBuilder &nb, Location, Value k, ValueRange iter) {
             OpBuilder::InsertionGuard guard(b);
             b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
