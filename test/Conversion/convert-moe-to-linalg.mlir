@@ -205,8 +205,8 @@ func.func @dispatch_row_tile_dynamic(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>
 // CHECK-LABEL: func.func @dispatch_masked_offsets
 // CHECK: %[[OFFSETS:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<5xi32>)
 // CHECK: ^bb0(%{{.+}}: i32):
-// CHECK: %[[C:.+]] = arith.constant 8 : i32
 // CHECK: %[[E:.+]] = arith.index_cast %{{.+}} : index to i32
+// CHECK: %[[C:.+]] = arith.constant 8 : i32
 // CHECK: %[[START:.+]] = arith.muli %[[E]], %[[C]] : i32
 // CHECK: linalg.yield %[[START]] : i32
 // CHECK: } -> tensor<5xi32>

@@ -56,8 +56,9 @@ moe_compile::createTargetMachine(StringRef cpu) {
     for (const auto &[feature, enabled] : sys::getHostCPUFeatures())
       list.AddFeature(feature, enabled);
     features = list.getString();
-  } else if (!target->createMCSubtargetInfo(triple, name, "")
-                  ->isCPUStringValid(name)) {
+  } else if (std::unique_ptr<MCSubtargetInfo> generic(
+                 target->createMCSubtargetInfo(triple, "", ""));
+             !generic || !generic->isCPUStringValid(name)) {
     return emitterError("--cpu: '" + cpu + "' is not a CPU LLVM knows for " +
                         triple.str() + " (try host, x86-64-v3 or skylake-avx512)");
   }

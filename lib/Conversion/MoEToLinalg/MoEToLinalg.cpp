@@ -289,8 +289,10 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
           b, ValueRange{}, buildEmpty(b, {b.getIndexAttr(experts + 1)}, b.getI32Type()),
           {Dims{0}}, 1, {},
           [capacity](OpBuilder &nb, Location loc, ValueRange idx, ValueRange) -> Value {
-            return arith::MulIOp::create(nb, loc, indexToI32(nb, loc, idx[0]),
-                                         constI32(nb, loc, int64_t(*capacity)));
+            // Named first: argument order is unspecified in C++.
+            Value expert = indexToI32(nb, loc, idx[0]);
+            Value rows = constI32(nb, loc, int64_t(*capacity));
+            return arith::MulIOp::create(nb, loc, expert, rows);
           });
       rowsTotal = arith::ConstantIndexOp::create(b, experts * int64_t(*capacity));
     } else {
