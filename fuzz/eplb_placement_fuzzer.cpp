@@ -25,21 +25,6 @@ void require(bool ok, const char *what) {
   }
 }
 
-bool allFinite(const llvm::json::Value &v) {
-  if (const llvm::json::Object *o = v.getAsObject()) {
-    for (const auto &entry : *o)
-      if (!allFinite(entry.second))
-        return false;
-  } else if (const llvm::json::Array *a = v.getAsArray()) {
-    for (const llvm::json::Value &x : *a)
-      if (!allFinite(x))
-        return false;
-  } else if (std::optional<double> x = v.getAsNumber()) {
-    return std::isfinite(*x);
-  }
-  return true;
-}
-
 struct Cluster {
   int64_t experts;
   Topology topology;
@@ -83,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     require(checkPlacement(p, cluster.experts, t, /*allowSameDevice=*/true) ==
                 "",
             "accepted an invalid placement");
-    require(allFinite(llvm::json::Value(placementJSON(p, load, t.devices))),
+    require(firstNonFinite(llvm::json::Value(placementJSON(p, load, t.devices))).empty(),
             "non-finite number in the JSON plan");
     for (const PlanOptions &options : {even, shares}) {
       RedeployDecision d = decideRedeploy(p, load, t, options, 0.01);

@@ -29,22 +29,6 @@ void require(bool ok, const char *what) {
   }
 }
 
-/// Every number in `v` finite.
-bool allFinite(const llvm::json::Value &v) {
-  if (const llvm::json::Object *o = v.getAsObject()) {
-    for (const auto &entry : *o)
-      if (!allFinite(entry.second))
-        return false;
-  } else if (const llvm::json::Array *a = v.getAsArray()) {
-    for (const llvm::json::Value &x : *a)
-      if (!allFinite(x))
-        return false;
-  } else if (std::optional<double> x = v.getAsNumber()) {
-    return std::isfinite(*x);
-  }
-  return true;
-}
-
 void checkPlan(const LayerPlan &plan, const std::vector<double> &load,
                const Topology &t, bool allowSameDevice) {
   int64_t experts = static_cast<int64_t>(load.size());
@@ -54,8 +38,8 @@ void checkPlan(const LayerPlan &plan, const std::vector<double> &load,
           "non-finite peak or mean");
   require(std::isfinite(peakOverAverage(plan.placement, load, t.devices)),
           "non-finite peak/average");
-  require(allFinite(llvm::json::Value(
-              placementJSON(plan.placement, load, t.devices))),
+  require(firstNonFinite(llvm::json::Value(
+              placementJSON(plan.placement, load, t.devices))).empty(),
           "non-finite number in the JSON plan");
 }
 } // namespace

@@ -334,23 +334,6 @@ def section_routing(args, work, report):
                  "compile s"], rows))
 
 
-def find_key(obj, key):
-    """The first value of `key` anywhere in nested JSON, else None."""
-    if isinstance(obj, dict):
-        if key in obj:
-            return obj[key]
-        values = obj.values()
-    elif isinstance(obj, list):
-        values = obj
-    else:
-        return None
-    for v in values:
-        found = find_key(v, key)
-        if found is not None:
-            return found
-    return None
-
-
 def run_ep(library, plan_path, ranks, token_sets, tokens, args, work, tag):
     out = Path(work) / f"ep-{tag}"
     out.mkdir(exist_ok=True)

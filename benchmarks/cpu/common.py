@@ -368,3 +368,20 @@ def make_torch_layer(w, plan, dtype, prefer_hf=True):
     else:
         note = "own"
     return TorchLayer(w, plan, dtype), f"torch = HF-style loop written here; {note}"
+
+
+def find_key(obj, key):
+    """The first value of `key` anywhere in nested JSON, else None."""
+    if isinstance(obj, dict):
+        if key in obj:
+            return obj[key]
+        values = obj.values()
+    elif isinstance(obj, list):
+        values = obj
+    else:
+        return None
+    for v in values:
+        found = find_key(v, key)
+        if found is not None:
+            return found
+    return None

@@ -28,22 +28,6 @@ from moec.memref import CompiledFunction  # noqa: E402
 from moec.runtime import Runtime  # noqa: E402
 
 
-def find_key(obj, key):
-    if isinstance(obj, dict):
-        if key in obj:
-            return obj[key]
-        values = obj.values()
-    elif isinstance(obj, list):
-        values = obj
-    else:
-        return None
-    for v in values:
-        found = find_key(v, key)
-        if found is not None:
-            return found
-    return None
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--library", required=True)
@@ -93,11 +77,11 @@ def main():
         # compute_ns: time between each dispatch and its combine; a layer
         # without EP collectives (the one-process baseline) has no such span
         # (compute_calls 0), so its whole call is its compute.
-        c = find_key(counters, "compute_ns")
-        measured = c is not None and (find_key(counters, "compute_calls") or 0) > 0
+        c = common.find_key(counters, "compute_ns")
+        measured = c is not None and (common.find_key(counters, "compute_calls") or 0) > 0
         compute.append(float(c) * 1e-9 if measured else None)
         # compute_cpu_ns: the CPU time of that span (ranks may share cores).
-        cpu = find_key(counters, "compute_cpu_ns")
+        cpu = common.find_key(counters, "compute_cpu_ns")
         compute_cpu.append(float(cpu) * 1e-9 if measured and cpu is not None else None)
         return y
 

@@ -275,3 +275,24 @@ json::Object eplb::placementJSON(const Placement &p,
       {"average", total / static_cast<double>(devices)},
   };
 }
+
+std::string eplb::firstNonFinite(const llvm::json::Value &v, const std::string &path) {
+  if (const llvm::json::Object *o = v.getAsObject()) {
+    for (const auto &[key, value] : *o) {
+      std::string found = firstNonFinite(value, path + "." + key.str());
+      if (!found.empty())
+        return found;
+    }
+  } else if (const llvm::json::Array *a = v.getAsArray()) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      std::string found =
+          firstNonFinite((*a)[i], path + "[" + std::to_string(i) + "]");
+      if (!found.empty())
+        return found;
+    }
+  } else if (std::optional<double> x = v.getAsNumber()) {
+    if (!std::isfinite(*x))
+      return path;
+  }
+  return "";
+}

@@ -123,29 +123,6 @@ std::string checkOptions() {
   return "";
 }
 
-/// The JSON path of the first number in `v` that is not finite, or "".
-/// llvm::json would print it as inf or nan, which is not JSON.
-std::string nonFinite(const json::Value &v, const std::string &path) {
-  if (const json::Object *o = v.getAsObject()) {
-    for (const auto &[key, value] : *o) {
-      std::string found = nonFinite(value, path + "." + key.str());
-      if (!found.empty())
-        return found;
-    }
-  } else if (const json::Array *a = v.getAsArray()) {
-    for (size_t i = 0; i < a->size(); ++i) {
-      std::string found =
-          nonFinite((*a)[i], path + "[" + std::to_string(i) + "]");
-      if (!found.empty())
-        return found;
-    }
-  } else if (std::optional<double> x = v.getAsNumber()) {
-    if (!std::isfinite(*x))
-      return path;
-  }
-  return "";
-}
-
 const char *robustName(Robust kind) {
   switch (kind) {
   case Robust::Mean:
@@ -346,7 +323,7 @@ int main(int argc, char **argv) {
       {"layers", std::move(layerPlans)},
   };
   json::Value value(std::move(out));
-  std::string bad = nonFinite(value, "$");
+  std::string bad = firstNonFinite(value);
   if (!bad.empty())
     return fail(outputFile + ": not written: " + bad +
                 " is not a finite number");

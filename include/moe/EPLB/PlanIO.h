@@ -47,6 +47,11 @@ llvm::json::Object placementJSON(const Placement &placement,
                                  const std::vector<double> &load,
                                  int64_t devices);
 
+/// The JSON path (from `path`) of the first number in `v` that is not
+/// finite, or "". llvm::json would print it as inf or nan, which is not JSON.
+std::string firstNonFinite(const llvm::json::Value &v,
+                           const std::string &path = "$");
+
 } // namespace mlir::moe::eplb
 
 #endif // MOE_EPLB_PLANIO_H
