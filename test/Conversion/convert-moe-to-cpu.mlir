@@ -1,6 +1,8 @@
 // RUN: moe-opt --convert-moe-to-cpu --split-input-file %s | FileCheck %s
 // RUN: moe-opt --convert-moe-to-cpu="vector-width=16 register-rows=4 register-cols=2 column-block=32" --split-input-file %s | FileCheck %s --check-prefix=AVX512
 // RUN: moe-opt --moe-cpu-pipeline="lower-to-llvm=false" --split-input-file %s | FileCheck %s --check-prefix=PIPELINE
+// RUN: moe-opt --convert-moe-to-cpu --split-input-file %s | FileCheck %s --check-prefix=PACKED
+// RUN: moe-opt --convert-moe-to-cpu="packed-min-rows=0" --split-input-file %s | FileCheck %s --check-prefix=NOPACK
 
 // The grouped GEMM on the expert-offsets layout: a thread loop over (column
 // block, expert) work items, row blocks, register tiles of 3 rows x 4 weight
@@ -29,6 +31,42 @@
 // AVX512-LABEL: func.func @gemm
 // AVX512: scf.forall (%{{.*}}) in (%{{.*}})
 // AVX512-COUNT-8: vector.fma {{.*}} : vector<16xf32>
+// The packed path for experts with at least packed-min-rows rows: the dot
+// forall skips them; a scan lists (expert, row block of 48) work items for a
+// second forall; each block is packed transposed into [2 x K x 24] f32; a
+// register tile is 3 vectors of packed rows x 4 broadcast weights (12 FMAs,
+// no horizontal sum); the last partial tile uses 2 or 1 row vectors.
+// PACKED-LABEL: func.func @gemm
+// PACKED: scf.forall
+// PACKED: arith.cmpi uge, %{{.*}}, %c24
+// PACKED: scf.if
+// PACKED: } else {
+// PACKED: scf.for {{.*}} iter_args
+// PACKED: scf.forall (%[[ITEM:.*]]) in (%{{.*}})
+// PACKED: memref.load %{{.*}}[%[[ITEM]]] : memref<?xindex>
+// PACKED: memref.alloc() {alignment = 64 : i64} : memref<2x64x24xf32>
+// PACKED: scf.for %[[K:.*]] = %c0 to %{{.*}} step %c1 iter_args
+// PACKED-COUNT-3: vector.load %{{.*}} : memref<2x64x24xf32>, vector<8xf32>
+// PACKED: vector.broadcast %{{.*}} : f32 to vector<8xf32>
+// PACKED-COUNT-3: vector.fma
+// PACKED: vector.broadcast
+// PACKED-COUNT-3: vector.fma
+// PACKED: vector.broadcast
+// PACKED-COUNT-3: vector.fma
+// PACKED: vector.broadcast
+// PACKED-COUNT-3: vector.fma
+// PACKED: scf.yield {{.*}} : vector<8xf32>
+// PACKED-NOT: vector.reduction
+// PACKED: arith.cmpi ugt, %{{.*}}, %c16
+// PACKED: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// PACKED: arith.cmpi ugt, %{{.*}}, %c8
+// PACKED: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// PACKED: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// NOPACK-LABEL: func.func @gemm
+// NOPACK: scf.forall
+// NOPACK-NOT: scf.forall
+// NOPACK-NOT: memref<2x64x24xf32>
+// NOPACK: return
 // PIPELINE-LABEL: func.func @gemm
 // PIPELINE: omp.parallel
 // PIPELINE: omp.wsloop

@@ -123,6 +123,11 @@ cl::opt<int64_t> rowTile(
     cl::desc("Pad each expert's dispatched rows to a multiple of this (the "
              "expert GEMM's row tile; 1: no padding, what the CPU GEMM wants)"),
     cl::init(1), cl::cat(category));
+cl::opt<int64_t> packedMinRows(
+    "packed-min-rows",
+    cl::desc("Experts with at least this many rows in a call take the packed "
+             "(prefill) GEMM; fewer take the decode GEMM (0: never packed)"),
+    cl::init(24), cl::cat(category));
 cl::opt<Target> target(
     "target", cl::desc("Where the layer runs"), cl::init(Target::Cpu),
     cl::values(clEnumValN(Target::Cpu, "cpu", "host code"),
@@ -236,6 +241,9 @@ std::optional<std::string> optionProblem() {
                          kMaxTokens, maxTokensPerRank.getValue()).str();
   if (rowTile < 1 || rowTile > 1024)
     return llvm::formatv("--row-tile must be in [1, 1024], got {0}", int64_t(rowTile)).str();
+  if (packedMinRows < 0 || packedMinRows > kMaxTokens)
+    return llvm::formatv("--packed-min-rows must be in [0, {0}], got {1}", kMaxTokens,
+                         packedMinRows.getValue()).str();
   if (chunkBudget < 0)
     return llvm::formatv("--chunk-budget-bytes must be 0 (no limit) or "
                          "positive, got {0}", chunkBudget.getValue()).str();
@@ -368,11 +376,18 @@ llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine) {
            {"register_tile_rows", int64_t(defaults.registerRows)},
            {"register_tile_weight_rows", int64_t(defaults.registerCols)},
            {"column_block", int64_t(defaults.columnBlock)},
-           {"weight_layout", "HuggingFace [E, out, in], no packing: both operands "
-                             "are contiguous along the reduction"},
+           {"packed_min_rows", int64_t(packedMinRows)},
+           {"packed",
+            "experts with at least packed_min_rows rows in a call (f32 weights): "
+            "row blocks of 48 packed transposed as f32 per work item, register "
+            "tiles of 3 x " + std::to_string(lanes) + " rows by 4 weight rows "
+            "(outer products)"},
+           {"weight_layout", "HuggingFace [E, out, in], no packing of weights: "
+                             "both operands are contiguous along the reduction"},
            {"bf16", "widened to f32 in registers"}}},
       {"threads", "OpenMP worksharing loops over (column block, expert) work "
-                  "items and over tokens; OMP_NUM_THREADS, default all cores"},
+                  "items, over listed (expert, row block) work items and over "
+                  "tokens; OMP_NUM_THREADS, default all cores"},
       {"llvm", "O3"}};
 }
 
@@ -441,6 +456,7 @@ int main(int argc, char **argv) {
   moe::CpuPipelineOptions cpuOptions;
   cpuOptions.vectorWidth = moe_compile::vectorWidthOf(**machine);
   cpuOptions.rowTile = rowTile;
+  cpuOptions.packedMinRows = packedMinRows;
   cpuOptions.dispatchQuantization = dispatchQuant;
   cpuOptions.dedupeTp = !noTpDedupe;
   cpuOptions.fp8Gemm = fp8Gemm;

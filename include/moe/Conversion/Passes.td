@@ -51,6 +51,11 @@ def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
       weight rows, and the reduction over K runs on `vector<{vector-width}xf32>`
       accumulators with `vector.fma` (weights of one expert are reused by all
       rows of its tile; bf16 operands are widened in registers).
+      Experts with at least `packed-min-rows` rows (prefill) instead take a
+      second `scf.forall` over row blocks listed by a scan: each block is
+      packed transposed (as f32) once, and register tiles of 3 x
+      `vector-width` rows by 4 weight rows accumulate outer products
+      (a vector of packed rows times a broadcast weight).
     * `moe.route`: the router GEMM as a one-expert grouped GEMM, then top-k by
       selection per token: O(T E k), ties to the lower expert id, NaN last.
     * `moe.dispatch`: a counting sort by a scan: O(T k + E).
@@ -67,6 +72,8 @@ def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
            "Weight rows (output columns) of the GEMM's register tile">,
     Option<"columnBlock", "column-block", "int64_t", "64",
            "Output columns of one thread work item">,
+    Option<"packedMinRows", "packed-min-rows", "int64_t", "24",
+           "Experts with at least this many rows take the packed GEMM (0: none)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",

@@ -41,6 +41,11 @@ struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("Output columns of one GEMM thread work item (a multiple "
                      "of register-cols)"),
       llvm::cl::init(64)};
+  Option<int64_t> packedMinRows{
+      *this, "packed-min-rows",
+      llvm::cl::desc("Experts with at least this many rows take the packed "
+                     "GEMM (0: never)"),
+      llvm::cl::init(24)};
   Option<int64_t> rowTile{
       *this, "row-tile",
       llvm::cl::desc("Pad each expert's dispatched rows to a multiple of this "

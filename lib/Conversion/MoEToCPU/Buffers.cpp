@@ -4,6 +4,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 using namespace mlir;
@@ -43,4 +44,16 @@ Value cpu::loadIndex(OpBuilder &b, Location loc, Value buffer,
                      ValueRange indices) {
   Value v = memref::LoadOp::create(b, loc, buffer, indices);
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+}
+
+void cpu::forLoop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
+                  function_ref<void(Value)> body) {
+  scf::ForOp::create(b, loc, lb, ub, step, ValueRange{},
+                     [&](OpBuilder &nb, Location, Value iv, ValueRange) {
+                       OpBuilder::InsertionGuard guard(b);
+                       b.setInsertionPoint(nb.getInsertionBlock(),
+                                           nb.getInsertionPoint());
+                       body(iv);
+                       scf::YieldOp::create(b, loc);
+                     });
 }

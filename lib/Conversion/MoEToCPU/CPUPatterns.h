@@ -15,6 +15,17 @@ struct CpuCodegenOptions {
   int64_t columnBlock = 64;
   /// Bytes of the weight rows one register tile pass keeps in L1.
   int64_t l1PanelBytes = 16 * 1024;
+  /// Experts with at least this many rows take the packed path (0: never).
+  int64_t packedMinRows = 24;
+  /// Its register tile: packedRowVectors x vectorWidth rows by packedCols
+  /// weight rows; and the rows of one work item (a multiple of the tile).
+  int64_t packedRowVectors = 3;
+  int64_t packedCols = 4;
+  int64_t packedBlockRows = 48;
+  /// Bytes of packed rows one depth block keeps (in L2). Splitting K costs a
+  /// pass over the output per block: measured 1.2-1.6x slower at K = 1024
+  /// with 128-512 KiB blocks, so only a depth of more than 2730 is split.
+  int64_t packedL2Bytes = 512 * 1024;
 };
 
 /// Operands of a grouped GEMM on buffers:
@@ -32,6 +43,15 @@ struct GemmBuffers {
 /// [rowBegin, rowEnd) are not written.
 void buildGroupedGemm(OpBuilder &b, Location loc, const GemmBuffers &operands,
                       const CpuCodegenOptions &options);
+
+/// The packed path for experts with many rows (see PackedGemmCPU.cpp):
+/// whether it applies to these operands, its GEMM, and whether the expert
+/// rows [begin, end) take it.
+bool usesPackedGemm(const GemmBuffers &operands, const CpuCodegenOptions &options);
+void buildPackedGemm(OpBuilder &b, Location loc, const GemmBuffers &operands,
+                     const CpuCodegenOptions &options);
+Value isPackedExpert(OpBuilder &b, Location loc, const GemmBuffers &operands,
+                     const CpuCodegenOptions &options, Value begin, Value end);
 
 void populateCpuGroupedMatmulPatterns(RewritePatternSet &patterns,
                                       const CpuCodegenOptions &options);
@@ -59,6 +79,9 @@ Value toTensor(OpBuilder &b, Location loc, Value buffer, Type tensorType);
 /// Scalar helpers.
 Value constIndex(OpBuilder &b, Location loc, int64_t v);
 Value loadIndex(OpBuilder &b, Location loc, Value buffer, ValueRange indices);
+/// An scf.for without results whose body `body(iv)` builds at `b`.
+void forLoop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
+             function_ref<void(Value)> body);
 
 } // namespace mlir::moe::cpu
 

@@ -9,6 +9,8 @@
 //   register tiles of register-rows rows by register-cols weight rows whose
 //     reduction over K runs on vector<vector-width x f32> accumulators with
 //     vector.fma; one horizontal sum per output element at the end.
+// Experts with at least `packedMinRows` rows (f32 weights) are left to the
+// packed GEMM (PackedGemmCPU.cpp), which this emits after its own loop.
 // Weights are read in HuggingFace's [E, N, K] layout: both operands are
 // contiguous along K, so no packing step is needed. bf16 operands are
 // widened to f32 in registers (a shift of the 16 bits), so a bf16 layer
@@ -44,6 +46,7 @@ public:
   }
 
   void emit() {
+    packed = usesPackedGemm(ops, options);
     int64_t columnBlocks = llvm::divideCeil(cols, options.columnBlock);
     Value items = constIndex(b, loc, columnBlocks * experts);
     scf::ForallOp::create(
@@ -54,6 +57,8 @@ public:
           emitWorkItem(ivs[0]);
           scf::InParallelOp::create(b, loc);
         });
+    if (packed)
+      buildPackedGemm(b, loc, ops, options);
   }
 
 private:
@@ -68,6 +73,20 @@ private:
     Value colEnd = arith::MinUIOp::create(
         b, loc, arith::AddIOp::create(b, loc, colBegin, c(options.columnBlock)),
         c(cols));
+    if (packed) {
+      // Experts with many rows are the packed GEMM's.
+      Value many = isPackedExpert(b, loc, ops, options, begin, end);
+      auto skip = scf::IfOp::create(b, loc, many, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(skip.elseBlock());
+      emitSmallExpert(expert, begin, end, colBegin, colEnd);
+      return;
+    }
+    emitSmallExpert(expert, begin, end, colBegin, colEnd);
+  }
+
+  void emitSmallExpert(Value expert, Value begin, Value end, Value colBegin,
+                       Value colEnd) {
     // An expert with fewer rows than a register tile (decode) streams its
     // weights once over the whole depth: no row blocks, no partial sums.
     // (Twice the weight rows per pass measured slower: 11.4 vs 9.8 ms.)
@@ -137,14 +156,7 @@ private:
   }
 
   void forLoop(Value lb, Value ub, Value step, function_ref<void(Value)> body) {
-    scf::ForOp::create(b, loc, lb, ub, step, ValueRange{},
-                       [&](OpBuilder &nb, Location, Value iv, ValueRange) {
-                         OpBuilder::InsertionGuard guard(b);
-                         b.setInsertionPoint(nb.getInsertionBlock(),
-                                             nb.getInsertionPoint());
-                         body(iv);
-                         scf::YieldOp::create(b, loc);
-                       });
+    cpu::forLoop(b, loc, lb, ub, step, body);
   }
 
   /// `lanes` elements of row `indices` of `buffer` from index `k` on, as f32;
@@ -324,6 +336,7 @@ private:
   const CpuCodegenOptions &options;
   int64_t experts, cols, depth, lanes;
   VectorType f32Vector;
+  bool packed = false;
 };
 } // namespace
 

@@ -27,10 +27,11 @@ struct ConvertMoEToCPUPass
 
   void runOnOperation() override {
     if (vectorWidth < 1 || registerRows < 1 || registerCols < 1 ||
-        columnBlock < registerCols || columnBlock % registerCols != 0) {
+        columnBlock < registerCols || columnBlock % registerCols != 0 ||
+        packedMinRows < 0) {
       getOperation()->emitError(
           "convert-moe-to-cpu: tile sizes must be positive and column-block "
-          "a multiple of register-cols");
+          "a multiple of register-cols; packed-min-rows must not be negative");
       return signalPassFailure();
     }
     cpu::CpuCodegenOptions options;
@@ -38,6 +39,7 @@ struct ConvertMoEToCPUPass
     options.registerRows = registerRows;
     options.registerCols = registerCols;
     options.columnBlock = columnBlock;
+    options.packedMinRows = packedMinRows;
     RewritePatternSet patterns(&getContext());
     cpu::populateCpuGroupedMatmulPatterns(patterns, options);
     cpu::populateCpuRoutePatterns(patterns, options);
