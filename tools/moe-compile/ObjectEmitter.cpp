@@ -3,6 +3,8 @@
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -14,6 +16,9 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/Transforms/Utils/SplitModule.h"
+
+#include <thread>
 
 using namespace llvm;
 
@@ -112,7 +117,45 @@ Error moe_compile::writeObject(Module &module, TargetMachine &machine,
   return Error::success();
 }
 
-Error moe_compile::linkShared(StringRef objectPath, StringRef path,
+Error moe_compile::writeObjectsInParallel(std::unique_ptr<Module> module,
+                                          StringRef cpu, ArrayRef<std::string> paths) {
+  // LLVM contexts are not shared between threads: each part travels as
+  // bitcode into a context of its own.
+  SmallVector<SmallString<0>> parts;
+  SplitModule(*module, paths.size(), [&](std::unique_ptr<Module> part) {
+    raw_svector_ostream os(parts.emplace_back());
+    WriteBitcodeToFile(*part, os);
+  }, /*PreserveLocals=*/false, /*RoundRobin=*/true);
+  module.reset();
+  std::vector<std::string> failures(parts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < parts.size(); ++i)
+    threads.emplace_back([&, i] {
+      LLVMContext context;
+      Expected<std::unique_ptr<Module>> part =
+          parseBitcodeFile(MemoryBufferRef(parts[i], "part"), context);
+      if (!part) {
+        failures[i] = toString(part.takeError());
+        return;
+      }
+      Expected<std::unique_ptr<TargetMachine>> machine = createTargetMachine(cpu);
+      if (!machine) {
+        failures[i] = toString(machine.takeError());
+        return;
+      }
+      optimize(**part, **machine);
+      if (Error error = writeObject(**part, **machine, paths[i]))
+        failures[i] = toString(std::move(error));
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  for (const std::string &failure : failures)
+    if (!failure.empty())
+      return emitterError(failure);
+  return Error::success();
+}
+
+Error moe_compile::linkShared(ArrayRef<std::string> objectPaths, StringRef path,
                               StringRef runtimeDir) {
   ErrorOr<std::string> cc = sys::findProgramByName("cc");
   if (!cc)
@@ -122,9 +165,9 @@ Error moe_compile::linkShared(StringRef objectPath, StringRef path,
   // LLVM's OpenMP runtime: the worksharing loops call __kmpc_* entries.
   std::string ompDir = "-L" MOE_OPENMP_LIBDIR, ompRpath = "-Wl,-rpath," MOE_OPENMP_LIBDIR;
   // Every layer allocates through the runtime (its heap is measured).
-  SmallVector<StringRef> args = {*cc,     "-shared", "-o",     path,     objectPath,
-                                 libDir,  rpath,     ompDir,   ompRpath, "-lmoert",
-                                 "-lomp", "-lm"};
+  SmallVector<StringRef> args = {*cc, "-shared", "-o", path};
+  args.append(objectPaths.begin(), objectPaths.end());
+  args.append({libDir, rpath, ompDir, ompRpath, "-lmoert", "-lomp", "-lm"});
   if (sys::fs::exists(MOE_BUILTINS_LIB))
     args.push_back(MOE_BUILTINS_LIB);
   std::string message;

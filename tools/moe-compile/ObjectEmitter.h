@@ -35,10 +35,17 @@ void optimize(llvm::Module &module, llvm::TargetMachine &machine);
 llvm::Error writeObject(llvm::Module &module, llvm::TargetMachine &machine,
                         llvm::StringRef path);
 
-/// Links the object at `objectPath` into a shared library at `path` with the
-/// system C compiler driver (`cc`), against libmoert in `runtimeDir` and
+/// Optimizes and writes `module` as one object file per path, on as many
+/// threads: the module is split by functions (locals become hidden globals),
+/// and each part is optimized and compiled in its own LLVM context.
+llvm::Error writeObjectsInParallel(std::unique_ptr<llvm::Module> module,
+                                   llvm::StringRef cpu,
+                                   llvm::ArrayRef<std::string> paths);
+
+/// Links the objects at `objectPaths` into a shared library at `path` with
+/// the system C compiler driver (`cc`), against libmoert in `runtimeDir` and
 /// LLVM's OpenMP runtime (the layer's threads).
-llvm::Error linkShared(llvm::StringRef objectPath, llvm::StringRef path,
+llvm::Error linkShared(llvm::ArrayRef<std::string> objectPaths, llvm::StringRef path,
                        llvm::StringRef runtimeDir);
 
 } // namespace moe_compile

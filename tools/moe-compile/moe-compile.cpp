@@ -35,6 +35,10 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <algorithm>
+#include <deque>
+#include <thread>
+
 using namespace mlir;
 namespace cl = llvm::cl;
 
@@ -472,24 +476,37 @@ int main(int argc, char **argv) {
   auto llvmModule = moe_compile::translateForHost(*module, llvmContext);
   if (!llvmModule)
     return fail(llvm::toString(llvmModule.takeError()));
-  moe_compile::optimize(**llvmModule, **machine);
-  if (emit == Emit::LLVMIR)
+  if (emit == Emit::LLVMIR) {
+    moe_compile::optimize(**llvmModule, **machine);
     return writeText([&](llvm::raw_ostream &os) { (*llvmModule)->print(os, nullptr); });
+  }
 
   // Objects and libraries go to temporaries next to the output first, so that
-  // a failure leaves nothing at the output path.
-  llvm::SmallString<128> object, library;
+  // a failure leaves nothing at the output path. A library is compiled on
+  // every core (one object per part of the module); an object file in one.
+  unsigned parts = emit == Emit::Shared ? std::clamp(std::thread::hardware_concurrency(), 1u, 8u) : 1;
   std::string pattern = outputFile.getValue() + ".tmp-%%%%%%";
-  if (llvm::sys::fs::createUniqueFile(pattern, object) ||
-      (emit == Emit::Shared &&
-       llvm::sys::fs::createUniqueFile(pattern, library)))
-    return fail("cannot create a temporary file next to " + outputFile);
-  llvm::FileRemover removeObject(object), removeLibrary(library);
-  if (llvm::Error e = moe_compile::writeObject(**llvmModule, **machine, object))
+  llvm::SmallVector<std::string> objects;
+  std::deque<llvm::FileRemover> removers;
+  for (unsigned i = 0; i < parts + (emit == Emit::Shared); ++i) {
+    llvm::SmallString<128> path;
+    if (llvm::sys::fs::createUniqueFile(pattern, path))
+      return fail("cannot create a temporary file next to " + outputFile);
+    removers.emplace_back(path);
+    objects.push_back(path.str().str());
+  }
+  std::string library = emit == Emit::Shared ? objects.pop_back_val() : "";
+  if (parts == 1) {
+    moe_compile::optimize(**llvmModule, **machine);
+    if (llvm::Error e = moe_compile::writeObject(**llvmModule, **machine, objects[0]))
+      return fail(llvm::toString(std::move(e)));
+  } else if (llvm::Error e = moe_compile::writeObjectsInParallel(std::move(*llvmModule),
+                                                                 cpu, objects)) {
     return fail(llvm::toString(std::move(e)));
+  }
   if (emit == Emit::Object)
-    return publish(object);
-  if (llvm::Error e = moe_compile::linkShared(object, library, runtimeLibDir(argv[0])))
+    return publish(objects[0]);
+  if (llvm::Error e = moe_compile::linkShared(objects, library, runtimeLibDir(argv[0])))
     return fail(llvm::toString(std::move(e)));
   return publish(library);
 }
