@@ -62,8 +62,10 @@
 // PACKED: arith.cmpi ugt, %{{.*}}, %c8
 // PACKED: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // PACKED: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// One-row (decode) tiles prefetch the weight rows of the next tile.
 // NOPACK-LABEL: func.func @gemm
 // NOPACK: scf.forall
+// NOPACK-COUNT-4: memref.prefetch %{{.*}}, read, locality<3>, data
 // NOPACK-NOT: scf.forall
 // NOPACK-NOT: memref<2x64x24xf32>
 // NOPACK: return

@@ -235,6 +235,21 @@ private:
     Value zero = arith::ConstantOp::create(
         b, loc, f32Vector, DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(0)));
     SmallVector<Value> init(rows * tileCols, zero);
+    // One row (decode) streams the weights once: each weight row is only a
+    // page or two, too short for the hardware prefetcher to ramp up, so the
+    // rows of the next tile are prefetched at the same depth.
+    SmallVector<Value> nextCols;
+    if (rows == 1)
+      for (int64_t j = 0; j < tileCols; ++j) {
+        Value next = arith::AddIOp::create(b, loc, colIdx[j], c(tileCols));
+        nextCols.push_back(arith::MinUIOp::create(b, loc, next, c(cols - 1)));
+      }
+    auto prefetchNext = [&](Value k) {
+      for (Value col : nextCols)
+        memref::PrefetchOp::create(b, loc, ops.w, ValueRange{expert, col, k},
+                                   /*isWrite=*/false, /*localityHint=*/3,
+                                   /*isDataCache=*/true);
+    };
 
     auto step = [&](Value k, ValueRange acc, Value mask) {
       SmallVector<Value> a, next(acc.begin(), acc.end());
@@ -269,6 +284,7 @@ private:
               SmallVector<std::pair<Value, Value>> a;
               for (int64_t i = 0; i < rows; ++i)
                 a.push_back(loadWidePair(ops.a, {rowIdx[i], k}));
+              prefetchNext(k);
               for (int64_t j = 0; j < tileCols; ++j) {
                 auto [wLow, wHigh] = loadWidePair(ops.w, {expert, colIdx[j], k});
                 for (int64_t i = 0; i < rows; ++i) {
@@ -290,6 +306,7 @@ private:
           [&](OpBuilder &nb, Location, Value k, ValueRange iter) {
             OpBuilder::InsertionGuard guard(b);
             b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+            prefetchNext(k);
             scf::YieldOp::create(b, loc, step(k, iter, Value()));
           });
       acc.assign(loop.getResults().begin(), loop.getResults().end());
