@@ -1,5 +1,6 @@
 """Calls an MLIR `_mlir_ciface_` entry point with numpy arrays as memref descriptors."""
 import ctypes
+import functools
 
 import ml_dtypes
 import numpy as np
@@ -25,7 +26,14 @@ def _free(pointer):
 
 def descriptor_type(rank, dtype):
     """The C struct MLIR uses for a ranked memref of `rank` and `dtype`."""
-    elem = _CTYPES[np.dtype(dtype)]
+    return _descriptor_type(rank, np.dtype(dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _descriptor_type(rank, dtype):
+    # One class per (rank, dtype): making a ctypes class costs tens of
+    # microseconds, a tenth of a one-token layer call.
+    elem = _CTYPES[dtype]
 
     class Descriptor(ctypes.Structure):
         _fields_ = [
@@ -78,20 +86,18 @@ class CompiledFunction:
         self._fn = getattr(self._lib, "_mlir_ciface_" + name)
         self._fn.restype = None
         self._results = results
+        types = [descriptor_type(rank, dtype) for rank, dtype in results]
+        self._out_type = types[0] if len(types) == 1 else type(
+            "Results", (ctypes.Structure,), {"_fields_": [(f"r{i}", t) for i, t in enumerate(types)]})
 
     def __call__(self, *args):
         """Arrays travel as memref descriptors, Python ints as i32 scalars."""
         arrays = [a if isinstance(a, int) else np.ascontiguousarray(a) for a in args]
         descs = [ctypes.c_int32(a) if isinstance(a, int) else to_descriptor(a) for a in arrays]
-        types = [descriptor_type(rank, dtype) for rank, dtype in self._results]
-        if len(types) == 1:
-            out = types[0]()
-        else:
-            out = type("Results", (ctypes.Structure,),
-                       {"_fields_": [(f"r{i}", t) for i, t in enumerate(types)]})()
+        out = self._out_type()
         self._fn(ctypes.byref(out), *[d if isinstance(d, ctypes.c_int32) else ctypes.byref(d)
                                       for d in descs])
-        if len(types) == 1:
+        if len(self._results) == 1:
             return take_result(out, self._results[0][1])
         return tuple(take_result(getattr(out, f"r{i}"), dtype)
                      for i, (_, dtype) in enumerate(self._results))
