@@ -3,6 +3,7 @@
 #define MOE_CONVERSION_MOETOCPU_CPUPATTERNS_H
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::moe::cpu {
@@ -36,6 +37,16 @@ struct GemmBuffers {
   Value out;        ///< [R, N], f32 or bf16, written
   Value rowBegin;   ///< [E] index: first row of each expert
   Value rowEnd;     ///< [E] index: one past its last row
+
+  /// The static sizes of the weights: E, N and K.
+  int64_t experts() const { return weightSize(0); }
+  int64_t cols() const { return weightSize(1); }
+  int64_t depth() const { return weightSize(2); }
+
+private:
+  int64_t weightSize(unsigned dim) const {
+    return cast<MemRefType>(w.getType()).getDimSize(dim);
+  }
 };
 
 /// Emits the tiled, vectorized, threaded GEMM (an `scf.forall` over work

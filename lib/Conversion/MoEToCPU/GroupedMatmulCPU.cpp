@@ -37,10 +37,9 @@ public:
   GemmEmitter(OpBuilder &b, Location loc, const GemmBuffers &ops,
               const CpuCodegenOptions &options)
       : b(b), loc(loc), ops(ops), options(options) {
-    auto wType = cast<MemRefType>(ops.w.getType());
-    experts = wType.getDimSize(0);
-    cols = wType.getDimSize(1);
-    depth = wType.getDimSize(2);
+    experts = ops.experts();
+    cols = ops.cols();
+    depth = ops.depth();
     lanes = options.vectorWidth;
     f32Vector = VectorType::get({lanes}, b.getF32Type());
   }

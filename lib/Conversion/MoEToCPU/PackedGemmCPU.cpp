@@ -32,10 +32,9 @@ public:
   PackedGemmEmitter(OpBuilder &b, Location loc, const GemmBuffers &ops,
                     const CpuCodegenOptions &options)
       : b(b), loc(loc), ops(ops), options(options) {
-    auto wType = cast<MemRefType>(ops.w.getType());
-    experts = wType.getDimSize(0);
-    cols = wType.getDimSize(1);
-    depth = wType.getDimSize(2);
+    experts = ops.experts();
+    cols = ops.cols();
+    depth = ops.depth();
     lanes = options.vectorWidth;
     tileRows = options.packedRowVectors * lanes;
     blockRows = options.packedBlockRows;
@@ -270,7 +269,7 @@ bool cpu::usesPackedGemm(const GemmBuffers &ops, const CpuCodegenOptions &option
   auto wType = cast<MemRefType>(ops.w.getType());
   return wType.getElementType().isF32() && options.packedMinRows > 0 && tileRows > 0 &&
          options.packedBlockRows % tileRows == 0 && options.packedCols > 0 &&
-         wType.getDimSize(1) % options.packedCols == 0;
+         ops.cols() % options.packedCols == 0;
 }
 
 void cpu::buildPackedGemm(OpBuilder &b, Location loc, const GemmBuffers &ops,
