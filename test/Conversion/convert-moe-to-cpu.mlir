@@ -15,6 +15,10 @@
 // The expert ranges: one pass over each block's rows.
 // CHECK: scf.for
 // CHECK: memref.load %[[OFF]]
+// The padding rows after an expert's rows are zeroed on the calling thread (a
+// linalg.fill inside the loop over experts would start a thread team each).
+// CHECK-NOT: linalg.fill
+// CHECK: memref.store %cst{{.*}} : memref<?x32xf32, strided
 // CHECK: scf.forall (%[[ITEM:.*]]) in (%{{.*}})
 // CHECK:   arith.remui %[[ITEM]]
 // CHECK:   arith.divui %[[ITEM]]
@@ -134,6 +138,16 @@ func.func @gemm_any_order(%rows: tensor<?x64xf32>, %w: tensor<4x32x64xf32>,
 // CHECK:   arith.divui
 // CHECK:   arith.muli
 // CHECK: memref.store %[[SCAN]]
+// The padding after each expert's rows, on the calling thread: a linalg.fill
+// inside the loop over experts would start a thread team per expert.
+// CHECK: scf.for %{{.*}} = %c0 to %c4
+// CHECK-NOT: linalg.fill
+// CHECK: memref.store %c-1_i32, %{{.*}} : memref<?xi32, strided
+// CHECK-NOT: linalg.fill
+// CHECK: memref.store %cst, %{{.*}} : memref<?x16xf32, strided
+// The tail after the last expert: one fill each, on threads.
+// CHECK: linalg.fill
+// CHECK: linalg.fill
 // CHECK: scf.forall
 // CHECK:   memref.subview {{.*}} to memref<16xf32, strided<[1], offset: ?>>
 // CHECK:   memref.copy

@@ -7,6 +7,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinTypes.h"
 
+#include <functional>
+
 using namespace mlir;
 using namespace mlir::moe;
 
@@ -56,4 +58,23 @@ void cpu::forLoop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
                        body(iv);
                        scf::YieldOp::create(b, loc);
                      });
+}
+
+void cpu::fillInLine(OpBuilder &b, Location loc, Value view, Value value) {
+  int64_t rank = cast<MemRefType>(view.getType()).getRank();
+  SmallVector<Value> sizes, indices;
+  for (int64_t dim = 0; dim < rank; ++dim)
+    sizes.push_back(memref::DimOp::create(b, loc, view, dim));
+  std::function<void(int64_t)> nest = [&](int64_t dim) {
+    if (dim == rank) {
+      memref::StoreOp::create(b, loc, value, view, indices);
+      return;
+    }
+    forLoop(b, loc, constIndex(b, loc, 0), sizes[dim], constIndex(b, loc, 1), [&](Value iv) {
+      indices.push_back(iv);
+      nest(dim + 1);
+      indices.pop_back();
+    });
+  };
+  nest(0);
 }

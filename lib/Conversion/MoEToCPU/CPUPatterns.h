@@ -93,6 +93,10 @@ Value loadIndex(OpBuilder &b, Location loc, Value buffer, ValueRange indices);
 /// An scf.for without results whose body `body(iv)` builds at `b`.
 void forLoop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
              function_ref<void(Value)> body);
+/// Stores `value` into every element of `view` with scf.for loops on the
+/// calling thread. For the few padding rows of one expert inside a loop over
+/// experts, where a linalg.fill would start a thread team per expert.
+void fillInLine(OpBuilder &b, Location loc, Value view, Value value);
 
 } // namespace mlir::moe::cpu
 

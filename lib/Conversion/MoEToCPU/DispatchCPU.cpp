@@ -36,9 +36,10 @@ void forEach(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
 }
 
 
-/// Fills rows [from, to) of a [R, H] buffer with `value`.
+/// Fills rows [from, to) of a [R, H] buffer with `value`: on threads, or on
+/// the calling thread when `inLine` (a few rows, inside a loop).
 void fillRows(OpBuilder &b, Location loc, Value buffer, Value from, Value to,
-              Value value) {
+              Value value, bool inLine = false) {
   auto type = cast<MemRefType>(buffer.getType());
   SmallVector<OpFoldResult> offsets = {from}, sizes = {b.getIndexAttr(1)},
                             strides = {b.getIndexAttr(1)};
@@ -50,7 +51,10 @@ void fillRows(OpBuilder &b, Location loc, Value buffer, Value from, Value to,
     strides.push_back(b.getIndexAttr(1));
   }
   Value view = memref::SubViewOp::create(b, loc, buffer, offsets, sizes, strides);
-  linalg::FillOp::create(b, loc, value, view);
+  if (inLine)
+    fillInLine(b, loc, view, value);
+  else
+    linalg::FillOp::create(b, loc, value, view);
 }
 
 struct DispatchToCPU : OpRewritePattern<DispatchOp> {
@@ -185,8 +189,8 @@ struct DispatchToCPU : OpRewritePattern<DispatchOp> {
           nb, nl, nb.getIndexType(), memref::LoadOp::create(nb, nl, cursor, ex));
       Value next = arith::AddIOp::create(nb, nl, ex, one);
       Value end = loadIndex(nb, nl, offsets, next);
-      fillRows(nb, nl, rowExpert, used, end, noExpert);
-      fillRows(nb, nl, dispatched, used, end, zeroElement);
+      fillRows(nb, nl, rowExpert, used, end, noExpert, /*inLine=*/true);
+      fillRows(nb, nl, dispatched, used, end, zeroElement, /*inLine=*/true);
     });
     Value tail = loadIndex(b, loc, offsets, e);
     fillRows(b, loc, rowExpert, tail, rows, noExpert);

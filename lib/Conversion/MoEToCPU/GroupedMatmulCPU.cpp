@@ -406,7 +406,8 @@ struct GroupedMatmulToCPU : OpRewritePattern<GroupedMatmulOp> {
     Value zero = constIndex(b, loc, 0), one = constIndex(b, loc, 1);
     Type element = cast<MemRefType>(ops.out.getType()).getElementType();
     Value zeroValue = arith::ConstantOp::create(b, loc, b.getZeroAttr(element));
-    auto zeroRows = [&](OpBuilder &nb, Location nl, Value from, Value to) {
+    auto zeroRows = [&](OpBuilder &nb, Location nl, Value from, Value to,
+                        bool inLine) {
       Value lo = arith::MinUIOp::create(nb, nl, from, rows);
       Value hi = arith::MaxUIOp::create(nb, nl, lo, arith::MinUIOp::create(nb, nl, to, rows));
       Value count = arith::SubIOp::create(nb, nl, hi, lo);
@@ -415,10 +416,14 @@ struct GroupedMatmulToCPU : OpRewritePattern<GroupedMatmulOp> {
       SmallVector<OpFoldResult> sizes = {count, nb.getIndexAttr(cols)};
       SmallVector<OpFoldResult> strides = {nb.getIndexAttr(1), nb.getIndexAttr(1)};
       Value view = memref::SubViewOp::create(nb, nl, ops.out, offsets, sizes, strides);
-      linalg::FillOp::create(nb, nl, zeroValue, view);
+      if (inLine)
+        fillInLine(nb, nl, view, zeroValue);
+      else
+        linalg::FillOp::create(nb, nl, zeroValue, view);
     };
-    zeroRows(b, loc, zero, loadIndex(b, loc, offsets, constIndex(b, loc, 0)));
-    zeroRows(b, loc, loadIndex(b, loc, offsets, constIndex(b, loc, experts)), rows);
+    zeroRows(b, loc, zero, loadIndex(b, loc, offsets, constIndex(b, loc, 0)), false);
+    zeroRows(b, loc, loadIndex(b, loc, offsets, constIndex(b, loc, experts)), rows,
+             false);
     scf::ForOp::create(
         b, loc, zero, constIndex(b, loc, experts), one, ValueRange{},
         [&](OpBuilder &nb, Location nl, Value e, ValueRange) {
@@ -440,7 +445,8 @@ struct GroupedMatmulToCPU : OpRewritePattern<GroupedMatmulOp> {
           Value end = arith::AddIOp::create(nb, nl, lo, count.getResult(0));
           memref::StoreOp::create(nb, nl, lo, ops.rowBegin, e);
           memref::StoreOp::create(nb, nl, end, ops.rowEnd, e);
-          zeroRows(nb, nl, end, hi);
+          // Fewer than a row tile per expert: no thread team per expert.
+          zeroRows(nb, nl, end, hi, /*inLine=*/true);
           scf::YieldOp::create(nb, nl);
         });
   }
