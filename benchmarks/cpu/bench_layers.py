@@ -369,14 +369,20 @@ def section_ep(args, work, report):
             except Exception as error:  # a failed compile or run: report it, go on
                 print(f"!! EP{ranks} {name} failed: {str(error)[:400]}", flush=True)
     print(table(["layer", "ranks", "rank", "tokens", "call", "compute", "dispatch", "combine",
-                 "d+c %", "one process", "speed-up", "cpu", "one cpu", "cpu speed-up"], rows))
+                 "d+c %", "one process", "speed-up", "cpu", "one cpu", "cpu speed-up",
+                 "expert GFLOP", "share %", "cpu/FLOP"], rows))
     print("   cpu = CPU time of the rank's compute span (runtime compute_cpu_ns); one cpu = CPU "
           "time of the one-process call; with more ranks than cores only the CPU figures show "
           "each rank's share of the work")
+    print("   expert GFLOP = the rank's routed-expert FLOPs (runtime expert_choices_received x "
+          "6·H·I); share = of all ranks' sum (ideal 100/ranks); cpu/FLOP = the rank's CPU time "
+          "per expert FLOP over the one process's (no work wasted or repeated: about 1, less by "
+          "the one process's router and shared expert, which its whole-call CPU time includes)")
 
 
 def ep_one(name, ranks, args, work, report, rows):
     """One EP run (N ranks) and its one-process baseline; appends table rows."""
+    import common
     total = ranks * args.ep_tokens
     lib1, plan1 = compile_config(LAYERS[name], work, "f32", name=f"ep1_{name}",
                                  max_tokens_per_rank=total)
@@ -386,9 +392,16 @@ def ep_one(name, ranks, args, work, report, rows):
                                max_tokens_per_rank=args.ep_tokens)
     res = run_ep(lib, Path(lib).with_suffix(".plan.json"), ranks, 1, args.ep_tokens,
                  args, work, f"{name}-{ranks}")
-    report["ep"].append({"layer": name, "ranks": ranks, "one_process": one,
-                         "per_rank": res})
+
     one_t = one["compute_s"] if one["compute_s"] is not None else one["call"]["median_s"]
+    flops_per_choice = expert_flops_per_choice(plan)
+    one_flops = total * plan["top_k"] * flops_per_choice
+    for r in res:
+        r["expert_flops"] = (common.find_key(r["counters"], "expert_choices_received") or 0) \
+            * flops_per_choice
+    all_flops = sum(r["expert_flops"] for r in res) or 1
+    report["ep"].append({"layer": name, "ranks": ranks, "one_process": one,
+                         "one_process_flops": one_flops, "per_rank": res})
     for r in res:
         comp = r["compute_s"] if r["compute_s"] is not None else r["call"]["median_s"]
         dc = r["dispatch_s"] + r["combine_s"]
@@ -400,7 +413,24 @@ def ep_one(name, ranks, args, work, report, rows):
                      ms(r.get("compute_cpu_s")) if r.get("compute_cpu_s") else "n/a",
                      ms(one.get("call_cpu_s")) if one.get("call_cpu_s") else "n/a",
                      f"{one['call_cpu_s'] / r['compute_cpu_s']:.2f}"
-                     if r.get("compute_cpu_s") and one.get("call_cpu_s") else "n/a"])
+                     if r.get("compute_cpu_s") and one.get("call_cpu_s") else "n/a",
+                     f"{r['expert_flops'] / 1e9:.2f}",
+                     f"{100 * r['expert_flops'] / all_flops:.1f}",
+                     f"{cpu_per_flop(r, one, one_flops):.2f}" if cpu_per_flop(r, one, one_flops)
+                     else "n/a"])
+
+
+def expert_flops_per_choice(plan):
+    """FLOPs of one (token, expert) pair in the routed experts: gate, up, down."""
+    return 6 * plan["hidden_size"] * plan["intermediate_size"]
+
+
+def cpu_per_flop(rank, one, one_flops):
+    """The rank's compute CPU time per expert FLOP over the one process's (1.0
+    when every rank computes its own experts' rows once, at the same speed)."""
+    if not (rank.get("compute_cpu_s") and one.get("call_cpu_s") and rank["expert_flops"]):
+        return None
+    return (rank["compute_cpu_s"] / rank["expert_flops"]) / (one["call_cpu_s"] / one_flops)
 
 
 def print_goals(args, report):
@@ -456,8 +486,15 @@ def print_goals(args, report):
         if all(cpus) and one.get("call_cpu_s"):
             cpu_text = (f"; CPU time: per-rank max {ms(max(cpus))} ms vs one process "
                         f"{ms(one['call_cpu_s'])} ms ({one['call_cpu_s'] / max(cpus):.2f}x)")
+        flops = [r.get("expert_flops", 0) for r in e["per_rank"]]
+        flop_text = ""
+        if sum(flops):
+            flop_text = (f"; expert FLOPs per rank {min(flops) / 1e9:.2f}..{max(flops) / 1e9:.2f} "
+                         f"GFLOP, sum {sum(flops) / 1e9:.2f} = one process "
+                         f"{e['one_process_flops'] / 1e9:.2f}, largest share "
+                         f"{100 * max(flops) / sum(flops):.1f}% (ideal {100 / e['ranks']:.1f}%)")
         print(f"EP{e['ranks']} {e['layer']}: per-rank {src} max {ms(max(per))} ms vs one process "
-              f"{ms(one_t)} ms ({one_t / max(per):.2f}x, ideal {e['ranks']}){cpu_text}; "
+              f"{ms(one_t)} ms ({one_t / max(per):.2f}x, ideal {e['ranks']}){cpu_text}{flop_text}; "
               f"dispatch+combine share {min(share):.1f}..{max(share):.1f}%")
     for c in report["compile"]:
         print(f"compile {c['layer']} {c['dtype']}: {c['seconds']:.2f} s")
