@@ -45,9 +45,99 @@ TEST(HFConfig, ParsesDeepSeekV3) {
 }
 
 TEST(HFConfig, MissingFieldNamesItsPath) {
-  EXPECT_EQ(errorOf(R"({"model_type": "qwen3_moe", "moe_intermediate_size": 32,
-    "num_experts": 16, "num_experts_per_tok": 4})"),
-            "$.hidden_size: missing required field (an integer)");
+  // Dots1Config has no default expert count: transformers cannot build it.
+  EXPECT_EQ(errorOf(R"({"model_type": "dots1", "num_experts_per_tok": 2,
+    "n_shared_experts": 1})"),
+            "$.n_routed_experts: missing required field (an integer)");
+  EXPECT_EQ(errorOf(R"({"model_type": "deepseek_v2", "n_routed_experts": 8})"),
+            "$.num_experts_per_tok: missing required field (an integer)");
+}
+
+// A field missing from config.json means transformers' default for it.
+TEST(HFConfig, MissingFieldsTakeTransformersDefaults) {
+  auto v3 = parseHFConfig(R"({"model_type": "deepseek_v3"})");
+  ASSERT_TRUE(static_cast<bool>(v3)) << llvm::toString(v3.takeError());
+  EXPECT_EQ(v3->hiddenSize, 7168);
+  EXPECT_EQ(v3->numExperts, 256);
+  EXPECT_EQ(v3->topK, 8);
+  EXPECT_EQ(v3->nGroup, 8);
+  EXPECT_EQ(v3->topkGroup, 4);
+  EXPECT_DOUBLE_EQ(v3->scale, 2.5);
+  EXPECT_EQ(v3->sharedIntermediateSize, 2048);
+  EXPECT_TRUE(v3->normalize);
+  auto qwen = parseHFConfig(R"({"model_type": "qwen3_moe"})");
+  ASSERT_TRUE(static_cast<bool>(qwen)) << llvm::toString(qwen.takeError());
+  EXPECT_EQ(qwen->numExperts, 128);
+  EXPECT_EQ(qwen->intermediateSize, 768);
+  EXPECT_FALSE(qwen->normalize);
+  auto glm = parseHFConfig(R"({"model_type": "glm4_moe"})");
+  ASSERT_TRUE(static_cast<bool>(glm)) << llvm::toString(glm.takeError());
+  EXPECT_DOUBLE_EQ(glm->scale, 1.0);
+  EXPECT_EQ(glm->nGroup, 1);
+  EXPECT_EQ(glm->sharedIntermediateSize, 1408);
+}
+
+TEST(HFConfig, AliasesAndNestedTextConfigs) {
+  // transformers 5 writes Qwen3-MoE's expert count as num_local_experts.
+  auto qwen = parseHFConfig(R"({"model_type": "qwen3_moe", "num_local_experts": 16})");
+  ASSERT_TRUE(static_cast<bool>(qwen)) << llvm::toString(qwen.takeError());
+  EXPECT_EQ(qwen->numExperts, 16);
+  EXPECT_EQ(errorOf(R"({"model_type": "qwen3_moe", "num_experts": 16,
+    "num_local_experts": 8})"),
+            "$.num_experts (16) and $.num_local_experts (8) name the same "
+            "setting with different values");
+  auto ernie = parseHFConfig(R"({"model_type": "ernie4_5_moe", "moe_num_experts": 8,
+    "moe_k": 2, "moe_num_shared_experts": 0})");
+  ASSERT_TRUE(static_cast<bool>(ernie)) << llvm::toString(ernie.takeError());
+  EXPECT_EQ(ernie->numExperts, 8);
+  EXPECT_EQ(ernie->topK, 2);
+  EXPECT_TRUE(ernie->correctionBias);
+  EXPECT_EQ(ernie->score, ScoreFunction::softmax);
+  auto vl = parseHFConfig(R"({"model_type": "qwen3_vl_moe", "text_config": {
+    "model_type": "qwen3_vl_moe_text", "hidden_size": 64, "num_experts": 8,
+    "num_experts_per_tok": 2, "moe_intermediate_size": 32}})");
+  ASSERT_TRUE(static_cast<bool>(vl)) << llvm::toString(vl.takeError());
+  EXPECT_EQ(vl->modelType, "qwen3_vl_moe_text");
+  EXPECT_EQ(vl->hiddenSize, 64);
+  EXPECT_TRUE(vl->normalize);
+  EXPECT_EQ(errorOf(R"({"model_type": "qwen3_vl_moe", "text_config": {
+    "model_type": "qwen3_vl_moe_text", "hidden_size": -1}})"),
+            "$.text_config.hidden_size: must be a positive integer, got -1");
+  auto kimi = parseHFConfig(R"({"model_type": "kimi_k2", "n_group": 1,
+    "topk_group": 1, "routed_scaling_factor": 2.827, "n_routed_experts": 384})");
+  ASSERT_TRUE(static_cast<bool>(kimi)) << llvm::toString(kimi.takeError());
+  EXPECT_EQ(kimi->score, ScoreFunction::sigmoid);
+  EXPECT_EQ(kimi->numExperts, 384);
+}
+
+// Every setting that changes the math is read, and one the dialect cannot
+// express is an error naming its path, never a different layer.
+TEST(HFConfig, MathTheDialectLacksIsRefusedByPath) {
+  auto refused = [](const char *json, const char *path) {
+    std::string error = errorOf(json);
+    EXPECT_EQ(error.rfind(path, 0), 0u) << json << "\n-> " << error;
+  };
+  refused(R"({"model_type": "mixtral", "hidden_act": "gelu"})", "$.hidden_act: \"gelu\"");
+  refused(R"({"model_type": "qwen2_moe"})", "$.shared_expert_intermediate_size:");
+  refused(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 2,
+    "topk_method": "group_limited_greedy"})", "$.topk_method:");
+  refused(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 2,
+    "norm_topk_prob": true})", "$.norm_topk_prob:");
+  refused(R"({"model_type": "deepseek_v3", "scoring_func": "softmax"})",
+          "$.scoring_func: \"softmax\" is not what transformers' DeepseekV3");
+  refused(R"({"model_type": "deepseek_v3", "quantization_config": {
+    "quant_method": "fp8", "weight_block_size": [128, 128]}})",
+          "$.quantization_config: quantized checkpoints (quant_method \"fp8\")");
+  refused(R"({"model_type": "gpt_oss"})", "$.model_type: \"gpt_oss\" is not supported yet");
+  refused(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text"}})",
+          "$.text_config.model_type: \"llama4_text\" is not supported yet");
+  refused(R"({"model_type": "ernie4_5_moe", "use_bias": true})", "$.use_bias:");
+  // A Qwen2-MoE without a shared expert is a plain softmax layer.
+  auto plain = parseHFConfig(R"({"model_type": "qwen2_moe",
+    "shared_expert_intermediate_size": 0, "norm_topk_prob": true})");
+  ASSERT_TRUE(static_cast<bool>(plain)) << llvm::toString(plain.takeError());
+  EXPECT_TRUE(plain->normalize);
+  EXPECT_EQ(plain->sharedIntermediateSize, 0);
 }
 
 TEST(HFConfig, WrongTypeNamesItsPath) {
@@ -85,7 +175,8 @@ TEST(HFConfig, NestedJsonIsAnErrorNotAStackOverflow) {
   EXPECT_NE(errorOf(object).find("nests deeper"), std::string::npos);
   // Brackets inside strings do not count.
   std::string quoted = R"({"model_type": ")" + std::string(100, '[') + R"("})";
-  EXPECT_EQ(errorOf(quoted), "$.hidden_size: missing required field (an integer)");
+  EXPECT_NE(errorOf(quoted).find("$.model_type: unsupported MoE model type"),
+            std::string::npos);
 }
 
 TEST(HFConfig, SizesAboveTheLimitsNameTheirPath) {

@@ -26,6 +26,14 @@ if ! python3 -c 'import numpy, ml_dtypes, pytest' 2>/dev/null; then
     python3 -m pip install -q --break-system-packages numpy ml_dtypes pytest
 fi
 
+# The fidelity tests compare each MoE family with transformers' own block
+# (python/tests/test_hf_families.py). The PyPI torch wheel is large: once.
+if ! python3 -c 'import torch, transformers, safetensors' 2>/dev/null; then
+  echo "setup: installing torch transformers safetensors (pip; large, once)"
+  python3 -m pip install -q torch 'transformers>=5' safetensors ||
+    python3 -m pip install -q --break-system-packages torch 'transformers>=5' safetensors
+fi
+
 # MOE_SETUP_INSTALL_ONLY=1: packages only (utils/sanitize.sh, utils/fuzz.sh).
 [ "${MOE_SETUP_INSTALL_ONLY:-0}" = 1 ] && exit 0
 

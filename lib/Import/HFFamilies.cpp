@@ -1,0 +1,295 @@
+//===- HFFamilies.cpp - the MoE families a config.json may describe -------===//
+//
+// One entry per HuggingFace model type: the names of the fields its config
+// class reads, transformers' defaults for them (a field missing from
+// config.json means the default, exactly as transformers reads it), and how
+// its MoE block routes. Families whose math the dialect cannot express yet
+// are listed with the reason, so that they are refused by name instead of
+// compiled wrong.
+//
+//===----------------------------------------------------------------------===//
+#include "ConfigFields.h"
+#include "moe/Import/HFConfig.h"
+#include "moe/Support/JSONInput.h"
+#include "moe/Support/Limits.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+using hf::ConfigFields;
+namespace json = llvm::json;
+
+namespace {
+/// transformers' defaults of the fields every family reads.
+struct Defaults {
+  std::optional<int64_t> hidden, intermediate, experts, topK;
+};
+
+/// The sizes and top-k, under the family's field names.
+void readSizes(ConfigFields &f, MoELayerConfig &c, hf::Names experts,
+               hf::Names intermediate, hf::Names topK, const Defaults &d) {
+  c.hiddenSize = f.bounded("hidden_size", d.hidden, 1, limits::kMaxHidden);
+  c.numExperts = f.bounded(experts, d.experts, 1, limits::kMaxExperts);
+  c.intermediateSize =
+      f.bounded(intermediate, d.intermediate, 1, limits::kMaxIntermediate);
+  c.topK = f.bounded(topK, d.topK, 1, limits::kMaxTopK);
+}
+
+/// Shared experts of `count` x the routed width, as one expert.
+void readSharedExperts(ConfigFields &f, MoELayerConfig &c, hf::Names count,
+                       std::optional<int64_t> fallback) {
+  int64_t most = limits::kMaxIntermediate / std::max<int64_t>(c.intermediateSize, 1);
+  c.sharedIntermediateSize =
+      f.bounded(count, fallback, 0, most) * c.intermediateSize;
+}
+
+/// A field transformers' modeling code ignores for this family: accepted
+/// only with the value the code hard-wires, since a config saying otherwise
+/// was probably meant for other code.
+void requireIgnored(ConfigFields &f, llvm::StringRef key,
+                    llvm::StringRef hardWired, llvm::StringRef family) {
+  if (!f.has(key))
+    return;
+  std::string value = f.string(key);
+  if (!f.error && value != hardWired)
+    f.failAt(key, llvm::formatv("\"{0}\" is not what transformers' {1} block "
+                                "computes (it always uses \"{2}\"); refusing "
+                                "to guess which one the model needs",
+                                value, family, hardWired));
+}
+
+const std::array<llvm::StringRef, 2> kQwenExperts = {"num_experts",
+                                                     "num_local_experts"};
+const std::array<llvm::StringRef, 2> kMixtralExperts = {"num_local_experts",
+                                                        "num_experts"};
+const std::array<llvm::StringRef, 2> kDeepSeekExperts = {"n_routed_experts",
+                                                         "num_local_experts"};
+
+// Softmax over all experts, top-k, optional renormalisation.
+void readMixtral(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, kMixtralExperts, "intermediate_size", "num_experts_per_tok",
+            {4096, 14336, 8, 2});
+  c.normalize = true; // softmax of the chosen logits == renormalised softmax
+}
+
+void readQwen3(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, kQwenExperts, "moe_intermediate_size", "num_experts_per_tok",
+            {2048, 768, 128, 8});
+  c.normalize = f.boolean("norm_topk_prob", false);
+}
+
+void readQwen3VLText(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, kQwenExperts, "moe_intermediate_size", "num_experts_per_tok",
+            {2048, 1408, 60, 4});
+  c.normalize = true; // Qwen3VLMoeTextTopKRouter always renormalises
+}
+
+void readOlmoe(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, std::array<llvm::StringRef, 2>{"num_experts", "num_local_experts"},
+            "intermediate_size", "num_experts_per_tok", {2048, 2048, 64, 8});
+  c.normalize = f.boolean("norm_topk_prob", false);
+}
+
+void readQwen2(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, "num_experts", "moe_intermediate_size", "num_experts_per_tok",
+            {2048, 1408, 60, 4});
+  c.normalize = f.boolean("norm_topk_prob", false);
+  // transformers builds the shared expert whatever its width (default 5632),
+  // scaled by sigmoid(shared_expert_gate(x)): only width 0 has no effect.
+  if (f.integer("shared_expert_intermediate_size", 5632) != 0 && !f.error)
+    f.failAt("shared_expert_intermediate_size",
+             "qwen2_moe's shared expert is gated by sigmoid(shared_expert_gate"
+             "(x)), which the moe dialect does not express yet (only a width "
+             "of 0, no shared expert, is supported)");
+}
+
+// Softmax, top-k on the scores, weights scaled, never renormalised
+// (DeepSeek-V2 "greedy").
+void readDeepSeekV2(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, kDeepSeekExperts, "moe_intermediate_size",
+            "num_experts_per_tok", {4096, 1407, 64, std::nullopt});
+  // DeepseekV2Moe never renormalises: a config asking for it is refused.
+  if (f.boolean("norm_topk_prob", false) && !f.error)
+    f.failAt("norm_topk_prob", "true is not what transformers' DeepseekV2 "
+                               "block computes (it never renormalises)");
+  c.scale = f.number("routed_scaling_factor", 1.0, 1e-30, 1e30);
+  readSharedExperts(f, c, "n_shared_experts", 2);
+  std::string method = f.string("topk_method", std::string("greedy"));
+  if (f.error)
+    return;
+  if (method == "group_limited_greedy")
+    f.failAt("topk_method",
+             "\"group_limited_greedy\" ranks groups by their best expert "
+             "(DeepSeek-V2's rule), which the moe dialect does not express yet "
+             "(it ranks groups by the sum of their top 2, DeepSeek-V3's rule)");
+  else if (method != "greedy")
+    f.failAt("topk_method", "unknown value \"" + method +
+                                "\" (deepseek_v2 knows \"greedy\" and "
+                                "\"group_limited_greedy\")");
+}
+
+/// DeepSeek-V3's router (also GLM-4.5 and dots1): sigmoid scores, the
+/// correction bias for the choice only, group-limited by the sum of each
+/// group's top 2, renormalised when asked, then scaled.
+void readDeepSeekV3Like(ConfigFields &f, MoELayerConfig &c, const Defaults &d,
+                        std::optional<int64_t> shared, bool normalize,
+                        double scale, int64_t groups, int64_t topkGroup,
+                        llvm::StringRef family) {
+  readSizes(f, c, kDeepSeekExperts, "moe_intermediate_size",
+            "num_experts_per_tok", d);
+  c.score = ScoreFunction::sigmoid;
+  c.correctionBias = true;
+  c.normalize = f.boolean("norm_topk_prob", normalize);
+  c.scale = f.number("routed_scaling_factor", scale, 1e-30, 1e30);
+  c.nGroup = f.bounded("n_group", groups, 1, std::max<int64_t>(c.numExperts, 1));
+  c.topkGroup = f.bounded("topk_group", topkGroup, 1, std::max<int64_t>(c.nGroup, 1));
+  if (!f.error && c.numExperts % c.nGroup != 0)
+    f.failAt("n_group", llvm::formatv("{0} groups do not divide the {1} experts",
+                                      c.nGroup, c.numExperts));
+  if (!f.error && c.nGroup > 1 && c.numExperts / c.nGroup < 2)
+    f.failAt("n_group", llvm::formatv("groups of {0} expert: a group's score "
+                                      "is the sum of its top 2",
+                                      c.numExperts / c.nGroup));
+  readSharedExperts(f, c, "n_shared_experts", shared);
+  requireIgnored(f, "scoring_func", "sigmoid", family);
+  requireIgnored(f, "topk_method", "noaux_tc", family);
+}
+
+void readDeepSeekV3(ConfigFields &f, MoELayerConfig &c) {
+  readDeepSeekV3Like(f, c, {7168, 2048, 256, 8}, 1, true, 2.5, 8, 4,
+                     "DeepseekV3");
+}
+
+void readGlm4Moe(ConfigFields &f, MoELayerConfig &c) {
+  readDeepSeekV3Like(f, c, {4096, 1408, 128, 8}, 1, true, 1.0, 1, 1, "Glm4Moe");
+}
+
+void readDots1(ConfigFields &f, MoELayerConfig &c) {
+  // Dots1Config has no default expert count, top-k or shared experts.
+  readDeepSeekV3Like(f, c, {4608, 1408, std::nullopt, std::nullopt},
+                     std::nullopt, false, 1.0, 1, 1, "Dots1");
+}
+
+// Softmax scores plus a correction bias for the choice, always renormalised.
+void readErnie45Moe(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, std::array<llvm::StringRef, 2>{"moe_num_experts", "num_experts"},
+            "moe_intermediate_size",
+            std::array<llvm::StringRef, 2>{"moe_k", "num_experts_per_tok"},
+            {2560, 1536, 64, 6});
+  c.correctionBias = true;
+  c.normalize = true;
+  readSharedExperts(f, c, "moe_num_shared_experts", 2);
+  if (f.boolean("use_bias", false) && !f.error)
+    f.failAt("use_bias", "biases in the shared expert's projections are not "
+                         "supported yet");
+}
+
+struct Family {
+  llvm::StringRef modelType;
+  void (*read)(ConfigFields &, MoELayerConfig &);
+};
+
+const Family kFamilies[] = {
+    {"mixtral", readMixtral},
+    {"qwen3_moe", readQwen3},
+    {"qwen3_vl_moe_text", readQwen3VLText},
+    {"olmoe", readOlmoe},
+    {"qwen2_moe", readQwen2},
+    {"deepseek_v2", readDeepSeekV2},
+    {"deepseek_v3", readDeepSeekV3},
+    // Kimi-K2's checkpoints run DeepseekV3ForCausalLM with their own values.
+    {"kimi_k2", readDeepSeekV3},
+    {"glm4_moe", readGlm4Moe},
+    {"dots1", readDots1},
+    {"ernie4_5_moe", readErnie45Moe},
+};
+
+/// Model types known to have a MoE block whose math the dialect cannot
+/// express yet, and what is missing.
+const std::pair<llvm::StringRef, llvm::StringRef> kNotYet[] = {
+    {"gpt_oss", "router and expert biases, interleaved gate/up weights and "
+                "a clamped SwiGLU with alpha 1.702"},
+    {"llama4_text", "the routing score scales the expert's input, not its "
+                    "output"},
+};
+
+llvm::Error configError(const std::string &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+std::string supportedList() {
+  std::string list;
+  for (const Family &family : kFamilies)
+    list += (list.empty() ? "" : ", ") + family.modelType.str();
+  return list;
+}
+} // namespace
+
+llvm::Expected<MoELayerConfig> moe::parseHFConfig(llvm::StringRef jsonText) {
+  llvm::Expected<json::Value> parsed = parseJSONInput(jsonText);
+  if (!parsed)
+    return configError("not valid JSON: " + llvm::toString(parsed.takeError()));
+  const json::Object *top = parsed->getAsObject();
+  if (!top)
+    return configError("$: expected a JSON object at the top level");
+
+  ConfigFields outer(*top, "$");
+  std::string outerType = outer.string("model_type");
+  if (outer.error)
+    return configError(*outer.error);
+  if (const json::Value *q = top->get("quantization_config")) {
+    std::string method = "?";
+    if (const json::Object *o = q->getAsObject())
+      if (std::optional<llvm::StringRef> m = o->getString("quant_method"))
+        method = m->str();
+    if (q->kind() != json::Value::Null)
+      return configError("$.quantization_config: quantized checkpoints "
+                         "(quant_method \"" + method + "\") are not supported "
+                         "yet: the layer takes f32 or bf16 weights");
+  }
+  // Multimodal wrappers (qwen3_vl_moe, llama4, kimi_k25) keep the language
+  // model's config, MoE fields included, in text_config.
+  const json::Object *object = top;
+  std::string path = "$", modelType = outerType;
+  if (const json::Value *text = top->get("text_config");
+      text && text->kind() != json::Value::Null) {
+    object = text->getAsObject();
+    if (!object)
+      return configError("$.text_config: expected a JSON object");
+    path = "$.text_config";
+    ConfigFields inner(*object, path);
+    modelType = inner.string("model_type", outerType + "_text");
+    if (inner.error)
+      return configError(*inner.error);
+  }
+
+  ConfigFields f(*object, path);
+  MoELayerConfig c;
+  c.modelType = modelType;
+  const Family *family = llvm::find_if(
+      kFamilies, [&](const Family &fam) { return fam.modelType == modelType; });
+  if (family == std::end(kFamilies)) {
+    for (const auto &[type, missing] : kNotYet)
+      if (type == modelType)
+        return configError(llvm::formatv("{0}.model_type: \"{1}\" is not "
+                                         "supported yet: {2}",
+                                         path, modelType, missing));
+    return configError(llvm::formatv("{0}.model_type: unsupported MoE model "
+                                     "type \"{1}\" (supported: {2})",
+                                     path, modelType, supportedList()));
+  }
+  family->read(f, c);
+  std::string act = f.string("hidden_act", std::string("silu"));
+  if (!f.error && act != "silu")
+    f.failAt("hidden_act", "\"" + act + "\" is not supported yet: the experts "
+                           "compute SwiGLU, silu(gate) * up");
+  if (!f.error && c.topK > c.numExperts)
+    f.failAt(object->get("moe_k") ? "moe_k" : "num_experts_per_tok",
+             llvm::formatv("{0} is more than the {1} experts", c.topK,
+                           c.numExperts));
+  if (f.error)
+    return configError(*f.error);
+  return c;
+}

@@ -1,0 +1,173 @@
+"""Each supported MoE family against transformers' own MoE block.
+
+For every family a tiny config is built by transformers' config class and
+written as save_pretrained writes it (only the fields that differ from the
+class defaults, so the import must know transformers' defaults); the block is
+built from the same config with seeded random parameters; moe-compile
+compiles the config.json; both run the same tokens in f32. A negative
+control (gate and up halves swapped) must fail the same comparison.
+"""
+import json
+
+import numpy as np
+import pytest
+
+import torch  # utils/setup.sh installs torch and transformers
+import transformers
+
+from moec.layer import run_layer  # noqa: E402
+from moec.toolchain import compile_config  # noqa: E402
+
+TOKENS = 37
+TOLERANCE = 1e-5  # of max |y|, f32
+SMALL = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2)
+
+
+def _module(family):
+    return __import__(f"transformers.models.{family}.modeling_{family}", fromlist=["_"])
+
+
+def _families():
+    """(name, config object written to config.json, the block's config,
+    block class, model_type written over the config's own or None)."""
+    t = transformers
+    v3 = dict(moe_intermediate_size=16, n_routed_experts=8, num_experts_per_tok=2, **SMALL)
+    return {
+        "mixtral": lambda: (t.MixtralConfig(intermediate_size=16, num_local_experts=8,
+                                            num_experts_per_tok=2, **SMALL),
+                            None, "MixtralSparseMoeBlock", "mixtral"),
+        "qwen3_moe": lambda: (t.Qwen3MoeConfig(moe_intermediate_size=16, num_experts=8,
+                                               num_experts_per_tok=2, norm_topk_prob=True, **SMALL),
+                              None, "Qwen3MoeSparseMoeBlock", "qwen3_moe"),
+        "qwen3_moe_unnormalized": lambda: (t.Qwen3MoeConfig(moe_intermediate_size=16,
+                                                            num_experts=8, num_experts_per_tok=3,
+                                                            **SMALL),
+                                           None, "Qwen3MoeSparseMoeBlock", "qwen3_moe"),
+        "qwen3_vl_moe": lambda: _qwen3_vl(),
+        "olmoe": lambda: (t.OlmoeConfig(intermediate_size=16, num_experts=8,
+                                        num_experts_per_tok=2, **SMALL),
+                          None, "OlmoeSparseMoeBlock", "olmoe"),
+        "qwen2_moe_no_shared": lambda: (t.Qwen2MoeConfig(moe_intermediate_size=16, num_experts=8,
+                                                         num_experts_per_tok=2,
+                                                         shared_expert_intermediate_size=0,
+                                                         **SMALL),
+                                        None, "Qwen2MoeSparseMoeBlock", "qwen2_moe"),
+        "deepseek_v2": lambda: (t.DeepseekV2Config(moe_intermediate_size=16, n_routed_experts=8,
+                                                   num_experts_per_tok=2, n_shared_experts=1,
+                                                   routed_scaling_factor=1.5, **SMALL),
+                                None, "DeepseekV2Moe", "deepseek_v2"),
+        "deepseek_v3": lambda: (t.DeepseekV3Config(n_group=4, topk_group=2, n_shared_experts=1,
+                                                   routed_scaling_factor=2.5, **v3),
+                                None, "DeepseekV3MoE", "deepseek_v3"),
+        # Kimi-K2's config.json says kimi_k2 and runs DeepseekV3's block.
+        "kimi_k2": lambda: (t.DeepseekV3Config(n_group=1, topk_group=1, n_shared_experts=1,
+                                               routed_scaling_factor=2.827, **v3),
+                            "kimi_k2", "DeepseekV3MoE", "deepseek_v3"),
+        "glm4_moe": lambda: (t.Glm4MoeConfig(n_group=2, topk_group=1, routed_scaling_factor=1.8,
+                                             **v3),
+                             None, "Glm4MoeMoE", "glm4_moe"),
+        "dots1": lambda: (t.Dots1Config(n_shared_experts=2, norm_topk_prob=True,
+                                        routed_scaling_factor=2.5, **v3),
+                          None, "Dots1MoE", "dots1"),
+        "ernie4_5_moe": lambda: (t.Ernie4_5_MoeConfig(moe_intermediate_size=16, moe_num_experts=8,
+                                                      moe_k=2, moe_num_shared_experts=1, **SMALL),
+                                 None, "Ernie4_5_MoeSparseMoeBlock", "ernie4_5_moe"),
+    }
+
+
+def _qwen3_vl():
+    config = transformers.Qwen3VLMoeConfig(text_config=dict(
+        moe_intermediate_size=16, num_experts=8, num_experts_per_tok=2, **SMALL))
+    return config, None, "Qwen3VLMoeTextSparseMoeBlock", "qwen3_vl_moe", config.text_config
+
+
+def _build(name, minimal):
+    made = _families()[name]()
+    config, rename, block_class, module = made[:4]
+    block_config = made[4] if len(made) > 4 else config
+    block = getattr(_module(module), block_class)(block_config)
+    # What save_pretrained writes; `minimal` also drops every field equal to
+    # the config class's default, so that the import must know the defaults.
+    text = json.loads(config.to_json_string(use_diff=True))
+    if minimal:
+        defaults = type(config)().to_dict()
+        text = {k: v for k, v in text.items() if k not in defaults or defaults[k] != v}
+    text["model_type"] = rename or config.model_type
+    return text, block.float().eval()
+
+
+def _randomize(block, seed):
+    """Every parameter and buffer N(0,1)/sqrt(fan-in) (biases 0.1 N(0,1)),
+    seeded by name so runs repeat."""
+    rng = np.random.default_rng(seed)
+    named = list(block.named_parameters()) + list(block.named_buffers())
+    values = {}
+    for name, p in sorted(named):
+        shape = tuple(p.shape)
+        scale = 0.1 if "bias" in name else 1.0 / np.sqrt(max(shape[-1], 1))
+        v = (rng.standard_normal(shape) * scale).astype(np.float32)
+        with torch.no_grad():
+            p.copy_(torch.from_numpy(v))
+        values[name] = v
+    return values
+
+
+def _layer_weights(values, plan):
+    """The compiled layer's arguments from the block's parameters; every
+    parameter must be used (an unused one would be math left out)."""
+    used = set()
+
+    def take(*names):
+        for n in names:
+            if n in values:
+                used.add(n)
+                return values[n]
+        raise KeyError(f"none of {names} in {sorted(values)}")
+
+    w = {"router_weight": take("gate.weight", "router.weight"),
+         "w13": take("experts.gate_up_proj"), "w2": take("experts.down_proj")}
+    if plan["routing"]["correction_bias"]:
+        w["correction_bias"] = take("gate.e_score_correction_bias",
+                                    "gate.moe_statics.e_score_correction_bias").reshape(-1)
+    if plan["shared_intermediate_size"]:
+        w["shared_w13"] = np.concatenate([take("shared_experts.gate_proj.weight"),
+                                          take("shared_experts.up_proj.weight")])
+        w["shared_w2"] = take("shared_experts.down_proj.weight")
+    # A zero-width shared expert (qwen2_moe with width 0) contributes nothing.
+    empty = {n for n, v in values.items() if v.size == 0 or n == "shared_expert_gate.weight"
+             and plan["shared_intermediate_size"] == 0}
+    left = set(values) - used - empty
+    assert not left, f"parameters the compiled layer does not take: {sorted(left)}"
+    return {k: np.ascontiguousarray(v) for k, v in w.items()}
+
+
+def _hf_forward(block, x):
+    with torch.inference_mode():
+        y = block(torch.from_numpy(x)[None])
+        y = y[0] if isinstance(y, tuple) else y
+        return y.reshape(x.shape).float().numpy()
+
+
+def _error(y, ref):
+    return float(np.abs(y - ref).max() / np.abs(ref).max())
+
+
+@pytest.mark.parametrize("minimal", [False, True], ids=["saved", "minimal"])
+@pytest.mark.parametrize("name", sorted(_families()))
+def test_matches_transformers_block(name, minimal, tmp_path):
+    config_json, block = _build(name, minimal)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config_json))
+    library, plan = compile_config(path, tmp_path)
+    values = _randomize(block, seed=sum(map(ord, name)))
+    weights = _layer_weights(values, plan)
+    x = np.random.default_rng(1).standard_normal((TOKENS, plan["hidden_size"])).astype(np.float32)
+    ref = _hf_forward(block, x)
+    y = np.asarray(run_layer(library, plan, x, weights))
+    assert _error(y, ref) <= TOLERANCE, (name, _error(y, ref), config_json)
+    # Negative control: gate and up swapped must not pass.
+    i = plan["intermediate_size"]
+    swapped = dict(weights, w13=np.ascontiguousarray(
+        np.concatenate([weights["w13"][:, i:], weights["w13"][:, :i]], axis=1)))
+    bad = np.asarray(run_layer(library, plan, x, swapped))
+    assert _error(bad, ref) > 100 * TOLERANCE, (name, _error(bad, ref))
