@@ -29,6 +29,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -400,6 +401,15 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
+  // --help lists moe-compile's own options; LLVM's and MLIR's stay usable
+  // and are listed by --help-hidden.
+  for (auto &[name, option] : cl::getRegisteredOptions())
+    if (!llvm::is_contained(option->Categories, &category) &&
+        !name.starts_with("help") && name != "version")
+      option->setHiddenFlag(cl::Hidden);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "moe-compile " MOE_VERSION " (LLVM/MLIR " LLVM_VERSION_STRING ")\n";
+  });
   cl::ParseCommandLineOptions(argc, argv, "moe-compile: MoE layer compiler\n");
   if (auto problem = optionProblem())
     return fail(*problem);
