@@ -118,6 +118,30 @@ std::string ConfigFields::string(Names names,
   return "";
 }
 
+std::vector<int64_t> ConfigFields::integers(Names names, int64_t min,
+                                            int64_t max) {
+  llvm::StringRef key;
+  const json::Value *v = require(names, "an array of integers", false, key);
+  std::vector<int64_t> out;
+  if (!v)
+    return out;
+  const json::Array *array = v->getAsArray();
+  if (!array) {
+    wrongType(key, "an array of integers", *v);
+    return out;
+  }
+  for (const json::Value &item : *array) {
+    std::optional<int64_t> i = item.getAsInteger();
+    if (!i || *i < min || *i > max) {
+      failAt(key, llvm::formatv("expected integers in [{0}, {1}], got {2}", min,
+                                max, show(item)));
+      return {};
+    }
+    out.push_back(*i);
+  }
+  return out;
+}
+
 bool ConfigFields::has(Names names) const {
   for (llvm::StringRef name : names.all()) {
     const json::Value *v = object.get(name);

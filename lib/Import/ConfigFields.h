@@ -15,6 +15,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlir::moe::hf {
 
@@ -51,6 +52,8 @@ public:
   /// A finite number in [min, max].
   double number(Names names, double fallback, double min, double max);
   bool boolean(Names names, bool fallback);
+  /// An array of integers in [min, max]; absent: empty.
+  std::vector<int64_t> integers(Names names, int64_t min, int64_t max);
   std::string string(Names names, std::optional<std::string> fallback = {});
   /// Whether any of `names` is present and not null.
   bool has(Names names) const;

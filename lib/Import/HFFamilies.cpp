@@ -60,6 +60,40 @@ void requireIgnored(ConfigFields &f, llvm::StringRef key,
                                 value, family, hardWired));
 }
 
+/// Which decoder layers hold the MoE block. `isMoE(layer)` is the family's
+/// rule; num_hidden_layers has transformers' default `layers`.
+template <typename Rule>
+void readLayers(ConfigFields &f, MoELayerConfig &c, int64_t layers, Rule isMoE) {
+  int64_t count = f.bounded("num_hidden_layers", layers, 1, limits::kMaxLayers);
+  if (f.error)
+    return;
+  c.moeLayers.clear();
+  for (int64_t layer = 0; layer < count; ++layer)
+    if (isMoE(layer))
+      c.moeLayers.push_back(layer);
+}
+
+/// Qwen2/3-MoE: every decoder_sparse_step-th layer, except mlp_only_layers.
+void readQwenLayers(ConfigFields &f, MoELayerConfig &c, int64_t layers) {
+  std::vector<int64_t> dense =
+      f.integers("mlp_only_layers", 0, limits::kMaxLayers);
+  int64_t step = f.bounded("decoder_sparse_step", 1, 1, limits::kMaxLayers);
+  readLayers(f, c, layers, [&](int64_t layer) {
+    return !llvm::is_contained(dense, layer) && (layer + 1) % step == 0;
+  });
+}
+
+/// DeepSeek and its kin: dense up to first_k_dense_replace.
+void readFirstDenseLayers(ConfigFields &f, MoELayerConfig &c, int64_t layers,
+                          int64_t firstDense) {
+  int64_t first = f.bounded("first_k_dense_replace", firstDense, 0,
+                            limits::kMaxLayers);
+  if (f.has("moe_layer_freq") && f.integer("moe_layer_freq") != 1 && !f.error)
+    f.failAt("moe_layer_freq", "only 1 (every layer after "
+                               "first_k_dense_replace) is what transformers builds");
+  readLayers(f, c, layers, [&](int64_t layer) { return layer >= first; });
+}
+
 const std::array<llvm::StringRef, 2> kQwenExperts = {"num_experts",
                                                      "num_local_experts"};
 const std::array<llvm::StringRef, 2> kMixtralExperts = {"num_local_experts",
@@ -72,30 +106,35 @@ void readMixtral(ConfigFields &f, MoELayerConfig &c) {
   readSizes(f, c, kMixtralExperts, "intermediate_size", "num_experts_per_tok",
             {4096, 14336, 8, 2});
   c.normalize = true; // softmax of the chosen logits == renormalised softmax
+  readLayers(f, c, 32, [](int64_t) { return true; });
 }
 
 void readQwen3(ConfigFields &f, MoELayerConfig &c) {
   readSizes(f, c, kQwenExperts, "moe_intermediate_size", "num_experts_per_tok",
             {2048, 768, 128, 8});
   c.normalize = f.boolean("norm_topk_prob", false);
+  readQwenLayers(f, c, 24);
 }
 
 void readQwen3VLText(ConfigFields &f, MoELayerConfig &c) {
   readSizes(f, c, kQwenExperts, "moe_intermediate_size", "num_experts_per_tok",
             {2048, 1408, 60, 4});
   c.normalize = true; // Qwen3VLMoeTextTopKRouter always renormalises
+  readQwenLayers(f, c, 24);
 }
 
 void readOlmoe(ConfigFields &f, MoELayerConfig &c) {
   readSizes(f, c, std::array<llvm::StringRef, 2>{"num_experts", "num_local_experts"},
             "intermediate_size", "num_experts_per_tok", {2048, 2048, 64, 8});
   c.normalize = f.boolean("norm_topk_prob", false);
+  readLayers(f, c, 16, [](int64_t) { return true; });
 }
 
 void readQwen2(ConfigFields &f, MoELayerConfig &c) {
   readSizes(f, c, "num_experts", "moe_intermediate_size", "num_experts_per_tok",
             {2048, 1408, 60, 4});
   c.normalize = f.boolean("norm_topk_prob", false);
+  readQwenLayers(f, c, 24);
   // transformers builds the shared expert whatever its width (default 5632),
   // scaled by sigmoid(shared_expert_gate(x)): only width 0 has no effect.
   if (f.integer("shared_expert_intermediate_size", 5632) != 0 && !f.error)
@@ -116,6 +155,7 @@ void readDeepSeekV2(ConfigFields &f, MoELayerConfig &c) {
                                "block computes (it never renormalises)");
   c.scale = f.number("routed_scaling_factor", 1.0, 1e-30, 1e30);
   readSharedExperts(f, c, "n_shared_experts", 2);
+  readFirstDenseLayers(f, c, 32, 0);
   std::string method = f.string("topk_method", std::string("greedy"));
   if (f.error)
     return;
@@ -136,6 +176,7 @@ void readDeepSeekV2(ConfigFields &f, MoELayerConfig &c) {
 void readDeepSeekV3Like(ConfigFields &f, MoELayerConfig &c, const Defaults &d,
                         std::optional<int64_t> shared, bool normalize,
                         double scale, int64_t groups, int64_t topkGroup,
+                        int64_t layers, int64_t firstDense,
                         llvm::StringRef family) {
   readSizes(f, c, kDeepSeekExperts, "moe_intermediate_size",
             "num_experts_per_tok", d);
@@ -153,23 +194,25 @@ void readDeepSeekV3Like(ConfigFields &f, MoELayerConfig &c, const Defaults &d,
                                       "is the sum of its top 2",
                                       c.numExperts / c.nGroup));
   readSharedExperts(f, c, "n_shared_experts", shared);
+  readFirstDenseLayers(f, c, layers, firstDense);
   requireIgnored(f, "scoring_func", "sigmoid", family);
   requireIgnored(f, "topk_method", "noaux_tc", family);
 }
 
 void readDeepSeekV3(ConfigFields &f, MoELayerConfig &c) {
-  readDeepSeekV3Like(f, c, {7168, 2048, 256, 8}, 1, true, 2.5, 8, 4,
+  readDeepSeekV3Like(f, c, {7168, 2048, 256, 8}, 1, true, 2.5, 8, 4, 61, 3,
                      "DeepseekV3");
 }
 
 void readGlm4Moe(ConfigFields &f, MoELayerConfig &c) {
-  readDeepSeekV3Like(f, c, {4096, 1408, 128, 8}, 1, true, 1.0, 1, 1, "Glm4Moe");
+  readDeepSeekV3Like(f, c, {4096, 1408, 128, 8}, 1, true, 1.0, 1, 1, 46, 1,
+                     "Glm4Moe");
 }
 
 void readDots1(ConfigFields &f, MoELayerConfig &c) {
   // Dots1Config has no default expert count, top-k or shared experts.
   readDeepSeekV3Like(f, c, {4608, 1408, std::nullopt, std::nullopt},
-                     std::nullopt, false, 1.0, 1, 1, "Dots1");
+                     std::nullopt, false, 1.0, 1, 1, 62, 0, "Dots1");
 }
 
 // Softmax scores plus a correction bias for the choice, always renormalised.
@@ -181,6 +224,15 @@ void readErnie45Moe(ConfigFields &f, MoELayerConfig &c) {
   c.correctionBias = true;
   c.normalize = true;
   readSharedExperts(f, c, "moe_num_shared_experts", 2);
+  int64_t layers = f.bounded("num_hidden_layers", 28, 1, limits::kMaxLayers);
+  int64_t start = f.bounded("moe_layer_start_index", 1, 0, limits::kMaxLayers);
+  int64_t end = f.bounded("moe_layer_end_index", -1, -1, limits::kMaxLayers);
+  int64_t interval = f.bounded("moe_layer_interval", 1, 1, limits::kMaxLayers);
+  if (end == -1)
+    end = layers - 1;
+  readLayers(f, c, 28, [&](int64_t layer) {
+    return (layer + 1) % interval == 0 && layer >= start && layer <= end;
+  });
   if (f.boolean("use_bias", false) && !f.error)
     f.failAt("use_bias", "biases in the shared expert's projections are not "
                          "supported yet");

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "ObjectEmitter.h"
 #include "llvm/Target/TargetMachine.h"
+#include "ModelOutput.h"
 #include "PlanReport.h"
 #include "moe/Dialect/MoE/Analysis/DispatchPlan.h"
 #include "moe/Dialect/MoE/Transforms/Passes.h"
@@ -53,7 +54,13 @@ cl::opt<std::string> inputFile(cl::Positional, cl::desc("[input.mlir]"),
 cl::opt<std::string> configFile("config",
                                 cl::desc("HuggingFace config.json of a MoE model"),
                                 cl::value_desc("path"), cl::cat(category));
-cl::opt<std::string> outputFile("o", cl::desc("Output file"),
+cl::opt<std::string> modelDir(
+    "model",
+    cl::desc("HuggingFace checkpoint directory (config.json, *.safetensors): "
+             "-o names a directory that receives the layer library, the MoE "
+             "layers' weights in its layout and manifest.json"),
+    cl::value_desc("dir"), cl::cat(category));
+cl::opt<std::string> outputFile("o", cl::desc("Output file (with --model: directory)"),
                                 cl::value_desc("path"), cl::init("-"),
                                 cl::cat(category));
 cl::opt<std::string> planFile("plan", cl::desc("Write the JSON plan report here"),
@@ -229,8 +236,18 @@ std::optional<std::string> entryProblem(llvm::StringRef name) {
 /// checked by configProblem.
 std::optional<std::string> optionProblem() {
   using namespace moe::limits;
-  if (configFile.empty() == inputFile.empty())
-    return "give exactly one input: --config config.json or an .mlir file";
+  if (int(!configFile.empty()) + int(!inputFile.empty()) + int(!modelDir.empty()) != 1)
+    return "give exactly one input: --model DIR, --config config.json or an "
+           ".mlir file";
+  if (!modelDir.empty()) {
+    if (emit != Emit::Shared || target != Target::Cpu)
+      return "--model compiles a shared library for the CPU (no --emit, "
+             "--target)";
+    if (!planFile.empty())
+      return "--model writes the plan into the output directory: no --plan";
+    if (outputFile == "-")
+      return "--model needs -o <directory>";
+  }
   if (dispatchQuant != "none" && dispatchQuant != "fp8-e4m3-g128" &&
       dispatchQuant != "fp8-e4m3-g32-ue8m0")
     return "--dispatch-quant must be none, fp8-e4m3-g128 or "
@@ -396,6 +413,8 @@ llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine) {
       {"llvm", "O3"}};
 }
 
+int compileLayer(const char *argv0);
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerPassManagerCLOptions();
@@ -413,7 +432,20 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "moe-compile: MoE layer compiler\n");
   if (auto problem = optionProblem())
     return fail(*problem);
+  if (!modelDir.empty())
+    return moe_compile::compileModel(modelDir, outputFile, [&](const moe::MoELayerConfig &config) {
+      return configProblem(config);
+    }, [&](llvm::StringRef config, llvm::StringRef library, llvm::StringRef plan) {
+      configFile = config.str();
+      outputFile = library.str();
+      planFile = plan.str();
+      return compileLayer(argv[0]);
+    }, entry, dtype);
+  return compileLayer(argv[0]);
+}
 
+/// Compiles the input (--config or .mlir) to the output path.
+int compileLayer(const char *argv0) {
   DialectRegistry registry;
   moe::registerMoECompilerDialects(registry);
   moe::registerMoECompilerPasses();
@@ -516,7 +548,7 @@ int main(int argc, char **argv) {
   }
   if (emit == Emit::Object)
     return publish(objects[0]);
-  if (llvm::Error e = moe_compile::linkShared(objects, library, runtimeLibDir(argv[0])))
+  if (llvm::Error e = moe_compile::linkShared(objects, library, runtimeLibDir(argv0)))
     return fail(llvm::toString(std::move(e)));
   return publish(library);
 }

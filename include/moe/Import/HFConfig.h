@@ -10,6 +10,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir::moe {
 
@@ -27,6 +28,9 @@ struct MoELayerConfig {
   double scale = 1.0;
   bool correctionBias = false;
   int64_t sharedIntermediateSize = 0; ///< 0: no shared expert.
+  /// The decoder layers whose MLP is this MoE block (ascending), by the
+  /// family's rule (first_k_dense_replace, mlp_only_layers, ...).
+  std::vector<int64_t> moeLayers;
 };
 
 /// Parses a config.json of a supported MoE family (qwen3_moe, qwen2_moe

@@ -1,0 +1,69 @@
+"""A model compiled by `moe-compile --model DIR -o OUT`: its MoE layers, ready to call."""
+import json
+from pathlib import Path
+
+import numpy as np
+
+from . import safetensors
+from .layer import check_arguments
+from .memref import CompiledFunction
+from .weights import DTYPES
+
+FORMAT = "moe-compile model 1"
+
+
+class Layer:
+    """One MoE layer: `layer(x)` with x [T, H] in the layer's dtype returns y [T, H]."""
+
+    def __init__(self, index, function, plan, weights):
+        self.index = index
+        self.plan = plan
+        self._function = function
+        self._weights = weights
+
+    def __call__(self, x):
+        arrays = check_arguments(self.plan, x, self._weights)
+        return self._function(*arrays)
+
+    def __repr__(self):
+        return (f"<moec.Layer {self.index}: {self.plan['model_type']} "
+                f"{self.plan['element_type']}, H={self.plan['hidden_size']}, "
+                f"E={self.plan['experts']}, top-{self.plan['top_k']}>")
+
+
+class Model:
+    """`layers` maps decoder layer indices to their MoE layers."""
+
+    def __init__(self, path):
+        path = Path(path)
+        manifest_path = path / "manifest.json"
+        if not manifest_path.is_file():
+            raise FileNotFoundError(f"{manifest_path}: not found (is {path} the -o directory "
+                                    "of moe-compile --model?)")
+        self.manifest = json.loads(manifest_path.read_text())
+        if self.manifest.get("format") != FORMAT:
+            raise ValueError(f"{manifest_path}: format {self.manifest.get('format')!r}, "
+                             f"expected {FORMAT!r}")
+        library = self.manifest["library"]
+        plan = json.loads((path / library["plan"]).read_text())
+        function = CompiledFunction(str((path / library["file"]).resolve()), library["entry"],
+                                    [(2, DTYPES[plan["element_type"]])])
+        tensors = safetensors.read(path / self.manifest["weights"])
+        self.layers = {}
+        for entry in self.manifest["layers"]:
+            weights = {}
+            for parameter, name in entry["tensors"].items():
+                if name not in tensors:
+                    raise ValueError(f"{path / self.manifest['weights']}: tensor {name!r} "
+                                     f"(layer {entry['index']}) is missing")
+                weights[parameter] = np.asarray(tensors[name])
+            self.layers[entry["index"]] = Layer(entry["index"], function, plan, weights)
+
+    def __repr__(self):
+        return (f"<moec.Model {self.manifest['model_type']}: {len(self.layers)} MoE layers "
+                f"{sorted(self.layers)}>")
+
+
+def load(path):
+    """The MoE layers compiled into directory `path` by moe-compile --model."""
+    return Model(path)

@@ -1,0 +1,222 @@
+"""moe-compile --model on real HuggingFace checkpoints, against transformers.
+
+For every family a tiny model (3 decoder layers, dense where the family can
+be) is built by transformers, every parameter and buffer of its MoE blocks is
+set to seeded random values (transformers' init leaves correction biases at
+zero, which would test nothing), and the model is written by save_pretrained
+as safetensors. moe-compile --model compiles the directory; moec.load runs
+it. The compiled model must hold exactly the decoder layers whose MLP is a
+MoE block, and each must match that block's own forward in f32.
+
+Negative cases: a truncated safetensors file and a checkpoint missing one
+expert tensor must be refused by name, leaving no output directory; a
+sharded checkpoint (model.safetensors.index.json) must load and match.
+"""
+import json
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+import torch  # utils/setup.sh installs torch and transformers
+import transformers
+from safetensors.torch import load_file, save_file
+
+import moec  # noqa: E402
+from moec.toolchain import tool  # noqa: E402
+
+TOKENS = 37
+HIDDEN = 32
+TOLERANCE = 1e-5  # of max |ref|, f32
+SMALL = dict(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2,
+             num_hidden_layers=3, vocab_size=64, intermediate_size=16)
+# Multi-head latent attention, small enough for HIDDEN.
+MLA = dict(q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=4, qk_nope_head_dim=4,
+           v_head_dim=8)
+V3 = dict(moe_intermediate_size=16, n_routed_experts=8, num_experts_per_tok=2, **SMALL)
+
+
+def _families():
+    """name -> (config, model_type written over config.json's own or None)."""
+    t = transformers
+    return {
+        "qwen3_moe": lambda: (t.Qwen3MoeConfig(moe_intermediate_size=16, num_experts=8,
+                                               num_experts_per_tok=2, norm_topk_prob=True,
+                                               mlp_only_layers=[0], **SMALL), None),
+        # Mixtral has no dense layers; its checkpoint names them block_sparse_moe.
+        "mixtral": lambda: (t.MixtralConfig(num_local_experts=8, num_experts_per_tok=2,
+                                            **SMALL), None),
+        "olmoe": lambda: (t.OlmoeConfig(num_experts=8, num_experts_per_tok=2, eos_token_id=1,
+                                        **SMALL), None),
+        "deepseek_v2": lambda: (t.DeepseekV2Config(moe_intermediate_size=16, n_routed_experts=8,
+                                                   num_experts_per_tok=2, n_shared_experts=1,
+                                                   routed_scaling_factor=1.5,
+                                                   first_k_dense_replace=1, **MLA, **SMALL),
+                                None),
+        "deepseek_v3": lambda: (t.DeepseekV3Config(n_group=4, topk_group=2, n_shared_experts=1,
+                                                   routed_scaling_factor=2.5,
+                                                   first_k_dense_replace=1, **MLA, **V3), None),
+        # Kimi-K2's config.json says kimi_k2 and is DeepseekV3's model.
+        "kimi_k2": lambda: (t.DeepseekV3Config(n_group=1, topk_group=1, n_shared_experts=1,
+                                               routed_scaling_factor=2.827,
+                                               first_k_dense_replace=1, **MLA, **V3), "kimi_k2"),
+        "glm4_moe": lambda: (t.Glm4MoeConfig(n_group=2, topk_group=1, routed_scaling_factor=1.8,
+                                             first_k_dense_replace=1, **V3), None),
+        "dots1": lambda: (t.Dots1Config(n_shared_experts=2, norm_topk_prob=True,
+                                        routed_scaling_factor=2.5, first_k_dense_replace=1,
+                                        **V3), None),
+        "ernie4_5_moe": lambda: (t.Ernie4_5_MoeConfig(moe_intermediate_size=16,
+                                                      moe_num_experts=8, moe_k=2,
+                                                      moe_num_shared_experts=1,
+                                                      moe_layer_start_index=1, **SMALL), None),
+    }
+
+
+FAMILIES = sorted(_families())
+
+
+def _mlp(layer):
+    for attr in ("mlp", "block_sparse_moe"):
+        if hasattr(layer, attr):
+            return getattr(layer, attr)
+    raise AttributeError(f"{type(layer).__name__} has no MLP")
+
+
+def _is_moe(mlp):
+    return hasattr(mlp, "experts")
+
+
+def _randomize(block, seed):
+    """Every parameter and buffer N(0,1)/sqrt(fan-in) (biases, correction
+    biases included, 0.1 N(0,1)), seeded so runs repeat."""
+    rng = np.random.default_rng(seed)
+    named = list(block.named_parameters()) + list(block.named_buffers())
+    for name, p in sorted(named, key=lambda item: item[0]):
+        if not p.is_floating_point():
+            continue
+        shape = tuple(p.shape)
+        scale = 0.1 if "bias" in name else 1.0 / np.sqrt(max(shape[-1] if shape else 1, 1))
+        v = (rng.standard_normal(shape) * scale).astype(np.float32)
+        with torch.no_grad():
+            p.copy_(torch.from_numpy(v))
+
+
+def _checkpoint(name, directory, **save_args):
+    """Builds, randomizes and saves the family's tiny model; returns
+    {decoder layer index: MoE block} for the layers that are MoE."""
+    config, rename = _families()[name]()
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).float().eval()
+    blocks = {}
+    for i, layer in enumerate(model.model.layers):
+        mlp = _mlp(layer)
+        if _is_moe(mlp):
+            _randomize(mlp, seed=sum(map(ord, name)) * 16 + i)
+            blocks[i] = mlp
+    assert blocks, f"{name}: the tiny model has no MoE layer"
+    model.save_pretrained(directory, **save_args)
+    if rename:
+        path = directory / "config.json"
+        text = json.loads(path.read_text())
+        text["model_type"] = rename
+        path.write_text(json.dumps(text, indent=2))
+    return blocks, len(model.model.layers)
+
+
+def _compile(model_dir, out):
+    return subprocess.run([tool("moe-compile"), "--model", str(model_dir), "-o", str(out),
+                           "--dtype", "f32"], capture_output=True, text=True)
+
+
+def _compile_ok(model_dir, out):
+    run = _compile(model_dir, out)
+    assert run.returncode == 0, f"moe-compile failed ({run.returncode}):\n{run.stderr}"
+    assert out.is_dir(), f"moe-compile made no {out}"
+    return moec.load(out)
+
+
+def _hf_forward(block, x):
+    with torch.inference_mode():
+        y = block(torch.from_numpy(x)[None])
+        y = y[0] if isinstance(y, tuple) else y
+        return y.reshape(x.shape).float().numpy()
+
+
+def _check(name, model, blocks, num_layers):
+    assert isinstance(model.manifest, dict), type(model.manifest)
+    got = set(model.layers)
+    assert all(isinstance(i, int) for i in got), sorted(got, key=str)
+    assert got == set(blocks), (name, sorted(got), sorted(blocks))
+    dense = set(range(num_layers)) - set(blocks)
+    assert not got & dense, (name, sorted(got & dense))
+    for i, block in sorted(blocks.items()):
+        x = np.random.default_rng(1000 + i).standard_normal((TOKENS, HIDDEN)).astype(np.float32)
+        ref = _hf_forward(block, x)
+        y = np.asarray(model.layers[i](x))
+        assert y.shape == (TOKENS, HIDDEN), (name, i, y.shape)
+        assert y.dtype == np.float32, (name, i, y.dtype)
+        error = float(np.abs(y - ref).max() / np.abs(ref).max())
+        assert error <= TOLERANCE, (name, i, error)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_checkpoint_matches_transformers(name, tmp_path):
+    model_dir = tmp_path / "hf"
+    blocks, num_layers = _checkpoint(name, model_dir)
+    assert (model_dir / "model.safetensors").exists()
+    model = _compile_ok(model_dir, tmp_path / "out")
+    _check(name, model, blocks, num_layers)
+
+
+def test_sharded_checkpoint(tmp_path):
+    model_dir = tmp_path / "hf"
+    blocks, num_layers = _checkpoint("qwen3_moe", model_dir, max_shard_size="20KB")
+    index = json.loads((model_dir / "model.safetensors.index.json").read_text())
+    shards = set(index["weight_map"].values())
+    assert len(shards) > 1, shards
+    assert not (model_dir / "model.safetensors").exists()
+    # Experts of one layer spread over more than one shard.
+    layer1 = {f for k, f in index["weight_map"].items() if k.startswith("model.layers.1.mlp.")}
+    assert len(layer1) > 1, layer1
+    model = _compile_ok(model_dir, tmp_path / "out")
+    _check("qwen3_moe sharded", model, blocks, num_layers)
+
+
+def _listing(path):
+    return sorted(p.name for p in path.iterdir()) if path.is_dir() else str(path)
+
+
+def _data_start(path):
+    (header,) = struct.unpack("<Q", path.read_bytes()[:8])
+    return 8 + header
+
+
+def test_truncated_safetensors_is_refused(tmp_path):
+    model_dir = tmp_path / "hf"
+    _checkpoint("qwen3_moe", model_dir)
+    path = model_dir / "model.safetensors"
+    data = path.read_bytes()
+    start = _data_start(path)
+    path.write_bytes(data[:start + (len(data) - start) // 2])
+    out = tmp_path / "out"
+    run = _compile(model_dir, out)
+    assert run.returncode != 0, run.stderr
+    assert "model.safetensors" in run.stderr, run.stderr
+    assert not out.exists(), _listing(out)
+
+
+def test_missing_expert_tensor_is_refused(tmp_path):
+    model_dir = tmp_path / "hf"
+    _checkpoint("qwen3_moe", model_dir)
+    path = model_dir / "model.safetensors"
+    missing = "model.layers.1.mlp.experts.3.up_proj.weight"
+    tensors = load_file(path)
+    assert missing in tensors, sorted(tensors)
+    del tensors[missing]
+    save_file(tensors, path, metadata={"format": "pt"})
+    out = tmp_path / "out"
+    run = _compile(model_dir, out)
+    assert run.returncode != 0, run.stderr
+    assert missing in run.stderr, run.stderr
+    assert not out.exists(), _listing(out)
