@@ -1,6 +1,7 @@
 """Finds and runs the project's tools (moe-compile)."""
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -12,10 +13,16 @@ def build_dir():
 
 
 def tool(name):
+    """A tool of the build ($MOE_BUILD_DIR/bin, else the source tree's build/),
+    else from PATH (an installed package has no source tree)."""
     path = build_dir() / "bin" / name
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: build the project first (utils/setup.sh)")
-    return str(path)
+    if path.exists():
+        return str(path)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise FileNotFoundError(f"{path} not found and no {name} on PATH: build the project "
+                            "first (utils/setup.sh)")
 
 
 def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
