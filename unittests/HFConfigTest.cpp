@@ -125,9 +125,23 @@ TEST(HFConfig, MathTheDialectLacksIsRefusedByPath) {
     "norm_topk_prob": true})", "$.norm_topk_prob:");
   refused(R"({"model_type": "deepseek_v3", "scoring_func": "softmax"})",
           "$.scoring_func: \"softmax\" is not what transformers' DeepseekV3");
+  refused(R"({"model_type": "gpt_oss", "quantization_config": {
+    "quant_method": "mxfp4"}})",
+          "$.quantization_config.quant_method: \"mxfp4\" is not supported yet");
   refused(R"({"model_type": "deepseek_v3", "quantization_config": {
-    "quant_method": "fp8", "weight_block_size": [128, 128]}})",
-          "$.quantization_config: quantized checkpoints (quant_method \"fp8\")");
+    "quant_method": "fp8"}})",
+          "$.quantization_config.weight_block_size: expected [rows, columns]");
+  refused(R"({"model_type": "deepseek_v3", "quantization_config": {
+    "quant_method": "fp8", "fmt": "e5m2", "weight_block_size": [128, 128]}})",
+          "$.quantization_config.fmt: \"e5m2\" is not supported");
+  // DeepSeek-V3's own format: dequantized when the checkpoint is read.
+  auto fp8 = parseHFConfig(R"({"model_type": "deepseek_v3", "quantization_config": {
+    "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+    "weight_block_size": [128, 64]}})");
+  ASSERT_TRUE(static_cast<bool>(fp8)) << llvm::toString(fp8.takeError());
+  ASSERT_TRUE(fp8->fp8WeightBlocks.has_value());
+  EXPECT_EQ(fp8->fp8WeightBlocks->first, 128);
+  EXPECT_EQ(fp8->fp8WeightBlocks->second, 64);
   refused(R"({"model_type": "gpt_oss"})", "$.model_type: \"gpt_oss\" is not supported yet");
   refused(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text"}})",
           "$.text_config.model_type: \"llama4_text\" is not supported yet");

@@ -9,7 +9,9 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -93,6 +95,19 @@ uint16_t floatToBf16(float f) {
   return uint16_t(bits >> 16);
 }
 
+/// FP8 e4m3 (no infinities; S.1111.111 is NaN).
+float e4m3ToFloat(uint8_t b) {
+  int exponent = b >> 3 & 0xf, mantissa = b & 7;
+  float magnitude;
+  if (exponent == 0xf && mantissa == 7)
+    magnitude = std::numeric_limits<float>::quiet_NaN();
+  else if (exponent == 0)
+    magnitude = std::ldexp(float(mantissa), -9); // subnormal: m/8 * 2^-6
+  else
+    magnitude = std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
+  return b & 0x80 ? -magnitude : magnitude;
+}
+
 float loadElement(const TensorInfo &t, int64_t i) {
   const uint8_t *p = t.data.data();
   switch (t.dtype) {
@@ -111,9 +126,22 @@ float loadElement(const TensorInfo &t, int64_t i) {
     std::memcpy(&h, p + 2 * i, 2);
     return f16ToFloat(h);
   }
+  case TensorDType::F8E4M3:
+    return e4m3ToFloat(p[i]);
   default:
     return 0.0f; // refused by layerTensors
   }
+}
+
+/// Element i (row-major) of a piece, its block scale applied.
+float pieceElement(const TensorPiece &piece, int64_t i) {
+  float v = loadElement(*piece.tensor, i);
+  if (!piece.scaleInv)
+    return v;
+  int64_t cols = piece.tensor->shape[1], r = i / cols, c = i % cols;
+  int64_t scaleCols = piece.scaleInv->shape[1];
+  return v * loadElement(*piece.scaleInv,
+                         r / piece.blockRows * scaleCols + c / piece.blockCols);
 }
 } // namespace
 
@@ -209,27 +237,52 @@ Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
                 s = c.sharedIntermediateSize;
 
   // Finds `name` in the block with `elements` elements of `shape` (a bias
-  // may be [E] or [1, E]: only its element count matters).
+  // may be [E] or [1, E]: only its element count matters), and the block
+  // scales of an FP8 tensor.
   auto find = [&](const std::string &name, llvm::ArrayRef<int64_t> shape,
-                  bool countOnly) -> llvm::Expected<const TensorInfo *> {
+                  bool countOnly) -> llvm::Expected<TensorPiece> {
     std::string full = block + name;
     const TensorInfo *t = tensor(full);
     if (!t)
       return error(directory + ": tensor '" + full + "' is missing (MoE layer " +
                    std::to_string(layer) + " of this " + c.modelType +
                    " checkpoint needs it)");
-    if (t->dtype != TensorDType::F32 && t->dtype != TensorDType::BF16 &&
-        t->dtype != TensorDType::F16)
-      return error(directory + ": tensor '" + full + "' is " +
-                   dtypeName(t->dtype) + ": only F32, BF16 and F16 weights are "
-                   "supported");
     int64_t want = 1;
     for (int64_t d : shape)
       want *= d;
     if (countOnly ? t->elements() != want : t->shape != std::vector<int64_t>(shape))
       return error(directory + ": tensor '" + full + "': expected shape " +
                    showShape(shape) + ", got " + showShape(t->shape));
-    return t;
+    TensorPiece piece{t};
+    if (t->dtype == TensorDType::F32 || t->dtype == TensorDType::BF16 ||
+        t->dtype == TensorDType::F16)
+      return piece;
+    if (t->dtype != TensorDType::F8E4M3 || shape.size() != 2)
+      return error(directory + ": tensor '" + full + "' is " +
+                   dtypeName(t->dtype) + ": only F32, BF16, F16 and block-scaled "
+                   "F8_E4M3 weights are supported");
+    if (!c.fp8WeightBlocks)
+      return error(directory + ": tensor '" + full + "' is F8_E4M3 but " +
+                   configFile + " has no FP8 quantization_config "
+                   "(weight_block_size) saying how it is scaled");
+    auto [rows, cols] = *c.fp8WeightBlocks;
+    std::string scaleName = full + "_scale_inv";
+    const TensorInfo *scale = tensor(scaleName);
+    std::vector<int64_t> scaleShape = {(shape[0] + rows - 1) / rows,
+                                       (shape[1] + cols - 1) / cols};
+    if (!scale)
+      return error(directory + ": tensor '" + scaleName + "' is missing (the "
+                   "block scales of the F8_E4M3 tensor '" + full + "')");
+    if (scale->shape != scaleShape ||
+        (scale->dtype != TensorDType::F32 && scale->dtype != TensorDType::BF16))
+      return error(directory + ": tensor '" + scaleName + "': expected F32 or "
+                   "BF16 scales of shape " + showShape(scaleShape) + " (blocks of " +
+                   std::to_string(rows) + " x " + std::to_string(cols) + "), got " +
+                   dtypeName(scale->dtype) + " " + showShape(scale->shape));
+    piece.scaleInv = scale;
+    piece.blockRows = rows;
+    piece.blockCols = cols;
+    return piece;
   };
 
   std::vector<LayerTensor> out;
@@ -241,10 +294,10 @@ Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
   };
   auto single = [&](LayerTensor &t, const std::string &name,
                     llvm::ArrayRef<int64_t> shape, bool countOnly = false) -> llvm::Error {
-    llvm::Expected<const TensorInfo *> info = find(name, shape, countOnly);
-    if (!info)
-      return info.takeError();
-    t.pieces.push_back({*info});
+    llvm::Expected<TensorPiece> piece = find(name, shape, countOnly);
+    if (!piece)
+      return piece.takeError();
+    t.pieces.push_back({*piece});
     return llvm::Error::success();
   };
 
@@ -288,18 +341,19 @@ Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
 
 void moe::writeLayerTensor(const LayerTensor &t, llvm::raw_ostream &os) {
   std::vector<uint8_t> chunk;
-  for (const std::vector<const TensorInfo *> &group : t.pieces)
-    for (const TensorInfo *piece : group) {
-      if (piece->dtype == t.dtype) {
-        os.write(reinterpret_cast<const char *>(piece->data.data()), piece->data.size());
+  for (const std::vector<TensorPiece> &group : t.pieces)
+    for (const TensorPiece &piece : group) {
+      if (piece.tensor->dtype == t.dtype && !piece.scaleInv) {
+        os.write(reinterpret_cast<const char *>(piece.tensor->data.data()),
+                 piece.tensor->data.size());
         continue;
       }
-      const int64_t n = piece->elements(), width = dtypeBytes(t.dtype);
+      const int64_t n = piece.tensor->elements(), width = dtypeBytes(t.dtype);
       chunk.resize(size_t(std::min<int64_t>(n, 1 << 16) * width));
       for (int64_t begin = 0; begin < n; begin += 1 << 16) {
         int64_t count = std::min<int64_t>(n - begin, 1 << 16);
         for (int64_t k = 0; k < count; ++k) {
-          float v = loadElement(*piece, begin + k);
+          float v = pieceElement(piece, begin + k);
           if (t.dtype == TensorDType::F32) {
             std::memcpy(chunk.data() + 4 * k, &v, 4);
           } else {

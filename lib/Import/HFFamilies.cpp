@@ -271,6 +271,33 @@ llvm::Error configError(const std::string &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// quantization_config: FP8 (e4m3) weights in blocks with f32
+/// weight_scale_inv (DeepSeek-V3's format) are dequantized when the
+/// checkpoint is read; any other scheme is refused.
+llvm::Error readQuantization(const json::Value &value,
+                             std::optional<std::pair<int64_t, int64_t>> &blocks) {
+  const json::Object *q = value.getAsObject();
+  if (!q)
+    return configError("$.quantization_config: expected a JSON object");
+  ConfigFields f(*q, "$.quantization_config");
+  std::string method = f.string("quant_method", std::string("?"));
+  if (!f.error && method != "fp8")
+    return configError("$.quantization_config.quant_method: \"" + method +
+                       "\" is not supported yet (FP8 block-scaled weights, "
+                       "quant_method \"fp8\", are)");
+  std::string format = f.string("fmt", std::string("e4m3"));
+  if (!f.error && format != "e4m3")
+    f.failAt("fmt", "\"" + format + "\" is not supported (e4m3 is)");
+  std::vector<int64_t> block = f.integers("weight_block_size", 1, 1 << 20);
+  if (!f.error && block.size() != 2)
+    f.failAt("weight_block_size", "expected [rows, columns] of a scale block "
+                                  "(per-tensor FP8 scales are not supported)");
+  if (f.error)
+    return configError(*f.error);
+  blocks = std::make_pair(block[0], block[1]);
+  return llvm::Error::success();
+}
+
 std::string supportedList() {
   std::string list;
   for (const Family &family : kFamilies)
@@ -291,15 +318,11 @@ llvm::Expected<MoELayerConfig> moe::parseHFConfig(llvm::StringRef jsonText) {
   std::string outerType = outer.string("model_type");
   if (outer.error)
     return configError(*outer.error);
-  if (const json::Value *q = top->get("quantization_config")) {
-    std::string method = "?";
-    if (const json::Object *o = q->getAsObject())
-      if (std::optional<llvm::StringRef> m = o->getString("quant_method"))
-        method = m->str();
-    if (q->kind() != json::Value::Null)
-      return configError("$.quantization_config: quantized checkpoints "
-                         "(quant_method \"" + method + "\") are not supported "
-                         "yet: the layer takes f32 or bf16 weights");
+  std::optional<std::pair<int64_t, int64_t>> fp8Blocks;
+  if (const json::Value *q = top->get("quantization_config");
+      q && q->kind() != json::Value::Null) {
+    if (llvm::Error e = readQuantization(*q, fp8Blocks))
+      return std::move(e);
   }
   // Multimodal wrappers (qwen3_vl_moe, llama4, kimi_k25) keep the language
   // model's config, MoE fields included, in text_config.
@@ -333,6 +356,7 @@ llvm::Expected<MoELayerConfig> moe::parseHFConfig(llvm::StringRef jsonText) {
                                      path, modelType, supportedList()));
   }
   family->read(f, c);
+  c.fp8WeightBlocks = fp8Blocks;
   std::string act = f.string("hidden_act", std::string("silu"));
   if (!f.error && act != "silu")
     f.failAt("hidden_act", "\"" + act + "\" is not supported yet: the experts "

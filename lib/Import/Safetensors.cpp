@@ -108,11 +108,13 @@ SafetensorsFile::parse(std::unique_ptr<llvm::MemoryBuffer> buffer,
     std::string tensor;
   };
   std::vector<Range> ranges;
-  for (const auto &[key, value] : *object) {
+  for (const auto &member : *object) {
+    const std::string key = member.first.str();
+    const json::Value &value = member.second;
     if (key == "__metadata__")
       continue;
     auto bad = [&](const llvm::Twine &what) {
-      return fileError(name, "tensor '" + key.str() + "': " + what);
+      return fileError(name, "tensor '" + key + "': " + what);
     };
     const json::Object *entry = value.getAsObject();
     if (!entry)
@@ -152,7 +154,7 @@ SafetensorsFile::parse(std::unique_ptr<llvm::MemoryBuffer> buffer,
       return bad(llvm::formatv("{0} bytes for {1} {2} elements (expected {3})",
                                *end - *begin, elements, dtype->name, expected));
     info.data = data.slice(*begin, *end - *begin);
-    ranges.push_back({uint64_t(*begin), uint64_t(*end), key.str()});
+    ranges.push_back({uint64_t(*begin), uint64_t(*end), key});
     file->tensors[key] = std::move(info);
   }
   llvm::sort(ranges, [](const Range &a, const Range &b) {

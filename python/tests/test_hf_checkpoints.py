@@ -220,3 +220,74 @@ def test_missing_expert_tensor_is_refused(tmp_path):
     assert run.returncode != 0, run.stderr
     assert missing in run.stderr, run.stderr
     assert not out.exists(), _listing(out)
+
+
+def _quantize_e4m3(w, block):
+    """DeepSeek-V3's FP8 format: per (rows x cols) block, scale = amax / 448,
+    codes = round(w / scale) in e4m3; returns (codes, scale_inv)."""
+    import ml_dtypes
+    rows, cols = block
+    br, bc = -(-w.shape[0] // rows), -(-w.shape[1] // cols)
+    scale = np.zeros((br, bc), np.float32)
+    codes = np.zeros(w.shape, ml_dtypes.float8_e4m3fn)
+    for i in range(br):
+        for j in range(bc):
+            tile = w[i * rows:(i + 1) * rows, j * cols:(j + 1) * cols]
+            scale[i, j] = max(float(np.abs(tile).max()), 1e-12) / 448.0
+            codes[i * rows:(i + 1) * rows, j * cols:(j + 1) * cols] = \
+                (tile / scale[i, j]).astype(ml_dtypes.float8_e4m3fn)
+    return codes, scale
+
+
+def test_fp8_block_scaled_checkpoint(tmp_path):
+    """Expert and shared-expert weights stored as e4m3 codes with f32
+    weight_scale_inv blocks (partial blocks at the edges) are dequantized;
+    the reference is transformers' block holding the same dequantized values
+    (decoded by ml_dtypes)."""
+    block = (12, 20)
+    model_dir = tmp_path / "hf"
+    blocks, num_layers = _checkpoint("deepseek_v3", model_dir)
+    path = model_dir / "model.safetensors"
+    tensors = {k: v.float().numpy() for k, v in load_file(path).items()}
+    out_tensors = {}
+    for name, w in tensors.items():
+        quantized = (".mlp.experts." in name or ".mlp.shared_experts." in name) and \
+            name.endswith(".weight") and name.startswith("model.layers.")
+        layer = int(name.split(".")[2]) if name.startswith("model.layers.") else -1
+        if not (quantized and layer in blocks):
+            out_tensors[name] = torch.from_numpy(w)
+            continue
+        codes, scale = _quantize_e4m3(w, block)
+        out_tensors[name] = torch.from_numpy(codes.view(np.uint8)).view(torch.float8_e4m3fn)
+        out_tensors[name + "_scale_inv"] = torch.from_numpy(scale)
+        # The reference block holds exactly the dequantized weight.
+        rows = np.repeat(np.repeat(scale, block[0], 0), block[1], 1)[:w.shape[0], :w.shape[1]]
+        deq = codes.astype(np.float32) * rows
+        mlp = blocks[layer]
+        parts = name.split(".")
+        with torch.no_grad():
+            if parts[4] == "experts":
+                e, kind, i = int(parts[5]), parts[6], deq.shape[0]
+                if kind == "gate_proj":
+                    mlp.experts.gate_up_proj[e, :i] = torch.from_numpy(deq)
+                elif kind == "up_proj":
+                    mlp.experts.gate_up_proj[e, i:] = torch.from_numpy(deq)
+                else:
+                    mlp.experts.down_proj[e] = torch.from_numpy(deq)
+            else:
+                getattr(mlp.shared_experts, parts[5]).weight.copy_(torch.from_numpy(deq))
+    save_file(out_tensors, path, metadata={"format": "pt"})
+    config_path = model_dir / "config.json"
+    config = json.loads(config_path.read_text())
+    config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
+                                     "activation_scheme": "dynamic",
+                                     "weight_block_size": list(block)}
+    config_path.write_text(json.dumps(config))
+    model = _compile_ok(model_dir, tmp_path / "out")
+    _check("deepseek_v3 fp8", model, blocks, num_layers)
+    # Without the quantization_config the FP8 tensors are refused by name.
+    del config["quantization_config"]
+    config_path.write_text(json.dumps(config))
+    run = _compile(model_dir, tmp_path / "out2")
+    assert run.returncode != 0 and "F8_E4M3" in run.stderr, run.stderr
+    assert not (tmp_path / "out2").exists()

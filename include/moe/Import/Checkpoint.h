@@ -24,6 +24,14 @@
 
 namespace mlir::moe {
 
+/// A checkpoint tensor; FP8 ones with their block scales (weight_scale_inv,
+/// element [r, c] of the tensor times scale [r / rows, c / cols]).
+struct TensorPiece {
+  const TensorInfo *tensor = nullptr;
+  const TensorInfo *scaleInv = nullptr;
+  int64_t blockRows = 0, blockCols = 0;
+};
+
 /// One argument of a compiled layer, as the checkpoint holds it.
 struct LayerTensor {
   std::string parameter; ///< The entry point's parameter name (plan).
@@ -31,7 +39,7 @@ struct LayerTensor {
   std::vector<int64_t> shape;
   /// Checkpoint tensors concatenated along dim 0, then stacked (w13: per
   /// expert, gate then up; w2: per expert, down).
-  std::vector<std::vector<const TensorInfo *>> pieces;
+  std::vector<std::vector<TensorPiece>> pieces;
   int64_t bytes() const;
 };
 
@@ -58,7 +66,8 @@ private:
   llvm::StringMap<const TensorInfo *> byName;
 };
 
-/// Writes `t`'s bytes, converted to its dtype (from F32, BF16 or F16).
+/// Writes `t`'s bytes, converted to its dtype (from F32, BF16, F16, or FP8
+/// e4m3 times its block scales).
 void writeLayerTensor(const LayerTensor &t, llvm::raw_ostream &os);
 
 } // namespace mlir::moe

@@ -9,6 +9,7 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ struct MoELayerConfig {
   /// The decoder layers whose MLP is this MoE block (ascending), by the
   /// family's rule (first_k_dense_replace, mlp_only_layers, ...).
   std::vector<int64_t> moeLayers;
+  /// quantization_config of FP8 block-scaled weights: the (rows, columns)
+  /// of a scale block. The checkpoint reader dequantizes them; the layer
+  /// takes f32 or bf16 weights either way.
+  std::optional<std::pair<int64_t, int64_t>> fp8WeightBlocks;
 };
 
 /// Parses a config.json of a supported MoE family (qwen3_moe, qwen2_moe
