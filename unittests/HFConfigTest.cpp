@@ -118,7 +118,6 @@ TEST(HFConfig, MathTheDialectLacksIsRefusedByPath) {
     EXPECT_EQ(error.rfind(path, 0), 0u) << json << "\n-> " << error;
   };
   refused(R"({"model_type": "mixtral", "hidden_act": "gelu"})", "$.hidden_act: \"gelu\"");
-  refused(R"({"model_type": "qwen2_moe"})", "$.shared_expert_intermediate_size:");
   refused(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 2,
     "topk_method": "group_limited_greedy"})", "$.topk_method:");
   refused(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 2,
@@ -146,12 +145,18 @@ TEST(HFConfig, MathTheDialectLacksIsRefusedByPath) {
   refused(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text"}})",
           "$.text_config.model_type: \"llama4_text\" is not supported yet");
   refused(R"({"model_type": "ernie4_5_moe", "use_bias": true})", "$.use_bias:");
+  // Qwen2-MoE's shared expert (default width 5632) is gated.
+  auto qwen2 = parseHFConfig(R"({"model_type": "qwen2_moe"})");
+  ASSERT_TRUE(static_cast<bool>(qwen2)) << llvm::toString(qwen2.takeError());
+  EXPECT_EQ(qwen2->sharedIntermediateSize, 5632);
+  EXPECT_TRUE(qwen2->sharedGate);
   // A Qwen2-MoE without a shared expert is a plain softmax layer.
   auto plain = parseHFConfig(R"({"model_type": "qwen2_moe",
     "shared_expert_intermediate_size": 0, "norm_topk_prob": true})");
   ASSERT_TRUE(static_cast<bool>(plain)) << llvm::toString(plain.takeError());
   EXPECT_TRUE(plain->normalize);
   EXPECT_EQ(plain->sharedIntermediateSize, 0);
+  EXPECT_FALSE(plain->sharedGate);
 }
 
 TEST(HFConfig, WrongTypeNamesItsPath) {

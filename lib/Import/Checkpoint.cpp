@@ -28,6 +28,7 @@ struct WeightNames {
   const char *up = "experts.{0}.up_proj.weight";
   const char *down = "experts.{0}.down_proj.weight";
   const char *shared = "shared_experts.";
+  const char *sharedGate = "shared_expert_gate.weight";
 };
 
 std::optional<WeightNames> weightNames(llvm::StringRef modelType) {
@@ -37,6 +38,8 @@ std::optional<WeightNames> weightNames(llvm::StringRef modelType) {
     names.gate = "experts.{0}.w1.weight";
     names.up = "experts.{0}.w3.weight";
     names.down = "experts.{0}.w2.weight";
+  } else if (modelType == "qwen2_moe") {
+    names.shared = "shared_expert.";
   } else if (modelType == "ernie4_5_moe") {
     names.bias = "moe_statics.e_score_correction_bias";
   } else if (modelType == "qwen3_vl_moe_text") {
@@ -286,7 +289,7 @@ Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
   };
 
   std::vector<LayerTensor> out;
-  out.reserve(6); // `add` returns references into it: no reallocation
+  out.reserve(7); // `add` returns references into it: no reallocation
   auto add = [&](llvm::StringRef parameter, TensorDType dtype,
                  std::vector<int64_t> shape) -> LayerTensor & {
     out.push_back({parameter.str(), dtype, std::move(shape), {}});
@@ -335,6 +338,10 @@ Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
     if (llvm::Error err = single(add("shared_w2", element, {h, s}),
                                  shared + "down_proj.weight", {h, s}))
       return std::move(err);
+    if (c.sharedGate)
+      if (llvm::Error err = single(add("shared_gate", element, {1, h}),
+                                   names->sharedGate, {1, h}))
+        return std::move(err);
   }
   return out;
 }

@@ -34,6 +34,8 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
   if (s) {
     inputs.push_back(RankedTensorType::get({2 * s, h}, elem));
     inputs.push_back(RankedTensorType::get({h, s}, elem));
+    if (c.sharedGate)
+      inputs.push_back(RankedTensorType::get({1, h}, elem));
   }
   if (ep > 1 && p) {
     inputs.push_back(RankedTensorType::get({p}, b.getI32Type()));
@@ -53,6 +55,7 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
   Value w13 = args[next++], w2 = args[next++];
   Value sharedW13 = s ? args[next++] : Value();
   Value sharedW2 = s ? args[next++] : Value();
+  Value sharedGate = s && c.sharedGate ? args[next++] : Value();
   Value expertRank = ep > 1 && !p ? args[next++] : Value();
   Value physToLog = ep > 1 && p ? args[next++] : Value();
   Value replicaShare = ep > 1 && p ? args[next++] : Value();
@@ -64,7 +67,7 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
     return nullptr;
   auto layer = LayerOp::create(
       b, loc, xType, args[0], args[1], bias, w13, w2, sharedW13, sharedW2,
-      expertRank, physToLog, replicaShare, routing,
+      sharedGate, expertRank, physToLog, replicaShare, routing,
       ActivationAttr::get(&context, Activation::swiglu),
       LayoutAttr::getChecked([&] { return emitError(loc); }, &context, ep,
                              layout.tp),
@@ -104,6 +107,8 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
   if (s) {
     add("shared_w13[2Is,H]", "shared_w13", {2 * s, h}, elementType);
     add("shared_w2[H,Is]", "shared_w2", {h, s}, elementType);
+    if (c.sharedGate)
+      add("shared_gate[1,H]", "shared_gate", {1, h}, elementType);
   }
   if (placed) {
     add("phys_to_log[P] (i32)", "phys_to_log", {layout.physicalExperts}, "i32");
@@ -129,6 +134,7 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
       {"experts", c.numExperts},
       {"top_k", c.topK},
       {"shared_intermediate_size", c.sharedIntermediateSize},
+      {"shared_gate", c.sharedGate},
       {"routing",
        json::Object{{"score", stringifyScoreFunction(c.score)},
                     {"top_k", c.topK},

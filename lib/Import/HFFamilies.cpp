@@ -135,13 +135,11 @@ void readQwen2(ConfigFields &f, MoELayerConfig &c) {
             {2048, 1408, 60, 4});
   c.normalize = f.boolean("norm_topk_prob", false);
   readQwenLayers(f, c, 24);
-  // transformers builds the shared expert whatever its width (default 5632),
-  // scaled by sigmoid(shared_expert_gate(x)): only width 0 has no effect.
-  if (f.integer("shared_expert_intermediate_size", 5632) != 0 && !f.error)
-    f.failAt("shared_expert_intermediate_size",
-             "qwen2_moe's shared expert is gated by sigmoid(shared_expert_gate"
-             "(x)), which the moe dialect does not express yet (only a width "
-             "of 0, no shared expert, is supported)");
+  // One shared expert (default width 5632), scaled per token by
+  // sigmoid(shared_expert_gate(x)); width 0 is no shared expert.
+  c.sharedIntermediateSize = f.bounded("shared_expert_intermediate_size", 5632,
+                                       0, limits::kMaxIntermediate);
+  c.sharedGate = c.sharedIntermediateSize > 0;
 }
 
 // Softmax, top-k on the scores, weights scaled, never renormalised

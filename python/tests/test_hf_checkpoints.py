@@ -44,6 +44,11 @@ def _families():
         "qwen3_moe": lambda: (t.Qwen3MoeConfig(moe_intermediate_size=16, num_experts=8,
                                                num_experts_per_tok=2, norm_topk_prob=True,
                                                mlp_only_layers=[0], **SMALL), None),
+        # A shared expert gated by sigmoid(shared_expert_gate(x)).
+        "qwen2_moe": lambda: (t.Qwen2MoeConfig(moe_intermediate_size=16, num_experts=8,
+                                               num_experts_per_tok=2,
+                                               shared_expert_intermediate_size=24,
+                                               decoder_sparse_step=2, **SMALL), None),
         # Mixtral has no dense layers; its checkpoint names them block_sparse_moe.
         "mixtral": lambda: (t.MixtralConfig(num_local_experts=8, num_experts_per_tok=2,
                                             **SMALL), None),

@@ -47,6 +47,10 @@ def _families():
         "olmoe": lambda: (t.OlmoeConfig(intermediate_size=16, num_experts=8,
                                         num_experts_per_tok=2, **SMALL),
                           None, "OlmoeSparseMoeBlock", "olmoe"),
+        "qwen2_moe": lambda: (t.Qwen2MoeConfig(moe_intermediate_size=16, num_experts=8,
+                                               num_experts_per_tok=2,
+                                               shared_expert_intermediate_size=24, **SMALL),
+                              None, "Qwen2MoeSparseMoeBlock", "qwen2_moe"),
         "qwen2_moe_no_shared": lambda: (t.Qwen2MoeConfig(moe_intermediate_size=16, num_experts=8,
                                                          num_experts_per_tok=2,
                                                          shared_expert_intermediate_size=0,
@@ -130,9 +134,13 @@ def _layer_weights(values, plan):
         w["correction_bias"] = take("gate.e_score_correction_bias",
                                     "gate.moe_statics.e_score_correction_bias").reshape(-1)
     if plan["shared_intermediate_size"]:
-        w["shared_w13"] = np.concatenate([take("shared_experts.gate_proj.weight"),
-                                          take("shared_experts.up_proj.weight")])
-        w["shared_w2"] = take("shared_experts.down_proj.weight")
+        w["shared_w13"] = np.concatenate([take("shared_experts.gate_proj.weight",
+                                               "shared_expert.gate_proj.weight"),
+                                          take("shared_experts.up_proj.weight",
+                                               "shared_expert.up_proj.weight")])
+        w["shared_w2"] = take("shared_experts.down_proj.weight", "shared_expert.down_proj.weight")
+    if plan["shared_gate"]:
+        w["shared_gate"] = take("shared_expert_gate.weight")
     # A zero-width shared expert (qwen2_moe with width 0) contributes nothing.
     empty = {n for n, v in values.items() if v.size == 0 or n == "shared_expert_gate.weight"
              and plan["shared_intermediate_size"] == 0}
@@ -165,9 +173,14 @@ def test_matches_transformers_block(name, minimal, tmp_path):
     ref = _hf_forward(block, x)
     y = np.asarray(run_layer(library, plan, x, weights))
     assert _error(y, ref) <= TOLERANCE, (name, _error(y, ref), config_json)
-    # Negative control: gate and up swapped must not pass.
+    # Negative control: gate and up swapped must not pass (and, for a gated
+    # shared expert, the gate's sign flipped).
     i = plan["intermediate_size"]
     swapped = dict(weights, w13=np.ascontiguousarray(
         np.concatenate([weights["w13"][:, i:], weights["w13"][:, :i]], axis=1)))
     bad = np.asarray(run_layer(library, plan, x, swapped))
     assert _error(bad, ref) > 100 * TOLERANCE, (name, _error(bad, ref))
+    if plan["shared_gate"]:
+        flipped = dict(weights, shared_gate=-weights["shared_gate"])
+        bad = np.asarray(run_layer(library, plan, x, flipped))
+        assert _error(bad, ref) > 100 * TOLERANCE, (name, "gate", _error(bad, ref))

@@ -121,6 +121,35 @@ func.func @layer_shared(%x: tensor<?x64xbf16>, %wr: tensor<32x64xbf16>,
 
 // -----
 
+// Tests that a shared gate (Qwen2-MoE) scales the shared expert per token by
+// sigmoid(gate . x), computed in f32, before the shared output is added.
+// CHECK-LABEL: func.func @layer_shared_gate
+// CHECK-SAME: %[[G:[^:]+]]: tensor<1x64xbf16>)
+// CHECK: %[[SO:.+]] = moe.grouped_matmul {{.+}}tensor<1x64x24xbf16>{{.+}} -> tensor<?x64xbf16>
+// CHECK: %[[LOGIT:.+]] = linalg.generic {{.+}} iterator_types = ["parallel", "reduction"]} ins(%{{.+}}, %[[G]] : tensor<?x64xbf16>, tensor<1x64xbf16>) outs(%{{.+}} : tensor<?xf32>)
+// CHECK:   arith.extf
+// CHECK:   arith.mulf
+// CHECK:   arith.addf
+// CHECK: %[[GATED:.+]] = linalg.generic {{.+}} ins(%[[SO]], %[[LOGIT]] : tensor<?x64xbf16>, tensor<?xf32>)
+// CHECK:   arith.negf
+// CHECK:   math.exp
+// CHECK:   arith.divf
+// CHECK:   arith.truncf {{.+}} : f32 to bf16
+// CHECK: linalg.add ins(%{{.+}}, %[[GATED]] : tensor<?x64xbf16>, tensor<?x64xbf16>)
+func.func @layer_shared_gate(%x: tensor<?x64xbf16>, %wr: tensor<8x64xbf16>,
+                             %w13: tensor<8x48x64xbf16>, %w2: tensor<8x64x24xbf16>,
+                             %s13: tensor<48x64xbf16>, %s2: tensor<64x24xbf16>,
+                             %g: tensor<1x64xbf16>) -> tensor<?x64xbf16> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) shared(%s13, %s2) shared_gate(%g)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xbf16>, tensor<8x64xbf16>, tensor<8x48x64xbf16>,
+          tensor<8x64x24xbf16>, tensor<48x64xbf16>, tensor<64x24xbf16>,
+          tensor<1x64xbf16>) -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
+}
+
+// -----
+
 // Tests that with ep > 1 the experts run on rows from moe.ep_dispatch (local ids, capacity max_tokens_per_rank * ep) and moe.ep_combine returns them.
 // CHECK-LABEL: func.func @layer_ep
 // CHECK-SAME: (%[[X:.+]]: tensor<?x16xf32>, %[[WR:.+]]: tensor<8x16xf32>, %[[W13:.+]]: tensor<2x8x16xf32>, %[[W2:.+]]: tensor<2x16x4xf32>, %[[ER:.+]]: tensor<8xi32>)

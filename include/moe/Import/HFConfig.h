@@ -29,6 +29,9 @@ struct MoELayerConfig {
   double scale = 1.0;
   bool correctionBias = false;
   int64_t sharedIntermediateSize = 0; ///< 0: no shared expert.
+  /// The shared expert's output is scaled by sigmoid(shared_gate . x)
+  /// (Qwen2-MoE); the layer then takes shared_gate[1, H].
+  bool sharedGate = false;
   /// The decoder layers whose MLP is this MoE block (ascending), by the
   /// family's rule (first_k_dense_replace, mlp_only_layers, ...).
   std::vector<int64_t> moeLayers;
@@ -58,7 +61,8 @@ struct ParallelLayout {
 
 /// Builds a module with one public function `funcName` computing the layer
 /// on one rank: `(x[?,H], router[E,H], [bias[E]], w13[E/ep,2I,H],
-/// w2[E/ep,H,I], [shared_w13[2Is,H], shared_w2[H,Is]], [expert_rank[E]])
+/// w2[E/ep,H,I], [shared_w13[2Is,H], shared_w2[H,Is], [shared_gate[1,H]]],
+/// [expert_rank[E]])
 /// -> y[?,H]`, with a C interface; with a placement, w13/w2 hold P/ep slots
 /// and `phys_to_log[P], replica_share[P]` replace expert_rank.
 OwningOpRef<ModuleOp> buildLayerModule(MLIRContext &context,

@@ -343,7 +343,7 @@ func.func @layer_c3_pair(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
   %y = "moe.layer"(%x, %wr, %w13, %w2, %s13) <{
          activation = #moe<activation swiglu>,
          layout = #moe.layout<ep = 1, tp = 1>,
-         operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 0, 0, 0, 0>,
+         operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0>,
          routing = #moe.routing<softmax, top_k = 2>}>
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
           tensor<8x64x32xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
@@ -1555,5 +1555,38 @@ func.func @chunk_c3(%x: tensor<?x16xf32>, %o: tensor<?x8xf32>) {
   ^bb0(%c: tensor<?x16xf32>):
     moe.yield %o : tensor<?x8xf32>
   }
+  return
+}
+
+// -----
+
+// Tests that layer_c12: a shared gate needs a shared expert (generic form only).
+func.func @layer_c12_no_shared(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                               %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>,
+                               %g: tensor<1x64xf32>) {
+  // expected-error @+1 {{layer_c12: shared_gate scales the shared expert: it needs shared_w13 and shared_w2}}
+  %y = "moe.layer"(%x, %wr, %w13, %w2, %g) <{
+         activation = #moe<activation swiglu>,
+         layout = #moe.layout<ep = 1, tp = 1>,
+         operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 0, 1, 0, 0, 0>,
+         routing = #moe.routing<softmax, top_k = 2>}>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>, tensor<1x64xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c12: the shared gate is [1, H].
+func.func @layer_c12_shape(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                           %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>,
+                           %s13: tensor<64x64xf32>, %s2: tensor<64x32xf32>,
+                           %g: tensor<2x64xf32>) {
+  // expected-error @+1 {{layer_c12: shared_gate must be 'tensor<1x64xf32>', got 'tensor<2x64xf32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) shared(%s13, %s2) shared_gate(%g)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>, tensor<64x64xf32>, tensor<64x32xf32>, tensor<2x64xf32>)
+         -> tensor<?x64xf32>
   return
 }

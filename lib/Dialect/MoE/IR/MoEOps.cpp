@@ -251,9 +251,22 @@ LogicalResult LayerOp::verify() {
                            << getSharedW2().getType();
   }
 
+  if (getSharedGate()) {
+    if (!getSharedW13())
+      return emitOpError() << "layer_c12: shared_gate scales the shared "
+                              "expert: it needs shared_w13 and shared_w2";
+    auto gate = tensorType(getSharedGate());
+    if (gate.getRank() != 2 || gate.getDimSize(0) != 1 ||
+        !agree(gate.getDimSize(1), hidden))
+      return emitOpError() << "layer_c12: shared_gate must be "
+                           << RankedTensorType::get({1, hidden}, elem)
+                           << ", got " << gate;
+  }
+
   for (auto [name, value] :
        {std::pair<StringRef, Value>{"w13", getW13()}, {"w2", getW2()},
-        {"shared_w13", getSharedW13()}, {"shared_w2", getSharedW2()}})
+        {"shared_w13", getSharedW13()}, {"shared_w2", getSharedW2()},
+        {"shared_gate", getSharedGate()}})
     if (value && failed(expectSameElementType(op, "layer_c4", name, value, elem)))
       return failure();
 

@@ -5,6 +5,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
@@ -57,6 +58,58 @@ Value buildSharedExpert(ImplicitLocOpBuilder &b, LayerOp layer) {
   return buildExpertMLP(b, x, allZero, offsets, addExpertDim(layer.getSharedW13()),
                         addExpertDim(layer.getSharedW2()),
                         layer.getActivationAttr());
+}
+
+/// Qwen2-MoE's gate on the shared expert: `shared[t] * sigmoid(gate . x[t])`,
+/// the dot product and the sigmoid in f32.
+Value gateSharedExpert(ImplicitLocOpBuilder &b, Value x, Value gate, Value shared) {
+  auto xType = cast<RankedTensorType>(x.getType());
+  Type f32 = b.getF32Type();
+  MLIRContext *ctx = b.getContext();
+  AffineExpr t, h;
+  bindDims(ctx, t, h);
+  SmallVector<OpFoldResult> tokens = {tensor::getMixedSize(b, b.getLoc(), x, 0)};
+  Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f));
+  Value logits = linalg::FillOp::create(b, zero, tensor::EmptyOp::create(b, tokens, f32).getResult())
+                     .getResult(0);
+  auto extend = [&](OpBuilder &nb, Location loc, Value v) -> Value {
+    return v.getType() == f32 ? v : arith::ExtFOp::create(nb, loc, f32, v).getResult();
+  };
+  logits = linalg::GenericOp::create(
+               b, logits.getType(), ValueRange{x, gate}, ValueRange{logits},
+               ArrayRef<AffineMap>{AffineMap::get(2, 0, {t, h}, ctx),
+                                   AffineMap::get(2, 0, {b.getAffineConstantExpr(0), h}, ctx),
+                                   AffineMap::get(2, 0, {t}, ctx)},
+               ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
+                                             utils::IteratorType::reduction},
+               [&](OpBuilder &nb, Location loc, ValueRange args) {
+                 Value product = arith::MulFOp::create(nb, loc, extend(nb, loc, args[0]),
+                                                       extend(nb, loc, args[1]));
+                 linalg::YieldOp::create(
+                     nb, loc, ValueRange{arith::AddFOp::create(nb, loc, args[2], product)});
+               })
+               .getResult(0);
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, b.getLoc(), x);
+  Value init = tensor::EmptyOp::create(b, sizes, xType.getElementType());
+  return linalg::GenericOp::create(
+             b, init.getType(), ValueRange{shared, logits}, ValueRange{init},
+             ArrayRef<AffineMap>{AffineMap::get(2, 0, {t, h}, ctx),
+                                 AffineMap::get(2, 0, {t}, ctx),
+                                 AffineMap::get(2, 0, {t, h}, ctx)},
+             ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
+                                           utils::IteratorType::parallel},
+             [&](OpBuilder &nb, Location loc, ValueRange args) {
+               Value one = arith::ConstantOp::create(nb, loc, nb.getF32FloatAttr(1.0f));
+               Value negated = arith::NegFOp::create(nb, loc, args[1]);
+               Value sigmoid = arith::DivFOp::create(
+                   nb, loc, one,
+                   arith::AddFOp::create(nb, loc, one, math::ExpOp::create(nb, loc, negated)));
+               Value scaled = arith::MulFOp::create(nb, loc, extend(nb, loc, args[0]), sigmoid);
+               if (args[2].getType() != f32)
+                 scaled = arith::TruncFOp::create(nb, loc, args[2].getType(), scaled);
+               linalg::YieldOp::create(nb, loc, ValueRange{scaled});
+             })
+      .getResult(0);
 }
 
 struct MoEDecomposeLayerPass
@@ -166,6 +219,8 @@ struct MoEDecomposeLayerPass
       y = EpCombineOp::create(b, xType, y, handle);
     if (layer.getSharedW13()) {
       Value shared = buildSharedExpert(b, layer);
+      if (Value gate = layer.getSharedGate())
+        shared = gateSharedExpert(b, layer.getX(), gate, shared);
       SmallVector<OpFoldResult> sizes =
           tensor::getMixedSizes(b, b.getLoc(), x);
       Value init = tensor::EmptyOp::create(b, sizes, xType.getElementType());

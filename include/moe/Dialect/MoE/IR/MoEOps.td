@@ -30,7 +30,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
 
     where `act(g, u) = silu(g) * u` for SwiGLU. The optional shared expert
     (`shared_w13[2Is, H]`, `shared_w2[H, Is]`) is applied to every token and
-    added. Arithmetic is done in f32 and the result rounded to `x`'s element
+    added; with `shared_gate[1, H]` (Qwen2-MoE) its output for token `t` is
+    first scaled by `sigmoid(shared_gate . x[t])`. Arithmetic is done in f32 and the result rounded to `x`'s element
     type.
 
     With `ep > 1` the op describes one rank: `x` holds this rank's tokens,
@@ -48,7 +49,7 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     layout: at most `max_tokens_per_rank` tokens, fixed capacity per expert,
     masked rows, no counts exchanged; without it (or with `prefill`) counts
     travel first and the experts see packed, expert-contiguous rows.
-    Rules: `size_c1`, `layer_c1`..`layer_c11` and the expert-count rules of
+    Rules: `size_c1`, `layer_c1`..`layer_c12` and the expert-count rules of
     `#moe.routing` (`route_c2`..`route_c7`, `route_c9`), see
     docs/MoEVerifierRules.md. Sizes are bounded by moe/Support/Limits.h.
 
@@ -68,6 +69,7 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     MoE_FloatTensor:$w2,
     Optional<MoE_FloatTensor>:$shared_w13,
     Optional<MoE_FloatTensor>:$shared_w2,
+    Optional<MoE_FloatTensor>:$shared_gate,
     Optional<MoE_I32Tensor>:$expert_rank,
     Optional<MoE_I32Tensor>:$phys_to_log,
     Optional<MoE_F32Tensor>:$replica_share,
@@ -82,6 +84,7 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     $x `router` `(` $router_weight (`bias` $correction_bias^)? `)`
     `experts` `(` $w13 `,` $w2 `)`
     (`shared` `(` $shared_w13^ `,` $shared_w2 `)`)?
+    (`shared_gate` `(` $shared_gate^ `)`)?
     (`expert_rank` `(` $expert_rank^ `)`)?
     (`placement` `(` $phys_to_log^ `,` $replica_share `)`)?
     `routing` $routing `activation` $activation `layout` $layout

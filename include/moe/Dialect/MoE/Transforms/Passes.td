@@ -10,7 +10,8 @@ def MoEDecomposeLayer : Pass<"moe-decompose-layer"> {
     Replaces every `moe.layer` by its steps, so that planning passes and
     lowerings work on one concern at a time. A shared expert becomes a
     one-expert `moe.grouped_matmul` pair whose output is added to the
-    combined result.
+    combined result (scaled per token by `sigmoid(shared_gate . x)` when the
+    layer has a shared gate).
 
     Before:
     ```mlir
@@ -35,6 +36,7 @@ def MoEDecomposeLayer : Pass<"moe-decompose-layer"> {
   ];
   let dependentDialects = ["::mlir::tensor::TensorDialect",
                            "::mlir::linalg::LinalgDialect",
+                           "::mlir::math::MathDialect",
                            "::mlir::arith::ArithDialect"];
   let statistics = [
     Statistic<"numLayers", "num-layers", "Number of moe.layer ops decomposed">
