@@ -60,8 +60,9 @@ def to_descriptor(array):
     return desc
 
 
-def take_result(desc, dtype):
-    """Copies a memref returned by compiled code into numpy and frees it."""
+def take_result(desc, dtype, free=None):
+    """Copies a memref returned by compiled code into numpy and frees it
+    (with `free`, else libmoert's moert_free from the build)."""
     rank = len(desc.sizes)
     shape = tuple(desc.sizes[i] for i in range(rank))
     strides = tuple(desc.strides[i] * np.dtype(dtype).itemsize for i in range(rank))
@@ -73,7 +74,7 @@ def take_result(desc, dtype):
         span = (sum((s - 1) * st for s, st in zip(shape, strides)) + np.dtype(dtype).itemsize)
         raw = (ctypes.c_char * span).from_address(base + desc.offset * np.dtype(dtype).itemsize)
         out = np.ndarray(shape, dtype, buffer=raw, strides=strides).copy()
-    _free(ctypes.cast(desc.allocated, ctypes.c_void_p))
+    (free or _free)(ctypes.cast(desc.allocated, ctypes.c_void_p))
     return out
 
 
@@ -84,6 +85,11 @@ class CompiledFunction:
         """`results` lists (rank, dtype) of each returned memref."""
         self._lib = ctypes.CDLL(str(library_path))
         self._fn = getattr(self._lib, "_mlir_ciface_" + name)
+        # The runtime the library itself links (found through its RUNPATH,
+        # e.g. next to it in a moe-compile --model directory) frees its results.
+        self._free = self._lib.moert_free
+        self._free.argtypes = [ctypes.c_void_p]
+        self._free.restype = None
         self._fn.restype = None
         self._results = results
         types = [descriptor_type(rank, dtype) for rank, dtype in results]
@@ -98,6 +104,6 @@ class CompiledFunction:
         self._fn(ctypes.byref(out), *[d if isinstance(d, ctypes.c_int32) else ctypes.byref(d)
                                       for d in descs])
         if len(self._results) == 1:
-            return take_result(out, self._results[0][1])
-        return tuple(take_result(getattr(out, f"r{i}"), dtype)
+            return take_result(out, self._results[0][1], self._free)
+        return tuple(take_result(getattr(out, f"r{i}"), dtype, self._free)
                      for i, (_, dtype) in enumerate(self._results))

@@ -296,3 +296,30 @@ def test_fp8_block_scaled_checkpoint(tmp_path):
     run = _compile(model_dir, tmp_path / "out2")
     assert run.returncode != 0 and "F8_E4M3" in run.stderr, run.stderr
     assert not (tmp_path / "out2").exists()
+
+
+def test_output_directory_moves_with_its_runtime(tmp_path):
+    """The library finds libmoert next to itself ($ORIGIN): a moved output
+    directory runs in a process that cannot see the build."""
+    model_dir = tmp_path / "hf"
+    blocks, _ = _checkpoint("qwen3_moe", model_dir)
+    out = tmp_path / "out"
+    _compile_ok(model_dir, out)
+    moved = tmp_path / "elsewhere" / "model"
+    moved.parent.mkdir()
+    out.rename(moved)
+    x = np.random.default_rng(7).standard_normal((5, HIDDEN)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    script = ("import sys, numpy as np, moec\n"
+              "m = moec.load(sys.argv[1])\n"
+              "np.save(sys.argv[2], m.layers[1](np.load(sys.argv[3])))\n")
+    import os
+    import sys
+    env = dict(os.environ, MOE_BUILD_DIR=str(tmp_path / "no-build"),
+               PYTHONPATH=str(__import__("pathlib").Path(moec.__file__).parents[1]))
+    run = subprocess.run([sys.executable, "-c", script, str(moved), str(tmp_path / "y.npy"),
+                          str(tmp_path / "x.npy")], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    ref = _hf_forward(blocks[1], x)
+    y = np.load(tmp_path / "y.npy")
+    assert float(np.abs(y - ref).max() / np.abs(ref).max()) <= TOLERANCE

@@ -68,7 +68,8 @@ bool isEarlierOutput(llvm::StringRef out) {
 
 int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef,
                               ConfigCheck check, CompileLayer compile,
-                              llvm::StringRef entryRef, llvm::StringRef dtypeRef) {
+                              llvm::StringRef entryRef, llvm::StringRef dtypeRef,
+                              llvm::StringRef runtimeDir) {
   // Copies: `compile` reassigns the options these may point into.
   const std::string dir = dirRef.str(), out = outRef.str(),
                     entry = entryRef.str(), dtype = dtypeRef.str();
@@ -113,6 +114,11 @@ int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef,
   if (int rc = compile(checkpoint.configPath(), inTemporary(libraryName),
                        inTemporary(planName)))
     return rc;
+
+  llvm::SmallString<256> runtime(runtimeDir);
+  llvm::sys::path::append(runtime, "libmoert.so");
+  if (std::error_code ec = llvm::sys::fs::copy_file(runtime, inTemporary("libmoert.so")))
+    return fail("cannot copy " + runtime + " into the output: " + ec.message());
 
   std::vector<TensorHeader> headers;
   std::vector<const LayerTensor *> sources;
@@ -170,7 +176,7 @@ int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef,
     return fail("cannot move the output to " + out + ": " + ec.message());
   remover.path.clear();
   llvm::errs() << "moe-compile: " << out << ": " << layers.size() << " MoE layers of "
-               << config.modelType << " (" << libraryName << ", weights.safetensors, "
-               << "manifest.json)\n";
+               << config.modelType << " (" << libraryName << ", libmoert.so, "
+               << "weights.safetensors, manifest.json)\n";
   return 0;
 }

@@ -22,12 +22,14 @@ using CompileLayer = llvm::function_ref<int(
 /// moe-compile --model DIR -o OUT: checks every MoE layer's tensors in the
 /// checkpoint, compiles the layer once (all MoE layers of a model share its
 /// shape), writes the layers' weights in the layer's layout and dtype to
-/// OUT/weights.safetensors and OUT/manifest.json. Everything is written to a
+/// OUT/weights.safetensors and OUT/manifest.json, with a copy of libmoert
+/// that the library finds next to itself ($ORIGIN), so that OUT can be
+/// moved or shipped. Everything is written to a
 /// temporary directory next to OUT first: a failure leaves no OUT behind; an
 /// earlier moe-compile output at OUT is replaced. Returns the exit code.
 int compileModel(llvm::StringRef dir, llvm::StringRef out, ConfigCheck check,
                  CompileLayer compile, llvm::StringRef entry,
-                 llvm::StringRef dtype);
+                 llvm::StringRef dtype, llvm::StringRef runtimeDir);
 
 } // namespace moe_compile
 

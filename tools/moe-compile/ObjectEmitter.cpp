@@ -156,12 +156,13 @@ Error moe_compile::writeObjectsInParallel(std::unique_ptr<Module> module,
 }
 
 Error moe_compile::linkShared(ArrayRef<std::string> objectPaths, StringRef path,
-                              StringRef runtimeDir) {
+                              StringRef runtimeDir, StringRef runtimeRpath) {
   ErrorOr<std::string> cc = sys::findProgramByName("cc");
   if (!cc)
     return emitterError("cannot link a shared library: no 'cc' on PATH");
   std::string libDir = ("-L" + runtimeDir).str();
-  std::string rpath = ("-Wl,-rpath," + runtimeDir).str();
+  std::string rpath =
+      ("-Wl,-rpath," + (runtimeRpath.empty() ? runtimeDir : runtimeRpath)).str();
   // LLVM's OpenMP runtime: the worksharing loops call __kmpc_* entries.
   std::string ompDir = "-L" MOE_OPENMP_LIBDIR, ompRpath = "-Wl,-rpath," MOE_OPENMP_LIBDIR;
   // Every layer allocates through the runtime (its heap is measured).

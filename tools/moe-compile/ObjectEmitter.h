@@ -44,9 +44,10 @@ llvm::Error writeObjectsInParallel(std::unique_ptr<llvm::Module> module,
 
 /// Links the objects at `objectPaths` into a shared library at `path` with
 /// the system C compiler driver (`cc`), against libmoert in `runtimeDir` and
-/// LLVM's OpenMP runtime (the layer's threads).
+/// LLVM's OpenMP runtime (the layer's threads). The library finds libmoert
+/// at `runtimeRpath` when given (e.g. "$ORIGIN"), else in `runtimeDir`.
 llvm::Error linkShared(llvm::ArrayRef<std::string> objectPaths, llvm::StringRef path,
-                       llvm::StringRef runtimeDir);
+                       llvm::StringRef runtimeDir, llvm::StringRef runtimeRpath = "");
 
 } // namespace moe_compile
 

@@ -153,6 +153,10 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// Where a library looks for libmoert when not in the build (--model:
+/// "$ORIGIN", next to itself in the output directory).
+std::string layerRuntimeRpath;
+
 /// The plan report, when --plan asks for one: written only after the main
 /// output, so that a failed run leaves neither behind.
 std::optional<std::string> planText;
@@ -439,8 +443,9 @@ int main(int argc, char **argv) {
       configFile = config.str();
       outputFile = library.str();
       planFile = plan.str();
+      layerRuntimeRpath = "$ORIGIN";
       return compileLayer(argv[0]);
-    }, entry, dtype);
+    }, entry, dtype, runtimeLibDir(argv[0]));
   return compileLayer(argv[0]);
 }
 
@@ -548,7 +553,8 @@ int compileLayer(const char *argv0) {
   }
   if (emit == Emit::Object)
     return publish(objects[0]);
-  if (llvm::Error e = moe_compile::linkShared(objects, library, runtimeLibDir(argv0)))
+  if (llvm::Error e = moe_compile::linkShared(objects, library, runtimeLibDir(argv0),
+                                              layerRuntimeRpath))
     return fail(llvm::toString(std::move(e)));
   return publish(library);
 }
