@@ -21,9 +21,31 @@ class Layer:
         self._function = function
         self._weights = weights
 
-    def __call__(self, x):
+    def __call__(self, x, out=None):
+        """x: numpy array or CPU torch tensor [T, H] in the layer's dtype; the
+        result has x's kind. `out` (torch only): a tensor the result is
+        written into and returned."""
+        if type(x).__module__.startswith("torch"):
+            return self._call_torch(x, out)
+        if out is not None:
+            raise ValueError("out: only for torch tensors")
         arrays = check_arguments(self.plan, x, self._weights)
         return self._function(*arrays)
+
+    def _call_torch(self, x, out):
+        from . import torch_ops
+        y = torch_ops.to_torch(self(torch_ops.to_numpy("x", x, DTYPES[self.plan["element_type"]])))
+        if out is None:
+            return y
+        if out.shape != y.shape or out.dtype != y.dtype or out.device != y.device:
+            raise ValueError(f"out: expected a {y.dtype} tensor of shape {list(y.shape)} on "
+                             f"cpu, got {out.dtype} {list(out.shape)} on {out.device}")
+        return out.copy_(y)
+
+    def module(self):
+        """This layer as a torch.nn.Module (a torch.library custom op inside)."""
+        from . import torch_ops
+        return torch_ops.MoEModule(self)
 
     def __repr__(self):
         return (f"<moec.Layer {self.index}: {self.plan['model_type']} "
