@@ -142,8 +142,18 @@ TEST(HFConfig, MathTheDialectLacksIsRefusedByPath) {
   EXPECT_EQ(fp8->fp8WeightBlocks->first, 128);
   EXPECT_EQ(fp8->fp8WeightBlocks->second, 64);
   refused(R"({"model_type": "gpt_oss"})", "$.model_type: \"gpt_oss\" is not supported yet");
-  refused(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text"}})",
-          "$.text_config.model_type: \"llama4_text\" is not supported yet");
+  refused(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text",
+    "num_experts_per_tok": 2}})",
+          "$.text_config.num_experts_per_tok: 2: Llama 4's routing weight scales");
+  // Llama 4 (top-1): the score scales the expert's input; the MoE layers
+  // are every interleave_moe_layer_step-th.
+  auto llama4 = parseHFConfig(R"({"model_type": "llama4", "text_config": {
+    "model_type": "llama4_text", "num_hidden_layers": 6, "interleave_moe_layer_step": 2}})");
+  ASSERT_TRUE(static_cast<bool>(llama4)) << llvm::toString(llama4.takeError());
+  EXPECT_TRUE(llama4->scoreInput);
+  EXPECT_EQ(llama4->score, ScoreFunction::sigmoid);
+  EXPECT_EQ(llama4->sharedIntermediateSize, llama4->intermediateSize);
+  EXPECT_EQ(llama4->moeLayers, (std::vector<int64_t>{1, 3, 5}));
   refused(R"({"model_type": "ernie4_5_moe", "use_bias": true})", "$.use_bias:");
   // Qwen2-MoE's shared expert (default width 5632) is gated.
   auto qwen2 = parseHFConfig(R"({"model_type": "qwen2_moe"})");

@@ -42,8 +42,8 @@ std::optional<WeightNames> weightNames(llvm::StringRef modelType) {
     names.shared = "shared_expert.";
   } else if (modelType == "ernie4_5_moe") {
     names.bias = "moe_statics.e_score_correction_bias";
-  } else if (modelType == "qwen3_vl_moe_text") {
-    return std::nullopt;
+  } else if (modelType == "qwen3_vl_moe_text" || modelType == "llama4_text") {
+    return std::nullopt; // experts stored fused and transposed
   }
   return names;
 }

@@ -73,6 +73,8 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
                              layout.tp),
       ep > 1 ? b.getI64IntegerAttr(maxTokensPerRank) : IntegerAttr(),
       PhaseAttr());
+  if (c.scoreInput)
+    layer.setScoreInput(true);
   func::ReturnOp::create(b, loc, layer.getY());
   return module;
 }
@@ -135,6 +137,7 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
       {"top_k", c.topK},
       {"shared_intermediate_size", c.sharedIntermediateSize},
       {"shared_gate", c.sharedGate},
+      {"score_input", c.scoreInput},
       {"routing",
        json::Object{{"score", stringifyScoreFunction(c.score)},
                     {"top_k", c.topK},

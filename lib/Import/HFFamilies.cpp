@@ -236,6 +236,27 @@ void readErnie45Moe(ConfigFields &f, MoELayerConfig &c) {
                          "supported yet");
 }
 
+/// Llama 4: sigmoid of the chosen logit, no renormalisation, the score
+/// scaling the expert's input; one shared expert of the experts' width.
+void readLlama4Text(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, "num_local_experts", "intermediate_size", "num_experts_per_tok",
+            {5120, 8192, 16, 1});
+  c.score = ScoreFunction::sigmoid;
+  c.scoreInput = true;
+  c.sharedIntermediateSize = c.intermediateSize;
+  if (!f.error && c.topK != 1)
+    f.failAt("num_experts_per_tok", llvm::formatv(
+        "{0}: Llama 4's routing weight scales the expert's input, which is "
+        "supported for top-1 routing only (every released Llama 4)", c.topK));
+  // MoE layers: moe_layers, else every interleave_moe_layer_step-th layer.
+  int64_t step = f.bounded("interleave_moe_layer_step", 1, 1, limits::kMaxLayers);
+  std::vector<int64_t> listed = f.integers("moe_layers", 0, limits::kMaxLayers);
+  bool explicitList = f.has("moe_layers");
+  readLayers(f, c, 48, [&](int64_t layer) {
+    return explicitList ? llvm::is_contained(listed, layer) : (layer + 1) % step == 0;
+  });
+}
+
 struct Family {
   llvm::StringRef modelType;
   void (*read)(ConfigFields &, MoELayerConfig &);
@@ -254,6 +275,7 @@ const Family kFamilies[] = {
     {"glm4_moe", readGlm4Moe},
     {"dots1", readDots1},
     {"ernie4_5_moe", readErnie45Moe},
+    {"llama4_text", readLlama4Text},
 };
 
 /// Model types known to have a MoE block whose math the dialect cannot
@@ -261,8 +283,6 @@ const Family kFamilies[] = {
 const std::pair<llvm::StringRef, llvm::StringRef> kNotYet[] = {
     {"gpt_oss", "router and expert biases, interleaved gate/up weights and "
                 "a clamped SwiGLU with alpha 1.702"},
-    {"llama4_text", "the routing score scales the expert's input, not its "
-                    "output"},
 };
 
 llvm::Error configError(const std::string &message) {

@@ -44,6 +44,11 @@ def _families():
                                                             **SMALL),
                                            None, "Qwen3MoeSparseMoeBlock", "qwen3_moe"),
         "qwen3_vl_moe": lambda: _qwen3_vl(),
+        # The routing weight scales the expert's input; top-1, a shared expert.
+        "llama4_text": lambda: (t.Llama4TextConfig(intermediate_size=16, num_local_experts=8,
+                                                   **SMALL),
+                                None, "Llama4TextMoe", "llama4"),
+        "llama4": lambda: _llama4(),
         "olmoe": lambda: (t.OlmoeConfig(intermediate_size=16, num_experts=8,
                                         num_experts_per_tok=2, **SMALL),
                           None, "OlmoeSparseMoeBlock", "olmoe"),
@@ -83,6 +88,12 @@ def _qwen3_vl():
     config = transformers.Qwen3VLMoeConfig(text_config=dict(
         moe_intermediate_size=16, num_experts=8, num_experts_per_tok=2, **SMALL))
     return config, None, "Qwen3VLMoeTextSparseMoeBlock", "qwen3_vl_moe", config.text_config
+
+
+def _llama4():
+    config = transformers.Llama4Config(text_config=dict(
+        intermediate_size=16, num_local_experts=8, **SMALL))
+    return config, None, "Llama4TextMoe", "llama4", config.text_config
 
 
 def _build(name, minimal):
@@ -130,6 +141,8 @@ def _layer_weights(values, plan):
 
     w = {"router_weight": take("gate.weight", "router.weight"),
          "w13": take("experts.gate_up_proj"), "w2": take("experts.down_proj")}
+    if plan["model_type"] == "llama4_text":  # stored [E, H, 2I] and [E, I, H]
+        w["w13"], w["w2"] = w["w13"].transpose(0, 2, 1), w["w2"].transpose(0, 2, 1)
     if plan["routing"]["correction_bias"]:
         w["correction_bias"] = take("gate.e_score_correction_bias",
                                     "gate.moe_statics.e_score_correction_bias").reshape(-1)

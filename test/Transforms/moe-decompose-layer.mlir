@@ -150,6 +150,28 @@ func.func @layer_shared_gate(%x: tensor<?x64xbf16>, %wr: tensor<8x64xbf16>,
 
 // -----
 
+// Tests that score_input (Llama 4) scales each token by its routing weight
+// before the dispatch and combines the expert outputs with weight 1.
+// CHECK-LABEL: func.func @layer_score_input
+// CHECK: %[[IDS:.+]], %[[WTS:.+]] = moe.route
+// CHECK: %[[SCALED:.+]] = linalg.generic {{.+}} ins(%{{.+}}, %[[WTS]] : tensor<?x64xf32>, tensor<?x1xf32>)
+// CHECK:   arith.mulf
+// CHECK: %[[ONE:.+]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[ONES:.+]] = linalg.fill ins(%[[ONE]] : f32) outs(%{{.+}} : tensor<?x1xf32>)
+// CHECK: moe.dispatch %[[SCALED]], %[[IDS]]
+// CHECK: moe.combine %{{.+}}, %{{.+}}, %[[ONES]]
+func.func @layer_score_input(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                             %w13: tensor<8x48x64xf32>, %w2: tensor<8x64x24xf32>)
+    -> tensor<?x64xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <sigmoid, top_k = 1> activation swiglu score_input layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x48x64xf32>,
+          tensor<8x64x24xf32>) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
 // Tests that with ep > 1 the experts run on rows from moe.ep_dispatch (local ids, capacity max_tokens_per_rank * ep) and moe.ep_combine returns them.
 // CHECK-LABEL: func.func @layer_ep
 // CHECK-SAME: (%[[X:.+]]: tensor<?x16xf32>, %[[WR:.+]]: tensor<8x16xf32>, %[[W13:.+]]: tensor<2x8x16xf32>, %[[W2:.+]]: tensor<2x16x4xf32>, %[[ER:.+]]: tensor<8xi32>)

@@ -32,6 +32,8 @@ struct MoELayerConfig {
   /// The shared expert's output is scaled by sigmoid(shared_gate . x)
   /// (Qwen2-MoE); the layer then takes shared_gate[1, H].
   bool sharedGate = false;
+  /// The routing weight scales the expert's input (Llama 4, top-1).
+  bool scoreInput = false;
   /// The decoder layers whose MLP is this MoE block (ascending), by the
   /// family's rule (first_k_dense_replace, mlp_only_layers, ...).
   std::vector<int64_t> moeLayers;

@@ -1590,3 +1590,16 @@ func.func @layer_c12_shape(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
          -> tensor<?x64xf32>
   return
 }
+
+// -----
+
+// Tests that layer_c13: score_input needs top-1 routing.
+func.func @layer_c13(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                     %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>) {
+  // expected-error @+1 {{layer_c13: score_input (the routing weight scales the expert's input) needs top_k = 1, got 2}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <sigmoid, top_k = 2> activation swiglu score_input layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>) -> tensor<?x64xf32>
+  return
+}

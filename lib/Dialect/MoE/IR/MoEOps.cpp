@@ -263,6 +263,11 @@ LogicalResult LayerOp::verify() {
                            << ", got " << gate;
   }
 
+  if (getScoreInput() && getRouting().getTopK() != 1)
+    return emitOpError() << "layer_c13: score_input (the routing weight "
+                            "scales the expert's input) needs top_k = 1, got "
+                         << getRouting().getTopK();
+
   for (auto [name, value] :
        {std::pair<StringRef, Value>{"w13", getW13()}, {"w2", getW2()},
         {"shared_w13", getSharedW13()}, {"shared_w2", getSharedW2()},

@@ -112,6 +112,34 @@ Value gateSharedExpert(ImplicitLocOpBuilder &b, Value x, Value gate, Value share
       .getResult(0);
 }
 
+/// x[t] * weights[t, 0] (top_k = 1), in f32, rounded to x's element type.
+Value scaleTokens(ImplicitLocOpBuilder &b, Value x, Value weights) {
+  auto xType = cast<RankedTensorType>(x.getType());
+  MLIRContext *ctx = b.getContext();
+  AffineExpr t, h;
+  bindDims(ctx, t, h);
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, b.getLoc(), x);
+  Value init = tensor::EmptyOp::create(b, sizes, xType.getElementType());
+  Type f32 = b.getF32Type();
+  return linalg::GenericOp::create(
+             b, init.getType(), ValueRange{x, weights}, ValueRange{init},
+             ArrayRef<AffineMap>{AffineMap::get(2, 0, {t, h}, ctx),
+                                 AffineMap::get(2, 0, {t, b.getAffineConstantExpr(0)}, ctx),
+                                 AffineMap::get(2, 0, {t, h}, ctx)},
+             ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
+                                           utils::IteratorType::parallel},
+             [&](OpBuilder &nb, Location loc, ValueRange args) {
+               Value v = args[0].getType() == f32
+                             ? args[0]
+                             : arith::ExtFOp::create(nb, loc, f32, args[0]).getResult();
+               Value scaled = arith::MulFOp::create(nb, loc, v, args[1]);
+               if (args[2].getType() != f32)
+                 scaled = arith::TruncFOp::create(nb, loc, args[2].getType(), scaled);
+               linalg::YieldOp::create(nb, loc, ValueRange{scaled});
+             })
+      .getResult(0);
+}
+
 struct MoEDecomposeLayerPass
     : moe::impl::MoEDecomposeLayerBase<MoEDecomposeLayerPass> {
   using Base::Base;
@@ -154,6 +182,15 @@ struct MoEDecomposeLayerPass
     const int64_t ep = layer.getLayout().getEp();
     Value expertInput = x, ids = route.getExpertIds(),
           weights = route.getExpertWeights(), handle;
+    if (layer.getScoreInput()) {
+      // Llama 4 (top_k = 1): the expert sees w * x; its output is not weighted.
+      expertInput = scaleTokens(b, x, weights);
+      SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, b.getLoc(), weights);
+      Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0f));
+      weights = linalg::FillOp::create(
+                    b, one, tensor::EmptyOp::create(b, sizes, b.getF32Type()).getResult())
+                    .getResult(0);
+    }
     int64_t localExperts = experts / ep;
     if (Value slots = layer.getPhysToLog())
       localExperts = cast<RankedTensorType>(slots.getType()).getDimSize(0) / ep;
@@ -177,7 +214,7 @@ struct MoEDecomposeLayerPass
           b, xType.clone({received, xType.getDimSize(1)}), /*received_scales=*/Type(),
           RankedTensorType::get({received, topK}, i32),
           RankedTensorType::get({received, topK}, b.getF32Type()),
-          b.getI64Type(), x, ids, weights, layer.getExpertRank(),
+          b.getI64Type(), expertInput, ids, weights, layer.getExpertRank(),
           layer.getPhysToLog(), layer.getReplicaShare(),
           b.getI64IntegerAttr(maxTokens * ep), b.getI64IntegerAttr(ep),
           b.getI64IntegerAttr(maxTokens),

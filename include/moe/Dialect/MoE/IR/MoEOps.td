@@ -31,7 +31,9 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     where `act(g, u) = silu(g) * u` for SwiGLU. The optional shared expert
     (`shared_w13[2Is, H]`, `shared_w2[H, Is]`) is applied to every token and
     added; with `shared_gate[1, H]` (Qwen2-MoE) its output for token `t` is
-    first scaled by `sigmoid(shared_gate . x[t])`. Arithmetic is done in f32 and the result rounded to `x`'s element
+    first scaled by `sigmoid(shared_gate . x[t])`. With `score_input`
+    (Llama 4, `top_k = 1`) the routing weight scales the expert's input
+    instead of its output: `y[t] = w2[e] . act(w13[e] . (w * x[t]))`. Arithmetic is done in f32 and the result rounded to `x`'s element
     type.
 
     With `ep > 1` the op describes one rank: `x` holds this rank's tokens,
@@ -49,7 +51,7 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     layout: at most `max_tokens_per_rank` tokens, fixed capacity per expert,
     masked rows, no counts exchanged; without it (or with `prefill`) counts
     travel first and the experts see packed, expert-contiguous rows.
-    Rules: `size_c1`, `layer_c1`..`layer_c12` and the expert-count rules of
+    Rules: `size_c1`, `layer_c1`..`layer_c13` and the expert-count rules of
     `#moe.routing` (`route_c2`..`route_c7`, `route_c9`), see
     docs/MoEVerifierRules.md. Sizes are bounded by moe/Support/Limits.h.
 
@@ -77,7 +79,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     MoE_ActivationAttr:$activation,
     MoE_LayoutAttr:$layout,
     OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$max_tokens_per_rank,
-    OptionalAttr<MoE_PhaseAttr>:$phase
+    OptionalAttr<MoE_PhaseAttr>:$phase,
+    UnitAttr:$score_input
   );
   let results = (outs MoE_FloatTensor:$y);
   let assemblyFormat = [{
@@ -87,7 +90,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     (`shared_gate` `(` $shared_gate^ `)`)?
     (`expert_rank` `(` $expert_rank^ `)`)?
     (`placement` `(` $phys_to_log^ `,` $replica_share `)`)?
-    `routing` $routing `activation` $activation `layout` $layout
+    `routing` $routing `activation` $activation (`score_input` $score_input^)?
+    `layout` $layout
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
