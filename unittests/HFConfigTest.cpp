@@ -119,7 +119,18 @@ TEST(HFConfig, MathTheDialectLacksIsRefusedByPath) {
   };
   refused(R"({"model_type": "mixtral", "hidden_act": "gelu"})", "$.hidden_act: \"gelu\"");
   refused(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 2,
-    "topk_method": "group_limited_greedy"})", "$.topk_method:");
+    "topk_method": "group_limited_greedy"})",
+          "$.n_group: missing required field");
+  refused(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 2,
+    "topk_method": "noaux_tc"})", "$.topk_method: unknown value");
+  // DeepSeek-V2's group rule: groups ranked by their best expert.
+  auto v2 = parseHFConfig(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 6,
+    "n_routed_experts": 160, "topk_method": "group_limited_greedy", "n_group": 8,
+    "topk_group": 3})");
+  ASSERT_TRUE(static_cast<bool>(v2)) << llvm::toString(v2.takeError());
+  EXPECT_TRUE(v2->groupMax);
+  EXPECT_EQ(v2->nGroup, 8);
+  EXPECT_EQ(v2->topkGroup, 3);
   refused(R"({"model_type": "deepseek_v2", "num_experts_per_tok": 2,
     "norm_topk_prob": true})", "$.norm_topk_prob:");
   refused(R"({"model_type": "deepseek_v3", "scoring_func": "softmax"})",

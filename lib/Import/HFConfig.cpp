@@ -62,7 +62,8 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
   int64_t maxTokensPerRank = layout.maxTokensPerRank;
   auto routing = RoutingAttr::getChecked(
       [&] { return emitError(loc); }, &context, c.score, c.topK, c.nGroup,
-      c.topkGroup, c.normalize, llvm::APFloat(c.scale), c.correctionBias);
+      c.topkGroup, c.normalize, llvm::APFloat(c.scale), c.correctionBias,
+      c.groupMax);
   if (!routing)
     return nullptr;
   auto layer = LayerOp::create(
@@ -145,7 +146,8 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
                     {"n_group", c.nGroup},
                     {"topk_group", c.topkGroup},
                     {"routed_scaling_factor", c.scale},
-                    {"correction_bias", c.correctionBias}}},
+                    {"correction_bias", c.correctionBias},
+                    {"group_score", c.groupMax ? "max" : "top2_sum"}}},
       {"layout", std::move(parallel)},
       {"entry_point",
        json::Object{{"symbol", ("_mlir_ciface_" + funcName).str()},

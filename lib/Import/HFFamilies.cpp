@@ -142,8 +142,8 @@ void readQwen2(ConfigFields &f, MoELayerConfig &c) {
   c.sharedGate = c.sharedIntermediateSize > 0;
 }
 
-// Softmax, top-k on the scores, weights scaled, never renormalised
-// (DeepSeek-V2 "greedy").
+// Softmax, top-k on the scores (within the best groups by their best score
+// for "group_limited_greedy"), weights scaled, never renormalised.
 void readDeepSeekV2(ConfigFields &f, MoELayerConfig &c) {
   readSizes(f, c, kDeepSeekExperts, "moe_intermediate_size",
             "num_experts_per_tok", {4096, 1407, 64, std::nullopt});
@@ -157,12 +157,17 @@ void readDeepSeekV2(ConfigFields &f, MoELayerConfig &c) {
   std::string method = f.string("topk_method", std::string("greedy"));
   if (f.error)
     return;
-  if (method == "group_limited_greedy")
-    f.failAt("topk_method",
-             "\"group_limited_greedy\" ranks groups by their best expert "
-             "(DeepSeek-V2's rule), which the moe dialect does not express yet "
-             "(it ranks groups by the sum of their top 2, DeepSeek-V3's rule)");
-  else if (method != "greedy")
+  if (method == "group_limited_greedy") {
+    // Groups ranked by their best expert (V2's rule); n_group has no default.
+    c.groupMax = true;
+    c.nGroup = f.bounded("n_group", std::nullopt, 1, std::max<int64_t>(c.numExperts, 1));
+    c.topkGroup = f.bounded("topk_group", std::nullopt, 1, std::max<int64_t>(c.nGroup, 1));
+    if (!f.error && c.numExperts % c.nGroup != 0)
+      f.failAt("n_group", llvm::formatv("{0} groups do not divide the {1} experts",
+                                        c.nGroup, c.numExperts));
+    if (!f.error && c.nGroup == 1)
+      c.groupMax = false; // one group: plain greedy
+  } else if (method != "greedy")
     f.failAt("topk_method", "unknown value \"" + method +
                                 "\" (deepseek_v2 knows \"greedy\" and "
                                 "\"group_limited_greedy\")");

@@ -25,7 +25,9 @@ def route(x, router_weight, routing, bias=None):
     groups = routing.get("n_group", 1)
     if groups > 1:
         grouped = selection.reshape(tokens, groups, experts // groups)
-        group_score = np.sort(grouped, axis=-1)[..., -2:].sum(axis=-1)
+        # DeepSeek-V3 ranks a group by its two best scores, V2 by its best.
+        best = 1 if routing.get("group_score") == "max" else 2
+        group_score = np.sort(grouped, axis=-1)[..., -best:].sum(axis=-1)
         best_groups = np.argsort(-group_score, axis=-1, kind="stable")[:, : routing["topk_group"]]
         keep = np.zeros((tokens, groups), bool)
         np.put_along_axis(keep, best_groups, True, axis=-1)

@@ -65,6 +65,11 @@ def _families():
                                                    num_experts_per_tok=2, n_shared_experts=1,
                                                    routed_scaling_factor=1.5, **SMALL),
                                 None, "DeepseekV2Moe", "deepseek_v2"),
+        # Groups ranked by their best expert; top-3 from the best 2 of 4 groups.
+        "deepseek_v2_group_limited": lambda: (t.DeepseekV2Config(
+            moe_intermediate_size=16, n_routed_experts=8, num_experts_per_tok=3,
+            n_shared_experts=1, routed_scaling_factor=1.5, topk_method="group_limited_greedy",
+            n_group=4, topk_group=2, **SMALL), None, "DeepseekV2Moe", "deepseek_v2"),
         "deepseek_v3": lambda: (t.DeepseekV3Config(n_group=4, topk_group=2, n_shared_experts=1,
                                                    routed_scaling_factor=2.5, **v3),
                                 None, "DeepseekV3MoE", "deepseek_v3"),
@@ -197,3 +202,17 @@ def test_matches_transformers_block(name, minimal, tmp_path):
         flipped = dict(weights, shared_gate=-weights["shared_gate"])
         bad = np.asarray(run_layer(library, plan, x, flipped))
         assert _error(bad, ref) > 100 * TOLERANCE, (name, "gate", _error(bad, ref))
+
+
+def test_deepseek_v2_group_rule_changes_the_layer():
+    """The V2 comparison above can fail: on its inputs, transformers' own
+    group-limited block differs from its plain greedy one."""
+    config_json, block = _build("deepseek_v2_group_limited", minimal=False)
+    values = _randomize(block, seed=sum(map(ord, "deepseek_v2_group_limited")))
+    greedy = getattr(_module("deepseek_v2"), "DeepseekV2Moe")(
+        transformers.DeepseekV2Config(**{**block.config.to_dict(), "topk_method": "greedy"})).float()
+    with torch.no_grad():
+        for name, p in list(greedy.named_parameters()) + list(greedy.named_buffers()):
+            p.copy_(torch.from_numpy(values[name]))
+    x = np.random.default_rng(1).standard_normal((TOKENS, 32)).astype(np.float32)
+    assert _error(_hf_forward(greedy, x), _hf_forward(block, x)) > 1e-3

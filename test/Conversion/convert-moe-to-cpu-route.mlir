@@ -170,3 +170,21 @@ func.func @route_cast_keep_all_groups(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32
     : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> (tensor<5x1xi32>, tensor<5x1xf32>)
   return %ids, %w : tensor<5x1xi32>, tensor<5x1xf32>
 }
+
+// -----
+
+// Tests that with group_max (DeepSeek-V2) a group's score is its best
+// selection score: one search per group, no second best, no sum of two.
+// CHECK-LABEL: func.func @route_group_max
+// CHECK: scf.forall
+// CHECK: %[[BEST:.+]]:3 = scf.for
+// CHECK-NOT: scf.for
+// CHECK: %[[SCORE:.+]] = arith.addf %{{.+}}, %[[BEST]]#0 : f32
+// CHECK-NEXT: memref.store %[[SCORE]]
+func.func @route_group_max(%x: tensor<4x16xf32>, %wr: tensor<8x16xf32>)
+    -> (tensor<4x3xi32>, tensor<4x3xf32>) {
+  %ids, %w = moe.route %x, %wr
+      routing <softmax, top_k = 3, n_group = 4, topk_group = 2, group_max>
+    : (tensor<4x16xf32>, tensor<8x16xf32>) -> (tensor<4x3xi32>, tensor<4x3xf32>)
+  return %ids, %w : tensor<4x3xi32>, tensor<4x3xf32>
+}

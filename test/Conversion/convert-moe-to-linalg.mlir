@@ -391,3 +391,20 @@ func.func @layer_not_decomposed(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
           tensor<4x16x4xf32>) -> tensor<?x16xf32>
   return %y : tensor<?x16xf32>
 }
+
+// -----
+
+// Tests that with group_max (DeepSeek-V2) a group's score counts only its
+// best expert (in-group rank < 1; the top-2 sum counts rank < 2).
+// CHECK-LABEL: func.func @route_group_max
+// CHECK: tensor.expand_shape {{.+}} output_shape [4, 4, 2]
+// CHECK: %[[BEST:.+]] = arith.cmpi slt, %{{.+}}, %c1_i32{{.*}} : i32
+// CHECK: arith.select %[[BEST]]
+// CHECK-NEXT: arith.addf
+func.func @route_group_max(%x: tensor<4x16xf32>, %wr: tensor<8x16xf32>)
+    -> (tensor<4x3xi32>, tensor<4x3xf32>) {
+  %ids, %w = moe.route %x, %wr
+      routing <softmax, top_k = 3, n_group = 4, topk_group = 2, group_max>
+    : (tensor<4x16xf32>, tensor<8x16xf32>) -> (tensor<4x3xi32>, tensor<4x3xf32>)
+  return %ids, %w : tensor<4x3xi32>, tensor<4x3xf32>
+}

@@ -26,6 +26,8 @@ struct MoELayerConfig {
   bool normalize = false;
   int64_t nGroup = 1;
   int64_t topkGroup = 1;
+  /// Groups ranked by their best score (DeepSeek-V2), not their top-2 sum.
+  bool groupMax = false;
   double scale = 1.0;
   bool correctionBias = false;
   int64_t sharedIntermediateSize = 0; ///< 0: no shared expert.

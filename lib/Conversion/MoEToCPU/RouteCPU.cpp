@@ -245,8 +245,8 @@ struct RouteCpuLowering : OpRewritePattern<RouteOp> {
         });
 
       // Group-limited routing: a group's score is the sum of its two best
-      // selection scores; the experts of groups ranked below the topk_group-th
-      // best group get -inf.
+      // selection scores (its best with group_max); the experts of groups
+      // ranked below the topk_group-th best group get -inf.
       if (groupLimited && keepGroups < groups) {
         Value size = cpu::constIndex(b, loc, perGroup);
         Value numGroups = cpu::constIndex(b, loc, groups);
@@ -255,6 +255,10 @@ struct RouteCpuLowering : OpRewritePattern<RouteOp> {
           Value end = arith::AddIOp::create(nb, l, begin, size);
           auto [v1, i1] = bestBelow(nb, l, selection, t, begin, end, yes, fzero,
                                     zero);
+          if (routing.getGroupMax()) {
+            store(nb, l, arith::AddFOp::create(nb, l, fzero, v1), groupScores, {t, g});
+            return;
+          }
           auto [v2, i2] = bestBelow(nb, l, selection, t, begin, end, no, v1, i1);
           // RouteLowering adds them in index order to 0: (0 + a) + b.
           Value firstLower = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult,

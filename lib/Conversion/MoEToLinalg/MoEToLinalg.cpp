@@ -192,7 +192,8 @@ struct RouteLowering : OpRewritePattern<RouteOp> {
   }
 
   /// Keeps the selection scores of the topk_group best groups (ranked by the
-  /// sum of their two best scores) and sets the others to -inf.
+  /// sum of their two best scores, or by their best with group_max) and sets
+  /// the others to -inf.
   static Value maskUnselectedGroups(ImplicitLocOpBuilder &b, Value selection,
                                     OpFoldResult tokens, int64_t experts,
                                     RoutingAttr routing) {
@@ -205,10 +206,11 @@ struct RouteLowering : OpRewritePattern<RouteOp> {
         b, {sel3, inGroupRank},
         buildFilled(b, {tokens, b.getIndexAttr(groups)}, b.getF32FloatAttr(0)),
         {Dims{0, 1, 2}, Dims{0, 1, 2}, Dims{0, 1}}, 3, {2},
-        [](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
-          Value topTwo = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt,
-                                               a[1], constI32(nb, loc, 2));
-          return addIf(nb, loc, topTwo, a[0], a[2]);
+        [counted = routing.getGroupMax() ? 1 : 2](OpBuilder &nb, Location loc,
+                                                  ValueRange, ValueRange a) -> Value {
+          Value best = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt,
+                                             a[1], constI32(nb, loc, counted));
+          return addIf(nb, loc, best, a[0], a[2]);
         });
     Value groupRank = buildRowRank(b, groupScore, tokens, groups);
     int64_t keep = routing.getTopkGroup();

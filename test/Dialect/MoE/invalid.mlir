@@ -1603,3 +1603,9 @@ func.func @layer_c13(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
           tensor<8x64x32xf32>) -> tensor<?x64xf32>
   return
 }
+
+// -----
+
+// Tests that routing_c7: group_max needs groups.
+// expected-error @+1 {{routing_c7: group_max ranks expert groups: it needs n_group > 1}}
+func.func private @routing_c7() attributes {r = #moe.routing<softmax, top_k = 2, group_max>}

@@ -25,8 +25,9 @@ void MoEDialect::registerAttributes() {
 // RoutingAttr
 //===----------------------------------------------------------------------===//
 
-// Syntax: `<score, top_k = K [, n_group = G, topk_group = TG] [, normalize]
-//          [, scale = S] [, correction_bias]>`; omitted fields take defaults.
+// Syntax: `<score, top_k = K [, n_group = G, topk_group = TG] [, group_max]
+//          [, normalize] [, scale = S] [, correction_bias]>`; omitted fields
+//          take defaults.
 Attribute RoutingAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
   StringRef scoreName;
@@ -39,7 +40,8 @@ Attribute RoutingAttr::parse(AsmParser &parser, Type) {
     return {};
   }
   int64_t topK = 0, nGroup = 1, topkGroup = 1;
-  bool normalize = false, correctionBias = false, sawTopK = false;
+  bool normalize = false, correctionBias = false, groupMax = false,
+       sawTopK = false;
   double scale = 1.0;
   llvm::StringSet<> seen;
   while (succeeded(parser.parseOptionalComma())) {
@@ -55,6 +57,8 @@ Attribute RoutingAttr::parse(AsmParser &parser, Type) {
       normalize = true;
     } else if (key == "correction_bias") {
       correctionBias = true;
+    } else if (key == "group_max") {
+      groupMax = true;
     } else if (key == "scale") {
       if (parser.parseEqual() || parser.parseFloat(scale))
         return {};
@@ -77,7 +81,7 @@ Attribute RoutingAttr::parse(AsmParser &parser, Type) {
   }
   return getChecked([&] { return parser.emitError(loc); },
                     parser.getContext(), *score, topK, nGroup, topkGroup,
-                    normalize, llvm::APFloat(scale), correctionBias);
+                    normalize, llvm::APFloat(scale), correctionBias, groupMax);
 }
 
 void RoutingAttr::print(AsmPrinter &printer) const {
@@ -86,6 +90,8 @@ void RoutingAttr::print(AsmPrinter &printer) const {
   if (getNGroup() != 1 || getTopkGroup() != 1)
     printer << ", n_group = " << getNGroup()
             << ", topk_group = " << getTopkGroup();
+  if (getGroupMax())
+    printer << ", group_max";
   if (getNormalize())
     printer << ", normalize";
   if (!getScale().isExactlyValue(1.0)) {
@@ -100,7 +106,8 @@ void RoutingAttr::print(AsmPrinter &printer) const {
 LogicalResult
 RoutingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                     ScoreFunction, int64_t topK, int64_t nGroup,
-                    int64_t topkGroup, bool, llvm::APFloat scale, bool) {
+                    int64_t topkGroup, bool, llvm::APFloat scale, bool,
+                    bool groupMax) {
   if (topK <= 0)
     return emitError() << "routing_c1: top_k must be positive, got " << topK;
   if (nGroup <= 0)
@@ -109,6 +116,9 @@ RoutingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (topkGroup <= 0 || topkGroup > nGroup)
     return emitError() << "routing_c3: topk_group must be in [1, n_group = "
                        << nGroup << "], got " << topkGroup;
+  if (groupMax && nGroup == 1)
+    return emitError() << "routing_c7: group_max ranks expert groups: it "
+                          "needs n_group > 1";
   if (topK > limits::kMaxTopK || nGroup > limits::kMaxTopK)
     return emitError() << "routing_c6: top_k (" << topK << ") and n_group ("
                        << nGroup << ") must be at most " << limits::kMaxTopK;

@@ -121,7 +121,7 @@ LogicalResult verifyRoutingForExperts(Operation *op, RoutingAttr routing,
            << "route_c5: top_k (" << routing.getTopK()
            << ") exceeds the experts in the selected groups (topk_group "
            << routing.getTopkGroup() << " x " << perGroup << ")";
-  if (groups > 1 && perGroup < 2)
+  if (groups > 1 && perGroup < 2 && !routing.getGroupMax())
     return op->emitOpError()
            << "route_c6: group-limited routing ranks groups by their two best "
               "experts, so each group needs at least 2 experts, got "

@@ -23,8 +23,9 @@ def MoE_RoutingAttr : MoE_Attr<"Routing", "routing"> {
     Scores are `score(logits)`; experts are selected by `scores + bias` when
     `correction_bias` is set (DeepSeek-V3's selection-only bias), else by the
     scores. With `n_group > 1` the experts form `n_group` equal groups, each
-    group is ranked by the sum of its two best selection scores and only the
-    best `topk_group` groups take part in the top-k. The weights are the
+    group is ranked by the sum of its two best selection scores (DeepSeek-V3;
+    with `group_max`, by its best score: DeepSeek-V2's `group_limited_greedy`)
+    and only the best `topk_group` groups take part in the top-k. The weights are the
     unbiased scores of the selected experts, divided by their sum when
     `normalize` is set, then multiplied by `scale`.
 
@@ -32,8 +33,10 @@ def MoE_RoutingAttr : MoE_Attr<"Routing", "routing"> {
     #moe.routing<softmax, top_k = 2, normalize>
     #moe.routing<sigmoid, top_k = 8, n_group = 8, topk_group = 4, normalize,
                  scale = 2.5, correction_bias>
+    #moe.routing<softmax, top_k = 6, n_group = 8, topk_group = 3, group_max,
+                 scale = 16.0>
     ```
-    Rules `routing_c1`..`routing_c6` are checked here (`scale` must be a
+    Rules `routing_c1`..`routing_c7` are checked here (`scale` must be a
     normal f32: the lowering multiplies by an f32 constant); the rules that
     need the expert count are checked by the ops that carry the attribute.
   }];
@@ -44,7 +47,8 @@ def MoE_RoutingAttr : MoE_Attr<"Routing", "routing"> {
     "int64_t":$topkGroup,
     "bool":$normalize,
     "::llvm::APFloat":$scale,
-    "bool":$correctionBias
+    "bool":$correctionBias,
+    DefaultValuedParameter<"bool", "false">:$groupMax
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
