@@ -23,7 +23,7 @@ std::string routingError(int64_t topK, int64_t nGroup, int64_t topkGroup,
   auto attr = RoutingAttr::getChecked(
       [&] { return emitError(UnknownLoc::get(&context)); }, &context,
       ScoreFunction::sigmoid, topK, nGroup, topkGroup, true,
-      llvm::APFloat(scale), false, false);
+      llvm::APFloat(scale), false, false, false);
   EXPECT_EQ(static_cast<bool>(attr), message.empty());
   return message;
 }

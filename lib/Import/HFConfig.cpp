@@ -63,7 +63,7 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
   auto routing = RoutingAttr::getChecked(
       [&] { return emitError(loc); }, &context, c.score, c.topK, c.nGroup,
       c.topkGroup, c.normalize, llvm::APFloat(c.scale), c.correctionBias,
-      c.groupMax);
+      c.groupMax, c.logitsBf16);
   if (!routing)
     return nullptr;
   auto layer = LayerOp::create(
@@ -147,7 +147,8 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
                     {"topk_group", c.topkGroup},
                     {"routed_scaling_factor", c.scale},
                     {"correction_bias", c.correctionBias},
-                    {"group_score", c.groupMax ? "max" : "top2_sum"}}},
+                    {"group_score", c.groupMax ? "max" : "top2_sum"},
+                    {"logits_dtype", c.logitsBf16 ? "bf16" : "f32"}}},
       {"layout", std::move(parallel)},
       {"entry_point",
        json::Object{{"symbol", ("_mlir_ciface_" + funcName).str()},

@@ -216,3 +216,58 @@ def test_deepseek_v2_group_rule_changes_the_layer():
             p.copy_(torch.from_numpy(values[name]))
     x = np.random.default_rng(1).standard_normal((TOKENS, 32)).astype(np.float32)
     assert _error(_hf_forward(greedy, x), _hf_forward(block, x)) > 1e-3
+
+
+def _compile_with(path, out_dir, *flags):
+    import subprocess
+    from moec.toolchain import tool
+    library, plan_path = out_dir / "layer.so", out_dir / "layer.plan.json"
+    subprocess.run([tool("moe-compile"), "--config", str(path), "--plan", str(plan_path),
+                    "-o", str(library), *flags], check=True)
+    return library, json.loads(plan_path.read_text())
+
+
+@pytest.mark.parametrize("name", ["qwen3_moe", "mixtral", "olmoe"])
+def test_bf16_router_matches_transformers_bf16_block(name, tmp_path):
+    """In a bf16 model transformers computes router logits in bf16; with
+    --router-dtype bf16 the compiled bf16 layer does too, and every token is
+    within bf16 rounding of the bf16 block. Tokens whose bf16 logits tie
+    exactly at the top-k cut are left out: there torch.topk's order is
+    unspecified (it is not the lower index either), ours takes the lower
+    expert id."""
+    import ml_dtypes
+    tokens = 4096
+    config_json, block = _build(name, minimal=False)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config_json))
+    values = _randomize(block, seed=sum(map(ord, name)))
+    block = block.to(torch.bfloat16)
+    x = np.random.default_rng(5).standard_normal((tokens, 32)).astype(np.float32)
+    xb = torch.from_numpy(x).to(torch.bfloat16)
+    with torch.inference_mode():
+        ref = block(xb[None])
+        ref = (ref[0] if isinstance(ref, tuple) else ref).reshape(tokens, 32).float().numpy()
+        logits = torch.nn.functional.linear(xb, block.gate.weight).float().numpy()
+    k = config_json.get("num_experts_per_tok", 2)
+    ranked = np.sort(logits, axis=1)[:, ::-1]
+    clear = ranked[:, k - 1] != ranked[:, k]
+    assert clear.mean() > 0.99, clear.mean()
+    bf16 = {n: torch.from_numpy(v).to(torch.bfloat16).view(torch.int16).numpy()
+            .view(ml_dtypes.bfloat16) for n, v in values.items()}
+    x_bf16 = xb.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+
+    def token_errors(router_dtype, scale):
+        out = tmp_path / router_dtype
+        out.mkdir()
+        library, plan = _compile_with(path, out, "--dtype", "bf16",
+                                      "--router-dtype", router_dtype)
+        y = np.asarray(run_layer(library, plan, x_bf16, _layer_weights(bf16, plan)),
+                       dtype=np.float32)
+        return (np.abs(y - ref).max(axis=1) / scale)[clear]
+
+    matched = token_errors("bf16", np.abs(ref).max())
+    assert matched.max() <= 2e-2, (name, float(matched.max()))
+    # Rounding is monotonic, so f32 logits choose the same experts outside
+    # ties; what bf16 logits reproduce is transformers' weights (the softmax
+    # of the rounded logits): on average closer to the block.
+    assert matched.mean() < token_errors("f32", np.abs(ref).max()).mean(), name

@@ -188,3 +188,18 @@ func.func @route_group_max(%x: tensor<4x16xf32>, %wr: tensor<8x16xf32>)
     : (tensor<4x16xf32>, tensor<8x16xf32>) -> (tensor<4x3xi32>, tensor<4x3xf32>)
   return %ids, %w : tensor<4x3xi32>, tensor<4x3xf32>
 }
+
+// -----
+
+// Tests that logits_bf16 rounds each logit to bf16 and back before scoring.
+// CHECK-LABEL: func.func @route_logits_bf16
+// CHECK: %[[R:.+]] = arith.truncf %{{.+}} : f32 to bf16
+// CHECK-NEXT: %[[E:.+]] = arith.extf %[[R]] : bf16 to f32
+// CHECK-NEXT: memref.store %[[E]]
+// CHECK: math.exp
+func.func @route_logits_bf16(%x: tensor<4x16xbf16>, %wr: tensor<8x16xbf16>)
+    -> (tensor<4x2xi32>, tensor<4x2xf32>) {
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2, normalize, logits_bf16>
+    : (tensor<4x16xbf16>, tensor<8x16xbf16>) -> (tensor<4x2xi32>, tensor<4x2xf32>)
+  return %ids, %w : tensor<4x2xi32>, tensor<4x2xf32>
+}

@@ -68,6 +68,12 @@ cl::opt<std::string> planFile("plan", cl::desc("Write the JSON plan report here"
 cl::opt<std::string> dtype("dtype", cl::desc("Element type of activations and "
                                              "weights: f32 or bf16"),
                            cl::init("f32"), cl::cat(category));
+cl::opt<std::string> routerDtype(
+    "router-dtype",
+    cl::desc("Precision of the router's logits: f32, or bf16 (rounded to bf16 "
+             "before scoring, as transformers computes them in a bf16 model: "
+             "the same experts are chosen)"),
+    cl::init("f32"), cl::cat(category));
 cl::opt<int64_t> ep("ep", cl::desc("Expert-parallel ranks (> 1 links the "
                                    "layer against the runtime, libmoert)"),
                    cl::init(1), cl::cat(category));
@@ -287,6 +293,8 @@ std::optional<std::string> optionProblem() {
     return "--physical-experts places experts on EP ranks: it needs --ep > 1";
   if (dtype != "f32" && dtype != "bf16")
     return "--dtype must be f32 or bf16, got '" + dtype + "'";
+  if (routerDtype != "f32" && routerDtype != "bf16")
+    return "--router-dtype must be f32 or bf16, got '" + routerDtype + "'";
   if (auto problem = entryProblem(entry))
     return problem;
   if (!fp8Gemm && dispatchQuant == "none")
@@ -304,7 +312,8 @@ std::optional<std::string> optionProblem() {
     return "--plan and -o name the same file";
   if (!inputFile.empty()) {
     // An .mlir input carries its layout and types in the IR.
-    const cl::Option *layoutOptions[] = {&ep, &tp, &dtype, &physicalExperts};
+    const cl::Option *layoutOptions[] = {&ep, &tp, &dtype, &physicalExperts,
+                                         &routerDtype};
     for (const cl::Option *option : layoutOptions)
       if (given(*option))
         return ("--" + option->ArgStr + " applies to --config inputs; an .mlir "
@@ -353,6 +362,7 @@ OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
       return nullptr;
     }
     config = *parsed;
+    config->logitsBf16 = routerDtype == "bf16";
     Type elem = dtype == "bf16" ? Type(BFloat16Type::get(&context))
                                 : Type(Float32Type::get(&context));
     return moe::buildLayerModule(

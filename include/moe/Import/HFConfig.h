@@ -28,6 +28,8 @@ struct MoELayerConfig {
   int64_t topkGroup = 1;
   /// Groups ranked by their best score (DeepSeek-V2), not their top-2 sum.
   bool groupMax = false;
+  /// Router logits rounded to bf16 before scoring (--router-dtype bf16).
+  bool logitsBf16 = false;
   double scale = 1.0;
   bool correctionBias = false;
   int64_t sharedIntermediateSize = 0; ///< 0: no shared expert.

@@ -199,6 +199,14 @@ struct RouteCpuLowering : OpRewritePattern<RouteOp> {
         memref::StoreOp::create(nb, l, v, buffer, idx);
       };
 
+      // A bf16 model's router rounds its logits to bf16 (logits_bf16).
+      if (routing.getLogitsBf16())
+        forLoop(b, loc, zero, numExperts, [&](OpBuilder &nb, Location l, Value e) {
+          Value v = load(nb, l, scores, {t, e});
+          Value rounded = arith::TruncFOp::create(nb, l, nb.getBF16Type(), v);
+          store(nb, l, arith::ExtFOp::create(nb, l, nb.getF32Type(), rounded), scores,
+                {t, e});
+        });
       // Scores, over the logits.
       if (routing.getScore() == ScoreFunction::softmax) {
         // max, then exp(l - max) and their sum, then exp / sum (RouteLowering's

@@ -103,6 +103,11 @@ struct RouteLowering : OpRewritePattern<RouteOp> {
           Value p = arith::MulFOp::create(nb, loc, lhs, rhs);
           return arith::AddFOp::create(nb, loc, a[2], p);
         });
+    if (routing.getLogitsBf16()) // a bf16 model's router rounds them
+      logits = buildElementwise(b, logits, te, [](OpBuilder &nb, Location loc, Value v) {
+        Value rounded = arith::TruncFOp::create(nb, loc, nb.getBF16Type(), v);
+        return arith::ExtFOp::create(nb, loc, nb.getF32Type(), rounded).getResult();
+      });
     Value scores = routing.getScore() == ScoreFunction::softmax
                        ? buildSoftmax(b, logits, tokens, te)
                        : buildElementwise(b, logits, te,

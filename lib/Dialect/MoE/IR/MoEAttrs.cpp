@@ -26,8 +26,8 @@ void MoEDialect::registerAttributes() {
 //===----------------------------------------------------------------------===//
 
 // Syntax: `<score, top_k = K [, n_group = G, topk_group = TG] [, group_max]
-//          [, normalize] [, scale = S] [, correction_bias]>`; omitted fields
-//          take defaults.
+//          [, normalize] [, scale = S] [, correction_bias] [, logits_bf16]>`;
+//          omitted fields take defaults.
 Attribute RoutingAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
   StringRef scoreName;
@@ -41,7 +41,7 @@ Attribute RoutingAttr::parse(AsmParser &parser, Type) {
   }
   int64_t topK = 0, nGroup = 1, topkGroup = 1;
   bool normalize = false, correctionBias = false, groupMax = false,
-       sawTopK = false;
+       logitsBf16 = false, sawTopK = false;
   double scale = 1.0;
   llvm::StringSet<> seen;
   while (succeeded(parser.parseOptionalComma())) {
@@ -59,6 +59,8 @@ Attribute RoutingAttr::parse(AsmParser &parser, Type) {
       correctionBias = true;
     } else if (key == "group_max") {
       groupMax = true;
+    } else if (key == "logits_bf16") {
+      logitsBf16 = true;
     } else if (key == "scale") {
       if (parser.parseEqual() || parser.parseFloat(scale))
         return {};
@@ -81,7 +83,8 @@ Attribute RoutingAttr::parse(AsmParser &parser, Type) {
   }
   return getChecked([&] { return parser.emitError(loc); },
                     parser.getContext(), *score, topK, nGroup, topkGroup,
-                    normalize, llvm::APFloat(scale), correctionBias, groupMax);
+                    normalize, llvm::APFloat(scale), correctionBias, groupMax,
+                    logitsBf16);
 }
 
 void RoutingAttr::print(AsmPrinter &printer) const {
@@ -100,6 +103,8 @@ void RoutingAttr::print(AsmPrinter &printer) const {
   }
   if (getCorrectionBias())
     printer << ", correction_bias";
+  if (getLogitsBf16())
+    printer << ", logits_bf16";
   printer << ">";
 }
 
@@ -107,7 +112,7 @@ LogicalResult
 RoutingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                     ScoreFunction, int64_t topK, int64_t nGroup,
                     int64_t topkGroup, bool, llvm::APFloat scale, bool,
-                    bool groupMax) {
+                    bool groupMax, bool) {
   if (topK <= 0)
     return emitError() << "routing_c1: top_k must be positive, got " << topK;
   if (nGroup <= 0)

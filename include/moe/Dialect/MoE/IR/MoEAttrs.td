@@ -25,7 +25,10 @@ def MoE_RoutingAttr : MoE_Attr<"Routing", "routing"> {
     scores. With `n_group > 1` the experts form `n_group` equal groups, each
     group is ranked by the sum of its two best selection scores (DeepSeek-V3;
     with `group_max`, by its best score: DeepSeek-V2's `group_limited_greedy`)
-    and only the best `topk_group` groups take part in the top-k. The weights are the
+    and only the best `topk_group` groups take part in the top-k. With
+    `logits_bf16` the router's logits are rounded to bf16 before scoring, as
+    transformers' routers compute them in a bf16 model (Qwen3-MoE, Mixtral,
+    OLMoE), so that the same experts are chosen. The weights are the
     unbiased scores of the selected experts, divided by their sum when
     `normalize` is set, then multiplied by `scale`.
 
@@ -48,7 +51,8 @@ def MoE_RoutingAttr : MoE_Attr<"Routing", "routing"> {
     "bool":$normalize,
     "::llvm::APFloat":$scale,
     "bool":$correctionBias,
-    DefaultValuedParameter<"bool", "false">:$groupMax
+    DefaultValuedParameter<"bool", "false">:$groupMax,
+    DefaultValuedParameter<"bool", "false">:$logitsBf16
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
