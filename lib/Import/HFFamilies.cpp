@@ -16,6 +16,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::moe;
 using hf::ConfigFields;
@@ -77,9 +79,11 @@ void readLayers(ConfigFields &f, MoELayerConfig &c, int64_t layers, Rule isMoE) 
 void readQwenLayers(ConfigFields &f, MoELayerConfig &c, int64_t layers) {
   std::vector<int64_t> dense =
       f.integers("mlp_only_layers", 0, limits::kMaxLayers);
+  llvm::sort(dense);
   int64_t step = f.bounded("decoder_sparse_step", 1, 1, limits::kMaxLayers);
   readLayers(f, c, layers, [&](int64_t layer) {
-    return !llvm::is_contained(dense, layer) && (layer + 1) % step == 0;
+    return !std::binary_search(dense.begin(), dense.end(), layer) &&
+           (layer + 1) % step == 0;
   });
 }
 
@@ -256,9 +260,11 @@ void readLlama4Text(ConfigFields &f, MoELayerConfig &c) {
   // MoE layers: moe_layers, else every interleave_moe_layer_step-th layer.
   int64_t step = f.bounded("interleave_moe_layer_step", 1, 1, limits::kMaxLayers);
   std::vector<int64_t> listed = f.integers("moe_layers", 0, limits::kMaxLayers);
+  llvm::sort(listed);
   bool explicitList = f.has("moe_layers");
   readLayers(f, c, 48, [&](int64_t layer) {
-    return explicitList ? llvm::is_contained(listed, layer) : (layer + 1) % step == 0;
+    return explicitList ? std::binary_search(listed.begin(), listed.end(), layer)
+                        : (layer + 1) % step == 0;
   });
 }
 
