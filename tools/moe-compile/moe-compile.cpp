@@ -257,6 +257,9 @@ std::optional<std::string> optionProblem() {
       return "--model writes the plan into the output directory: no --plan";
     if (outputFile == "-")
       return "--model needs -o <directory>";
+    if (ep > 1)
+      return "--model writes one process's layer with every expert's weights: "
+             "--ep > 1 is not supported with --model yet (use --config)";
   }
   if (dispatchQuant != "none" && dispatchQuant != "fp8-e4m3-g128" &&
       dispatchQuant != "fp8-e4m3-g32-ue8m0")
