@@ -73,16 +73,25 @@ def phase_of(result):
     return "prefill" if totals.get("dispatch_calls_prefill") else "local"
 
 
-def report(results, dtype):
-    """Prints each rank's outcome; True when all match the reference."""
+def report(results, dtype, verbose):
+    """Each rank's outcome (printed with --verbose); True when all match."""
     ok = True
     for r in results:
         ok &= r["ok"]
-        print(f"  rank {r['rank']}: {r['tokens']} tokens, {phase_of(r)} variant, "
-              f"checksum sum(y)={r['checksum'][0]:.6f} sum|y|={r['checksum'][1]:.6f}, "
-              f"error vs reference: max_abs={r['max_abs']:.3e} max_rel={r['max_rel']:.3e} "
-              f"(tolerance {TOLERANCE[dtype]:.0e}) {'OK' if r['ok'] else 'FAIL'}")
+        if verbose:
+            print(f"  rank {r['rank']}: {r['tokens']} tokens, {phase_of(r)} variant, "
+                  f"checksum sum(y)={r['checksum'][0]:.6f} sum|y|={r['checksum'][1]:.6f}, "
+                  f"error vs reference: max_abs={r['max_abs']:.3e} max_rel={r['max_rel']:.3e} "
+                  f"(tolerance {TOLERANCE[dtype]:.0e}) {'OK' if r['ok'] else 'FAIL'}")
     return ok
+
+
+def table_row(config, dtype, ranks, results, ok):
+    """(layer, dtype, variant, ranks, max error, pass/fail) of one run."""
+    variants = sorted({phase_of(r) for r in results}) or ["-"]
+    error = max((r["max_rel"] for r in results), default=float("nan"))
+    return [Path(config).parent.name, dtype, "/".join(variants), str(ranks),
+            f"{error:.1e}", "pass" if ok else "FAIL"]
 
 
 def describe_phases(plan):
@@ -98,39 +107,52 @@ def describe_phases(plan):
     print(f"  phase selection: {plan['phases']['selection']}")
 
 
-def check(config, dtype, ranks, tokens, seed, scenario, work):
+def check(config, dtype, ranks, tokens, seed, scenario, work, verbose):
     """A prefill batch (`tokens` on rank 0) and a decode step, both picked by
-    the compiled entry from the token counts."""
+    the compiled entry from the token counts. Returns (ok, table rows,
+    counters)."""
     max_tokens = max(tokens_per_rank(scenario, ranks, tokens))
     library, plan = compile_config(config, work, dtype, ep=ranks, max_tokens_per_rank=max_tokens,
                                    decode_max_tokens=DECODE_MAX_TOKENS,
                                    name=f"layer_{Path(config).parent.name}".replace("-", "_"))
-    describe(plan, tokens)
     plan_path = Path(work) / f"{Path(library).stem}.plan.json"
-    layout = plan["layout"]
-    print(f"  layout: ep={layout['ep']} tp={layout['tp']}, "
-          f"{layout.get('local_experts', plan['experts'])} experts per rank, "
-          f"chunking {plan['chunking']}")
-    describe_phases(plan)
+    if verbose:
+        describe(plan, tokens)
+        layout = plan["layout"]
+        print(f"  layout: ep={layout['ep']} tp={layout['tp']}, "
+              f"{layout.get('local_experts', plan['experts'])} experts per rank, "
+              f"chunking {plan['chunking']}")
+        describe_phases(plan)
     results, done = run_ranks(library, plan_path, ranks, tokens, seed, scenario,
                               TOLERANCE[dtype], work)
-    ok = done.returncode == 0 and len(results) == ranks
-    for r in results:
-        print(f"  rank {r['rank']} routing, tokens per expert: {r['tokens_per_expert']}")
-    ok &= report(results, dtype)
+    prefill_ok = done.returncode == 0 and len(results) == ranks
+    if verbose:
+        for r in results:
+            print(f"  rank {r['rank']} routing, tokens per expert: {r['tokens_per_expert']}")
+    prefill_ok &= report(results, dtype, verbose)
     step = [min(DECODE_MAX_TOKENS, 1 + r) for r in range(ranks)]
-    print(f"  decode step: {step} tokens per rank")
+    if verbose:
+        print(f"  decode step: {step} tokens per rank")
     decoded, decode_done = run_ranks(library, plan_path, ranks, step[0], seed, "uniform",
                                      TOLERANCE[dtype], work, token_counts=step)
-    ok &= decode_done.returncode == 0 and len(decoded) == ranks and report(decoded, dtype)
+    decode_ok = (decode_done.returncode == 0 and len(decoded) == ranks
+                 and report(decoded, dtype, verbose))
     for run in (done, decode_done):
         if run.returncode != 0:
             print(f"  mpirun exited {run.returncode}:\n{run.stderr.strip()}")
+    rows = [table_row(config, dtype, ranks, results, prefill_ok),
+            table_row(config, dtype, ranks, decoded, decode_ok)]
     counters = {"layer": str(config), "dtype": dtype, "ranks": ranks, "scenario": scenario,
                 "prefill": [r["counters"] for r in results],
                 "decode": [r["counters"] for r in decoded]}
-    print("  counters: " + json.dumps(counters))
-    return ok
+    return prefill_ok and decode_ok, rows, counters
+
+
+def print_table(rows):
+    header = ["layer", "dtype", "variant", "ranks", "max error", "result"]
+    widths = [max(len(str(v)) for v in column) for column in zip(header, *rows)]
+    for row in [header, ["-" * w for w in widths], *rows]:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)))
 
 
 def main(argv=None):
@@ -144,23 +166,39 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tolerance", type=float,
                         help="override the per-dtype tolerance (max |y-ref| / max |ref|)")
+    parser.add_argument("--counters", type=Path, default=Path("moe-main-counters.json"),
+                        help="where the runtime's counters of every run go (JSON)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also print each layer's plan and each rank's outcome")
     args = parser.parse_args(argv)
     if args.tolerance is not None:
         TOLERANCE.update(f32=args.tolerance, bf16=args.tolerance)
     configs = args.config or sorted((ROOT / "examples").glob("*/config.json"))
     dtypes = ["f32", "bf16"] if args.dtype == "all" else [args.dtype]
-    failures = 0
+    failures, rows, counters = 0, [], []
     with tempfile.TemporaryDirectory(prefix="moe-main-") as work:
         for config in configs:
             for dtype in dtypes:
-                print(f"== {config} ({dtype}, {args.ranks} ranks, {args.scenario}) ==")
+                if args.verbose:
+                    print(f"== {config} ({dtype}, {args.ranks} ranks, {args.scenario}) ==")
                 try:
-                    ok = check(config, dtype, args.ranks, args.tokens, args.seed, args.scenario,
-                               work)
+                    ok, layer_rows, layer_counters = check(
+                        config, dtype, args.ranks, args.tokens, args.seed, args.scenario, work,
+                        args.verbose)
+                    rows += layer_rows
+                    counters.append(layer_counters)
                 except Exception as e:  # a failed compile is reported, not a traceback
-                    print(f"  FAILED: {e}")
+                    print(f"  {config} ({dtype}): FAILED: {e}")
+                    rows.append([Path(config).parent.name, dtype, "-", str(args.ranks), "-",
+                                 "FAIL"])
                     ok = False
                 failures += not ok
+    print(f"scenario {args.scenario}, {args.ranks} expert-parallel ranks on MPI; max error = "
+          f"max |y - ref| / max |ref| over ranks (tolerance f32 {TOLERANCE['f32']:.0e}, "
+          f"bf16 {TOLERANCE['bf16']:.0e})")
+    print_table(rows)
+    args.counters.write_text(json.dumps(counters, indent=1))
+    print(f"runtime counters: {args.counters.resolve()}")
     total = len(configs) * len(dtypes)
     print(f"{total - failures} of {total} layers match the reference")
     return 1 if failures else 0

@@ -51,10 +51,27 @@ def run_main(*args):
                           capture_output=True, text=True)
 
 
-def test_main_job_passes_on_an_example():
-    result = run_main("--config", str(EXAMPLES[0]), "--dtype", "f32", "--tokens", "8")
+def test_main_job_passes_on_an_example(tmp_path):
+    counters = tmp_path / "counters.json"
+    result = run_main("--config", str(EXAMPLES[0]), "--dtype", "f32", "--tokens", "8",
+                      "--counters", str(counters))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "error vs reference" in result.stdout and "OK" in result.stdout
+    # The compact table: one row per (layer, dtype, variant), then the counters' path.
+    rows = [line.split() for line in result.stdout.splitlines()
+            if line.startswith(EXAMPLES[0].parent.name)]
+    assert [r[2] for r in rows] == ["prefill", "decode"], result.stdout
+    assert all(r[-1] == "pass" and float(r[4]) <= main_job.TOLERANCE["f32"] for r in rows)
+    assert f"runtime counters: {counters}" in result.stdout
+    runs = json.loads(counters.read_text())
+    assert runs[0]["ranks"] == 2 and len(runs[0]["prefill"]) == 2
+    assert runs[0]["prefill"][0]["totals"]["dispatch_calls_prefill"] == 1
+
+
+def test_main_job_verbose_prints_each_rank(tmp_path):
+    result = run_main("--config", str(EXAMPLES[0]), "--dtype", "f32", "--tokens", "8",
+                      "--verbose", "--counters", str(tmp_path / "c.json"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "rank 1:" in result.stdout and "error vs reference" in result.stdout
 
 
 def test_main_job_fails_on_a_bad_config(tmp_path):
@@ -62,14 +79,15 @@ def test_main_job_fails_on_a_bad_config(tmp_path):
     config.write_text(json.dumps({"model_type": "qwen3_moe", "hidden_size": 64,
                                   "moe_intermediate_size": 32, "num_experts": "16",
                                   "num_experts_per_tok": 2}))
-    result = run_main("--config", str(config), "--dtype", "f32")
+    result = run_main("--config", str(config), "--dtype", "f32",
+                      "--counters", str(tmp_path / "c.json"))
     assert result.returncode == 1
     assert "$.num_experts: expected an integer" in result.stderr
 
 
-def test_main_job_fails_when_over_tolerance():
+def test_main_job_fails_when_over_tolerance(tmp_path):
     """The tolerance check is live: an impossible tolerance makes the job fail."""
     result = run_main("--config", str(EXAMPLES[0]), "--dtype", "f32", "--tokens", "4",
-                      "--tolerance", "1e-12")
+                      "--tolerance", "1e-12", "--counters", str(tmp_path / "c.json"))
     assert result.returncode == 1
     assert "FAIL" in result.stdout
