@@ -15,8 +15,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from .distributed import SCENARIOS, tokens_per_rank
-from .toolchain import ROOT, build_dir, compile_config
+from .toolchain import ROOT, build_dir, compile_config, tool
 
 # Max |y - ref| / max |ref|. f32 differs from the float64 reference by
 # summation order only; bf16 rounds x, the weights and every op's output to
@@ -148,6 +150,63 @@ def check(config, dtype, ranks, tokens, seed, scenario, work, verbose):
     return prefill_ok and decode_ok, rows, counters
 
 
+def hf_layer_weights(tensors, layer, plan):
+    """A MoE layer's arguments from a HuggingFace checkpoint's tensors, by
+    the HuggingFace names (written here from the transformers checkpoints,
+    independently of the compiler's loader)."""
+    prefix = f"model.layers.{layer}.mlp."
+    if plan["model_type"] == "mixtral":
+        prefix = f"model.layers.{layer}.block_sparse_moe."
+    gate, up, down = (("w1", "w3", "w2") if plan["model_type"] == "mixtral"
+                      else ("gate_proj", "up_proj", "down_proj"))
+    experts = range(plan["experts"])
+    weights = {
+        "router_weight": tensors[prefix + "gate.weight"],
+        "w13": np.stack([np.concatenate([tensors[f"{prefix}experts.{e}.{gate}.weight"],
+                                         tensors[f"{prefix}experts.{e}.{up}.weight"]])
+                         for e in experts]),
+        "w2": np.stack([tensors[f"{prefix}experts.{e}.{down}.weight"] for e in experts]),
+    }
+    if plan["routing"]["correction_bias"]:
+        weights["correction_bias"] = tensors[prefix + "gate.e_score_correction_bias"].reshape(-1)
+    if plan["shared_intermediate_size"]:
+        shared = prefix + "shared_experts."
+        weights["shared_w13"] = np.concatenate([tensors[shared + "gate_proj.weight"],
+                                                tensors[shared + "up_proj.weight"]])
+        weights["shared_w2"] = tensors[shared + "down_proj.weight"]
+    return weights
+
+
+def check_checkpoint(example, dtype, tokens, seed, work):
+    """moe-compile --model on an example's checkpoint, then every MoE layer
+    against the numpy reference with the checkpoint's own weights (read by
+    the safetensors package). Returns (ok, table rows)."""
+    from safetensors.torch import load_file  # the main job's set-up installs it
+    from . import load
+    from .reference import layer as reference_layer
+    from .weights import DTYPES
+    out = Path(work) / f"model-{example.name}-{dtype}"
+    subprocess.run([tool("moe-compile"), "--model", str(example), "-o", str(out),
+                    "--dtype", dtype], check=True, capture_output=True, text=True)
+    model = load(out)
+    tensors = {name: t.float().numpy()
+               for path in sorted(example.glob("*.safetensors"))
+               for name, t in load_file(path).items()}
+    ok, rows = True, []
+    for index, compiled in sorted(model.layers.items()):
+        plan = compiled.plan
+        rng = np.random.default_rng(seed + index)
+        x = rng.standard_normal((tokens, plan["hidden_size"])).astype(DTYPES[dtype])
+        ref = reference_layer(x.astype(np.float64), hf_layer_weights(tensors, index, plan), plan)
+        y = np.asarray(compiled(x), np.float64)
+        error = float(np.abs(y - ref).max() / np.abs(ref).max())
+        passed = error <= TOLERANCE[dtype]
+        ok &= passed
+        rows.append([f"{example.name}:layer{index}", dtype, "checkpoint", "1", f"{error:.1e}",
+                     "pass" if passed else "FAIL"])
+    return ok, rows
+
+
 def print_table(rows):
     header = ["layer", "dtype", "variant", "ranks", "max error", "result"]
     widths = [max(len(str(v)) for v in column) for column in zip(header, *rows)]
@@ -175,7 +234,7 @@ def main(argv=None):
         TOLERANCE.update(f32=args.tolerance, bf16=args.tolerance)
     configs = args.config or sorted((ROOT / "examples").glob("*/config.json"))
     dtypes = ["f32", "bf16"] if args.dtype == "all" else [args.dtype]
-    failures, rows, counters = 0, [], []
+    failures, checkpoints, rows, counters = 0, 0, [], []
     with tempfile.TemporaryDirectory(prefix="moe-main-") as work:
         for config in configs:
             for dtype in dtypes:
@@ -193,14 +252,31 @@ def main(argv=None):
                                  "FAIL"])
                     ok = False
                 failures += not ok
+        # The shipped checkpoints: moe-compile --model, one process.
+        for config in configs:
+            if not (config.parent / "model.safetensors").exists():
+                continue
+            for dtype in dtypes:
+                try:
+                    ok, layer_rows = check_checkpoint(config.parent, dtype, args.tokens,
+                                                      args.seed, work)
+                    rows += layer_rows
+                except Exception as e:  # a failed compile is reported, not a traceback
+                    detail = getattr(e, "stderr", "") or ""
+                    print(f"  {config.parent} ({dtype}, --model): FAILED: {e} {detail}")
+                    rows.append([config.parent.name, dtype, "checkpoint", "1", "-", "FAIL"])
+                    ok = False
+                failures += not ok
+                checkpoints += 1
     print(f"scenario {args.scenario}, {args.ranks} expert-parallel ranks on MPI; max error = "
           f"max |y - ref| / max |ref| over ranks (tolerance f32 {TOLERANCE['f32']:.0e}, "
           f"bf16 {TOLERANCE['bf16']:.0e})")
     print_table(rows)
     args.counters.write_text(json.dumps(counters, indent=1))
     print(f"runtime counters: {args.counters.resolve()}")
-    total = len(configs) * len(dtypes)
-    print(f"{total - failures} of {total} layers match the reference")
+    total = len(configs) * len(dtypes) + checkpoints
+    print(f"{total - failures} of {total} layers match the reference "
+          f"({checkpoints} of them compiled from checkpoints with --model)")
     return 1 if failures else 0
 
 

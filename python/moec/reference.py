@@ -1,8 +1,9 @@
 """Independent numpy reference for MoE routing and layers (float64 throughout).
 
 Written from the model definitions (HuggingFace Qwen3-MoE / Mixtral /
-DeepSeek-V3), not from the compiler: selection by stable argsort, groups by the
-sum of their two best scores, weights from the unbiased scores.
+DeepSeek-V2/V3 / Qwen2-MoE / Llama 4), not from the compiler: selection by
+stable argsort, groups by the sum of their two best scores (by the best with
+group_score "max"), weights from the unbiased scores.
 """
 import numpy as np
 
@@ -54,11 +55,19 @@ def layer(x, weights, plan):
     xs = np.asarray(x, np.float64)
     ids, w = route(xs, f64["router_weight"], plan["routing"], f64.get("correction_bias"))
     y = np.zeros_like(xs)
+    score_input = plan.get("score_input", False)  # Llama 4: the weight scales the input
     for expert in range(plan["experts"]):
         tok, choice = np.nonzero(ids == expert)
         if len(tok):
-            out = _swiglu_mlp(xs[tok], f64["w13"][expert], f64["w2"][expert])
-            np.add.at(y, tok, w[tok, choice][:, None] * out)
+            weight = w[tok, choice][:, None]
+            if score_input:
+                out = _swiglu_mlp(weight * xs[tok], f64["w13"][expert], f64["w2"][expert])
+            else:
+                out = weight * _swiglu_mlp(xs[tok], f64["w13"][expert], f64["w2"][expert])
+            np.add.at(y, tok, out)
     if "shared_w13" in f64:
-        y += _swiglu_mlp(xs, f64["shared_w13"], f64["shared_w2"])
+        shared = _swiglu_mlp(xs, f64["shared_w13"], f64["shared_w2"])
+        if "shared_gate" in f64:  # Qwen2-MoE: sigmoid(gate . x) scales it
+            shared = shared / (1.0 + np.exp(-(xs @ f64["shared_gate"].T)))
+        y += shared
     return y

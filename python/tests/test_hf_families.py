@@ -271,3 +271,17 @@ def test_bf16_router_matches_transformers_bf16_block(name, tmp_path):
     # ties; what bf16 logits reproduce is transformers' weights (the softmax
     # of the rounded logits): on average closer to the block.
     assert matched.mean() < token_errors("f32", np.abs(ref).max()).mean(), name
+
+
+@pytest.mark.parametrize("name", ["qwen2_moe", "llama4_text", "deepseek_v2_group_limited"])
+def test_numpy_reference_agrees_with_transformers(name, tmp_path):
+    """The numpy reference the main job and benchmarks use follows the newer
+    families too (gated shared expert, score on the input, V2's group rule)."""
+    from moec.reference import layer as reference_layer
+    config_json, block = _build(name, minimal=False)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config_json))
+    _, plan = compile_config(path, tmp_path)
+    weights = _layer_weights(_randomize(block, seed=3), plan)
+    x = np.random.default_rng(2).standard_normal((TOKENS, plan["hidden_size"])).astype(np.float32)
+    assert _error(reference_layer(x, weights, plan), _hf_forward(block, x)) <= 1e-5

@@ -59,7 +59,10 @@ def test_main_job_passes_on_an_example(tmp_path):
     # The compact table: one row per (layer, dtype, variant), then the counters' path.
     rows = [line.split() for line in result.stdout.splitlines()
             if line.startswith(EXAMPLES[0].parent.name)]
-    assert [r[2] for r in rows] == ["prefill", "decode"], result.stdout
+    # The EP runs from the config, then each MoE layer of the shipped
+    # checkpoint compiled with --model.
+    assert [r[2] for r in rows] == ["prefill", "decode", "checkpoint", "checkpoint"], \
+        result.stdout
     assert all(r[-1] == "pass" and float(r[4]) <= main_job.TOLERANCE["f32"] for r in rows)
     assert f"runtime counters: {counters}" in result.stdout
     runs = json.loads(counters.read_text())
