@@ -1,5 +1,6 @@
 """`pip install ./python` gives an importable moec that loads a compiled model."""
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,10 +21,15 @@ def _has_setuptools():
 
 def test_pip_install_then_load(tmp_path):
     target = tmp_path / "site"
+    # Built from a copy: setuptools writes its metadata (*.egg-info) next to
+    # the sources it builds.
+    source = tmp_path / "python"
+    shutil.copytree(PYTHON_DIR, source, ignore=shutil.ignore_patterns(
+        "tests", "__pycache__", "*.egg-info", "build"))
     # Without build isolation where setuptools is here: no download needed.
     isolation = ["--no-build-isolation"] if _has_setuptools() else []
     run = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                          *isolation, "--target", str(target), str(PYTHON_DIR)],
+                          *isolation, "--target", str(target), str(source)],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
     assert (target / "moec" / "model.py").is_file()
