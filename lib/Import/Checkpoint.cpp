@@ -2,6 +2,7 @@
 #include "moe/Import/Checkpoint.h"
 #include "moe/Support/JSONInput.h"
 
+#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -9,9 +10,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
-#include <cmath>
+#include <array>
 #include <cstring>
-#include <limits>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -66,26 +66,24 @@ float bf16ToFloat(uint16_t bits) {
   return f;
 }
 
+/// Every value of a narrow float format as f32, decoded once by APFloat.
+template <size_t N>
+std::array<float, N> decodeTable(const llvm::fltSemantics &format, unsigned bits) {
+  std::array<float, N> table;
+  for (size_t code = 0; code < N; ++code)
+    table[code] = llvm::APFloat(format, llvm::APInt(bits, code)).convertToFloat();
+  return table;
+}
+
 float f16ToFloat(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000) << 16, exponent = (h >> 10) & 0x1f,
-           mantissa = h & 0x3ff, bits;
-  if (exponent == 0x1f) {
-    bits = sign | 0x7f800000 | mantissa << 13;
-  } else if (exponent != 0) {
-    bits = sign | (exponent + 112) << 23 | mantissa << 13;
-  } else if (mantissa == 0) {
-    bits = sign;
-  } else { // subnormal: normalise
-    int shift = 0;
-    while (!(mantissa & 0x400)) {
-      mantissa <<= 1;
-      ++shift;
-    }
-    bits = sign | uint32_t(113 - shift) << 23 | (mantissa & 0x3ff) << 13;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  static const auto table = decodeTable<65536>(llvm::APFloat::IEEEhalf(), 16);
+  return table[h];
+}
+
+/// FP8 e4m3 as in DeepSeek-V3's checkpoints (e4m3fn: no infinities).
+float e4m3ToFloat(uint8_t code) {
+  static const auto table = decodeTable<256>(llvm::APFloat::Float8E4M3FN(), 8);
+  return table[code];
 }
 
 /// Round to nearest even; NaN stays a (quiet) NaN.
@@ -96,19 +94,6 @@ uint16_t floatToBf16(float f) {
     return uint16_t(bits >> 16 | 0x40);
   bits += 0x7fff + (bits >> 16 & 1);
   return uint16_t(bits >> 16);
-}
-
-/// FP8 e4m3 (no infinities; S.1111.111 is NaN).
-float e4m3ToFloat(uint8_t b) {
-  int exponent = b >> 3 & 0xf, mantissa = b & 7;
-  float magnitude;
-  if (exponent == 0xf && mantissa == 7)
-    magnitude = std::numeric_limits<float>::quiet_NaN();
-  else if (exponent == 0)
-    magnitude = std::ldexp(float(mantissa), -9); // subnormal: m/8 * 2^-6
-  else
-    magnitude = std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
-  return b & 0x80 ? -magnitude : magnitude;
 }
 
 float loadElement(const TensorInfo &t, int64_t i) {

@@ -323,3 +323,18 @@ def test_output_directory_moves_with_its_runtime(tmp_path):
     ref = _hf_forward(blocks[1], x)
     y = np.load(tmp_path / "y.npy")
     assert float(np.abs(y - ref).max() / np.abs(ref).max()) <= TOLERANCE
+
+
+def test_f16_checkpoint(tmp_path):
+    """F16 weights (a checkpoint saved in float16) are widened exactly."""
+    model_dir = tmp_path / "hf"
+    blocks, num_layers = _checkpoint("qwen3_moe", model_dir)
+    path = model_dir / "model.safetensors"
+    tensors = load_file(path)
+    save_file({k: v.to(torch.float16) for k, v in tensors.items()}, path,
+              metadata={"format": "pt"})
+    for block in blocks.values():  # the reference holds the same f16 values
+        with torch.no_grad():
+            for p in list(block.parameters()) + list(block.buffers()):
+                p.copy_(p.to(torch.float16).float())
+    _check("qwen3_moe f16", _compile_ok(model_dir, tmp_path / "out"), blocks, num_layers)
