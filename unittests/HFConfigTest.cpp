@@ -135,9 +135,13 @@ TEST(HFConfig, MathTheDialectLacksIsRefusedByPath) {
     "norm_topk_prob": true})", "$.norm_topk_prob:");
   refused(R"({"model_type": "deepseek_v3", "scoring_func": "softmax"})",
           "$.scoring_func: \"softmax\" is not what transformers' DeepseekV3");
-  refused(R"({"model_type": "gpt_oss", "quantization_config": {
+  refused(R"({"model_type": "mixtral", "quantization_config": {
     "quant_method": "mxfp4"}})",
-          "$.quantization_config.quant_method: \"mxfp4\" is not supported yet");
+          "$.quantization_config.quant_method: \"mxfp4\" is read for gpt_oss "
+          "checkpoints only");
+  refused(R"({"model_type": "qwen3_moe", "quantization_config": {
+    "quant_method": "awq"}})",
+          "$.quantization_config.quant_method: \"awq\" is not supported yet");
   refused(R"({"model_type": "deepseek_v3", "quantization_config": {
     "quant_method": "fp8"}})",
           "$.quantization_config.weight_block_size: expected [rows, columns]");
@@ -152,7 +156,23 @@ TEST(HFConfig, MathTheDialectLacksIsRefusedByPath) {
   ASSERT_TRUE(fp8->fp8WeightBlocks.has_value());
   EXPECT_EQ(fp8->fp8WeightBlocks->first, 128);
   EXPECT_EQ(fp8->fp8WeightBlocks->second, 64);
-  refused(R"({"model_type": "gpt_oss"})", "$.model_type: \"gpt_oss\" is not supported yet");
+  refused(R"({"model_type": "phimoe"})", "$.model_type: \"phimoe\" is not supported yet");
+  // gpt-oss: transformers' defaults, MXFP4 experts read as such.
+  auto oss = parseHFConfig(R"({"model_type": "gpt_oss", "quantization_config": {
+    "quant_method": "mxfp4"}, "swiglu_limit": 5.5})");
+  ASSERT_TRUE(static_cast<bool>(oss)) << llvm::toString(oss.takeError());
+  EXPECT_EQ(oss->hiddenSize, 2880);
+  EXPECT_EQ(oss->numExperts, 128);
+  EXPECT_EQ(oss->topK, 4);
+  EXPECT_TRUE(oss->normalize);
+  EXPECT_TRUE(oss->routerBias);
+  EXPECT_TRUE(oss->expertBias);
+  EXPECT_TRUE(oss->mxfp4Experts);
+  EXPECT_EQ(oss->activation, Activation::clamped_swiglu);
+  EXPECT_DOUBLE_EQ(oss->swigluAlpha, 1.702);
+  EXPECT_DOUBLE_EQ(oss->swigluLimit, 5.5);
+  EXPECT_EQ(oss->moeLayers.size(), 36u);
+  refused(R"({"model_type": "gpt_oss", "swiglu_limit": 0})", "$.swiglu_limit:");
   refused(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text",
     "num_experts_per_tok": 2}})",
           "$.text_config.num_experts_per_tok: 2: Llama 4's routing weight scales");

@@ -11,6 +11,7 @@
 #include "llvm/Support/Path.h"
 
 #include <array>
+#include <cmath>
 #include <cstring>
 
 using namespace mlir;
@@ -19,22 +20,35 @@ namespace json = llvm::json;
 
 namespace {
 /// Where a family's checkpoints keep a MoE block's tensors; `{0}` is the
-/// decoder layer in `block`, the expert in the expert names.
+/// decoder layer in `blocks`, the expert in the per-expert names.
 struct WeightNames {
-  const char *block;
+  /// Where a MoE block may live (multimodal models nest the language
+  /// model); the first one holding the router is used.
+  std::vector<const char *> blocks = {"model.layers.{0}.mlp."};
   const char *router = "gate.weight";
   const char *bias = "gate.e_score_correction_bias";
+  const char *routerBias = "router.bias";
   const char *gate = "experts.{0}.gate_proj.weight";
   const char *up = "experts.{0}.up_proj.weight";
   const char *down = "experts.{0}.down_proj.weight";
+  /// Experts fused into gate_up[E, 2I, H] and down[E, H, I], or transposed
+  /// ([E, H, 2I], [E, I, H]); `transposed` is how transformers holds them,
+  /// which decides a square shape. `interleaved`: gate and up alternate
+  /// along 2I (gpt-oss), else gate comes first.
+  const char *fusedGateUp = nullptr;
+  const char *fusedDown = "experts.down_proj";
+  bool transposed = false;
+  bool interleaved = false;
+  const char *gateUpBias = "experts.gate_up_proj_bias";
+  const char *downBias = "experts.down_proj_bias";
   const char *shared = "shared_experts.";
   const char *sharedGate = "shared_expert_gate.weight";
 };
 
-std::optional<WeightNames> weightNames(llvm::StringRef modelType) {
-  WeightNames names{"model.layers.{0}.mlp."};
+WeightNames weightNames(llvm::StringRef modelType) {
+  WeightNames names;
   if (modelType == "mixtral") {
-    names.block = "model.layers.{0}.block_sparse_moe.";
+    names.blocks = {"model.layers.{0}.block_sparse_moe."};
     names.gate = "experts.{0}.w1.weight";
     names.up = "experts.{0}.w3.weight";
     names.down = "experts.{0}.w2.weight";
@@ -42,8 +56,23 @@ std::optional<WeightNames> weightNames(llvm::StringRef modelType) {
     names.shared = "shared_expert.";
   } else if (modelType == "ernie4_5_moe") {
     names.bias = "moe_statics.e_score_correction_bias";
-  } else if (modelType == "qwen3_vl_moe_text" || modelType == "llama4_text") {
-    return std::nullopt; // experts stored fused and transposed
+  } else if (modelType == "qwen3_vl_moe_text") {
+    names.blocks = {"model.language_model.layers.{0}.mlp.", "model.layers.{0}.mlp.",
+                    "layers.{0}.mlp."};
+    names.fusedGateUp = "experts.gate_up_proj";
+  } else if (modelType == "llama4_text") {
+    names.blocks = {"language_model.model.layers.{0}.feed_forward.",
+                    "model.language_model.layers.{0}.feed_forward.",
+                    "model.layers.{0}.feed_forward."};
+    names.router = "router.weight";
+    names.fusedGateUp = "experts.gate_up_proj";
+    names.transposed = true;
+    names.shared = "shared_expert.";
+  } else if (modelType == "gpt_oss") {
+    names.router = "router.weight";
+    names.fusedGateUp = "experts.gate_up_proj";
+    names.transposed = true;
+    names.interleaved = true;
   }
   return names;
 }
@@ -121,8 +150,22 @@ float loadElement(const TensorInfo &t, int64_t i) {
   }
 }
 
-/// Element i (row-major) of a piece, its block scale applied.
-float pieceElement(const TensorPiece &piece, int64_t i) {
+/// Element i (row-major) of an MXFP4 tensor: an FP4 E2M1 code times two to
+/// its block's E8M0 exponent (bias 127).
+float mxfp4Element(const TensorInfo &blocks, const TensorInfo &scales, int64_t i) {
+  static constexpr float kE2M1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,
+                                      4.0f,  6.0f,  -0.0f, -0.5f, -1.0f, -1.5f,
+                                      -2.0f, -3.0f, -4.0f, -6.0f};
+  uint8_t pair = blocks.data[size_t(i / 2)];
+  uint8_t code = i % 2 ? pair >> 4 : pair & 0xf;
+  return std::ldexp(kE2M1[code], int(scales.data[size_t(i / 32)]) - 127);
+}
+
+/// Element k of a piece's view, its scales applied.
+float pieceElement(const TensorPiece &piece, int64_t k) {
+  int64_t i = piece.offset + k / piece.cols * piece.rowStride + k % piece.cols * piece.colStride;
+  if (piece.mxfp4Scales)
+    return mxfp4Element(*piece.tensor, *piece.mxfp4Scales, i);
   float v = loadElement(*piece.tensor, i);
   if (!piece.scaleInv)
     return v;
@@ -132,6 +175,29 @@ float pieceElement(const TensorPiece &piece, int64_t i) {
                          r / piece.blockRows * scaleCols + c / piece.blockCols);
 }
 } // namespace
+
+TensorPiece TensorPiece::whole(const TensorInfo *t) {
+  TensorPiece piece;
+  piece.tensor = t;
+  piece.count = piece.cols = t->elements();
+  return piece;
+}
+
+TensorPiece TensorPiece::view(int64_t at, int64_t rows, int64_t columns, int64_t rowStep,
+                              int64_t colStep) const {
+  TensorPiece piece = *this;
+  piece.offset = at;
+  piece.count = rows * columns;
+  piece.cols = columns;
+  piece.rowStride = rowStep;
+  piece.colStride = colStep;
+  return piece;
+}
+
+bool TensorPiece::isWholeTensor() const {
+  return !scaleInv && !mxfp4Scales && offset == 0 && colStride == 1 &&
+         count == tensor->elements() && (cols == count || rowStride == cols);
+}
 
 int64_t LayerTensor::bytes() const {
   int64_t n = dtypeBytes(dtype);
@@ -216,13 +282,31 @@ const TensorInfo *Checkpoint::tensor(llvm::StringRef name) const {
 llvm::Expected<std::vector<LayerTensor>>
 Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
   const MoELayerConfig &c = layerConfig;
-  std::optional<WeightNames> names = weightNames(c.modelType);
-  if (!names)
-    return error(directory + ": reading " + c.modelType +
-                 " checkpoints is not supported yet (use --config)");
-  std::string block = llvm::formatv(names->block, layer).str();
+  const WeightNames names = weightNames(c.modelType);
+  std::string block = llvm::formatv(names.blocks.front(), layer).str();
+  for (const char *candidate : names.blocks) {
+    std::string prefix = llvm::formatv(candidate, layer).str();
+    if (tensor(prefix + names.router)) {
+      block = prefix;
+      break;
+    }
+  }
   const int64_t e = c.numExperts, h = c.hiddenSize, i = c.intermediateSize,
                 s = c.sharedIntermediateSize;
+  auto missing = [&](const std::string &full, llvm::StringRef why = "") {
+    return error(directory + ": tensor '" + full + "' is missing (MoE layer " +
+                 std::to_string(layer) + " of this " + c.modelType +
+                 " checkpoint needs it" + why + ")");
+  };
+  auto misshapen = [&](const std::string &full, llvm::StringRef expected,
+                       const TensorInfo &t) {
+    return error(directory + ": tensor '" + full + "': expected " + expected + ", got " +
+                 dtypeName(t.dtype) + " " + showShape(t.shape));
+  };
+  auto isFloat = [](const TensorInfo &t) {
+    return t.dtype == TensorDType::F32 || t.dtype == TensorDType::BF16 ||
+           t.dtype == TensorDType::F16;
+  };
 
   // Finds `name` in the block with `elements` elements of `shape` (a bias
   // may be [E] or [1, E]: only its element count matters), and the block
@@ -232,18 +316,15 @@ Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
     std::string full = block + name;
     const TensorInfo *t = tensor(full);
     if (!t)
-      return error(directory + ": tensor '" + full + "' is missing (MoE layer " +
-                   std::to_string(layer) + " of this " + c.modelType +
-                   " checkpoint needs it)");
+      return missing(full);
     int64_t want = 1;
     for (int64_t d : shape)
       want *= d;
     if (countOnly ? t->elements() != want : t->shape != std::vector<int64_t>(shape))
       return error(directory + ": tensor '" + full + "': expected shape " +
                    showShape(shape) + ", got " + showShape(t->shape));
-    TensorPiece piece{t};
-    if (t->dtype == TensorDType::F32 || t->dtype == TensorDType::BF16 ||
-        t->dtype == TensorDType::F16)
+    TensorPiece piece = TensorPiece::whole(t);
+    if (isFloat(*t))
       return piece;
     if (t->dtype != TensorDType::F8E4M3 || shape.size() != 2)
       return error(directory + ": tensor '" + full + "' is " +
@@ -273,8 +354,54 @@ Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
     return piece;
   };
 
+  // A fused expert tensor of `experts x out x in` weights, as a piece whose
+  // element (e, o, k) is at e * out * in + o * rowStep + k * colStep:
+  // stored [E, out, in], or [E, in, out] (transposed), or as MXFP4 blocks
+  // [E, out, in/32, 16] with scales [E, out, in/32].
+  struct Fused {
+    TensorPiece piece;
+    int64_t rowStep, colStep;
+  };
+  auto findFused = [&](const std::string &name, int64_t out,
+                       int64_t in) -> llvm::Expected<Fused> {
+    std::string full = block + name;
+    std::vector<int64_t> plain = {e, out, in}, swapped = {e, in, out};
+    if (const TensorInfo *t = tensor(full)) {
+      if (!isFloat(*t))
+        return error(directory + ": tensor '" + full + "' is " + dtypeName(t->dtype) +
+                     ": fused expert tensors are read in F32, BF16, F16 or MXFP4");
+      // A square shape is read as transformers holds it.
+      bool isSwapped = names.transposed ? t->shape == swapped : t->shape != plain;
+      if (t->shape != plain && t->shape != swapped)
+        return misshapen(full, "shape " + showShape(plain) + " or " + showShape(swapped), *t);
+      if (isSwapped)
+        return Fused{TensorPiece::whole(t), 1, out};
+      return Fused{TensorPiece::whole(t), in, 1};
+    }
+    const TensorInfo *blocks = tensor(full + "_blocks"), *scales = tensor(full + "_scales");
+    if (!blocks)
+      return missing(full, " or its MXFP4 '_blocks' and '_scales'");
+    if (!c.mxfp4Experts)
+      return error(directory + ": tensor '" + full + "_blocks' is MXFP4 but " + configFile +
+                   " has no quantization_config with quant_method \"mxfp4\"");
+    if (!scales)
+      return missing(full + "_scales", ", the scales of the MXFP4 blocks");
+    if (in % 32 != 0)
+      return error(directory + ": tensor '" + full + "_blocks': MXFP4 blocks of 32 "
+                   "need a multiple of 32 inputs, got " + std::to_string(in));
+    std::vector<int64_t> blockShape = {e, out, in / 32, 16}, scaleShape = {e, out, in / 32};
+    if (blocks->dtype != TensorDType::U8 || blocks->shape != blockShape)
+      return misshapen(full + "_blocks", "U8 " + showShape(blockShape), *blocks);
+    if (scales->dtype != TensorDType::U8 || scales->shape != scaleShape)
+      return misshapen(full + "_scales", "U8 " + showShape(scaleShape), *scales);
+    TensorPiece piece;
+    piece.tensor = blocks;
+    piece.mxfp4Scales = scales;
+    return Fused{piece, in, 1};
+  };
+
   std::vector<LayerTensor> out;
-  out.reserve(7); // `add` returns references into it: no reallocation
+  out.reserve(11); // `add` returns references into it: no reallocation
   auto add = [&](llvm::StringRef parameter, TensorDType dtype,
                  std::vector<int64_t> shape) -> LayerTensor & {
     out.push_back({parameter.str(), dtype, std::move(shape), {}});
@@ -289,29 +416,66 @@ Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
     return llvm::Error::success();
   };
 
-  if (llvm::Error err = single(add("router_weight", element, {e, h}), names->router, {e, h}))
+  if (llvm::Error err = single(add("router_weight", element, {e, h}), names.router, {e, h}))
     return std::move(err);
   if (c.correctionBias)
     if (llvm::Error err = single(add("correction_bias", TensorDType::F32, {e}),
-                                 names->bias, {e}, /*countOnly=*/true))
+                                 names.bias, {e}, /*countOnly=*/true))
+      return std::move(err);
+  if (c.routerBias)
+    if (llvm::Error err = single(add("router_bias", TensorDType::F32, {e}),
+                                 names.routerBias, {e}))
       return std::move(err);
   LayerTensor &w13 = add("w13", element, {e, 2 * i, h});
   LayerTensor &w2 = add("w2", element, {e, h, i});
-  for (int64_t expert = 0; expert < e; ++expert) {
-    auto gate = find(llvm::formatv(names->gate, expert).str(), {i, h}, false);
-    if (!gate)
-      return gate.takeError();
-    auto up = find(llvm::formatv(names->up, expert).str(), {i, h}, false);
-    if (!up)
-      return up.takeError();
-    auto down = find(llvm::formatv(names->down, expert).str(), {h, i}, false);
+  // Where up's rows start after gate's, along 2I: the next one when
+  // interleaved, I rows on otherwise.
+  const int64_t upStep = names.interleaved ? 1 : i, gateStep = names.interleaved ? 2 : 1;
+  if (names.fusedGateUp) {
+    auto gateUp = findFused(names.fusedGateUp, 2 * i, h);
+    if (!gateUp)
+      return gateUp.takeError();
+    auto down = findFused(names.fusedDown, h, i);
     if (!down)
       return down.takeError();
-    w13.pieces.push_back({*gate, *up});
-    w2.pieces.push_back({*down});
+    for (int64_t expert = 0; expert < e; ++expert) {
+      const Fused &gu = *gateUp;
+      int64_t base = expert * 2 * i * h;
+      w13.pieces.push_back(
+          {gu.piece.view(base, i, h, gateStep * gu.rowStep, gu.colStep),
+           gu.piece.view(base + upStep * gu.rowStep, i, h, gateStep * gu.rowStep, gu.colStep)});
+      w2.pieces.push_back(
+          {down->piece.view(expert * h * i, h, i, down->rowStep, down->colStep)});
+    }
+  } else {
+    for (int64_t expert = 0; expert < e; ++expert) {
+      auto gate = find(llvm::formatv(names.gate, expert).str(), {i, h}, false);
+      if (!gate)
+        return gate.takeError();
+      auto up = find(llvm::formatv(names.up, expert).str(), {i, h}, false);
+      if (!up)
+        return up.takeError();
+      auto down = find(llvm::formatv(names.down, expert).str(), {h, i}, false);
+      if (!down)
+        return down.takeError();
+      w13.pieces.push_back({*gate, *up});
+      w2.pieces.push_back({*down});
+    }
+  }
+  if (c.expertBias) {
+    auto gateUp = find(names.gateUpBias, {e, 2 * i}, false);
+    if (!gateUp)
+      return gateUp.takeError();
+    LayerTensor &w13Bias = add("w13_bias", element, {e, 2 * i});
+    for (int64_t expert = 0; expert < e; ++expert)
+      w13Bias.pieces.push_back(
+          {gateUp->view(expert * 2 * i, 1, i, 0, gateStep),
+           gateUp->view(expert * 2 * i + upStep, 1, i, 0, gateStep)});
+    if (llvm::Error err = single(add("w2_bias", element, {e, h}), names.downBias, {e, h}))
+      return std::move(err);
   }
   if (s) {
-    std::string shared = names->shared;
+    std::string shared = names.shared;
     LayerTensor &sharedW13 = add("shared_w13", element, {2 * s, h});
     auto gate = find(shared + "gate_proj.weight", {s, h}, false);
     if (!gate)
@@ -325,7 +489,7 @@ Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
       return std::move(err);
     if (c.sharedGate)
       if (llvm::Error err = single(add("shared_gate", element, {1, h}),
-                                   names->sharedGate, {1, h}))
+                                   names.sharedGate, {1, h}))
         return std::move(err);
   }
   return out;
@@ -335,12 +499,12 @@ void moe::writeLayerTensor(const LayerTensor &t, llvm::raw_ostream &os) {
   std::vector<uint8_t> chunk;
   for (const std::vector<TensorPiece> &group : t.pieces)
     for (const TensorPiece &piece : group) {
-      if (piece.tensor->dtype == t.dtype && !piece.scaleInv) {
+      if (piece.tensor->dtype == t.dtype && piece.isWholeTensor()) {
         os.write(reinterpret_cast<const char *>(piece.tensor->data.data()),
                  piece.tensor->data.size());
         continue;
       }
-      const int64_t n = piece.tensor->elements(), width = dtypeBytes(t.dtype);
+      const int64_t n = piece.count, width = dtypeBytes(t.dtype);
       chunk.resize(size_t(std::min<int64_t>(n, 1 << 16) * width));
       for (int64_t begin = 0; begin < n; begin += 1 << 16) {
         int64_t count = std::min<int64_t>(n - begin, 1 << 16);

@@ -29,8 +29,14 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
   SmallVector<Type> inputs = {xType, RankedTensorType::get({e, h}, elem)};
   if (c.correctionBias)
     inputs.push_back(RankedTensorType::get({e}, b.getF32Type()));
+  if (c.routerBias)
+    inputs.push_back(RankedTensorType::get({e}, b.getF32Type()));
   inputs.push_back(RankedTensorType::get({local, 2 * i, h}, elem));
   inputs.push_back(RankedTensorType::get({local, h, i}, elem));
+  if (c.expertBias) {
+    inputs.push_back(RankedTensorType::get({local, 2 * i}, elem));
+    inputs.push_back(RankedTensorType::get({local, h}, elem));
+  }
   if (s) {
     inputs.push_back(RankedTensorType::get({2 * s, h}, elem));
     inputs.push_back(RankedTensorType::get({h, s}, elem));
@@ -52,7 +58,10 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
   auto args = body->getArguments();
   unsigned next = 2;
   Value bias = c.correctionBias ? args[next++] : Value();
+  Value routerBias = c.routerBias ? args[next++] : Value();
   Value w13 = args[next++], w2 = args[next++];
+  Value w13Bias = c.expertBias ? args[next++] : Value();
+  Value w2Bias = c.expertBias ? args[next++] : Value();
   Value sharedW13 = s ? args[next++] : Value();
   Value sharedW2 = s ? args[next++] : Value();
   Value sharedGate = s && c.sharedGate ? args[next++] : Value();
@@ -66,16 +75,17 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
       c.groupMax, c.logitsBf16);
   if (!routing)
     return nullptr;
+  const bool clamped = c.activation == Activation::clamped_swiglu;
   auto layer = LayerOp::create(
-      b, loc, xType, args[0], args[1], bias, w13, w2, sharedW13, sharedW2,
-      sharedGate, expertRank, physToLog, replicaShare, routing,
-      ActivationAttr::get(&context, Activation::swiglu),
+      b, loc, xType, args[0], args[1], bias, routerBias, w13, w2, w13Bias, w2Bias,
+      sharedW13, sharedW2, sharedGate, expertRank, physToLog, replicaShare, routing,
+      ActivationAttr::get(&context, c.activation),
       LayoutAttr::getChecked([&] { return emitError(loc); }, &context, ep,
                              layout.tp),
       ep > 1 ? b.getI64IntegerAttr(maxTokensPerRank) : IntegerAttr(),
-      PhaseAttr());
-  if (c.scoreInput)
-    layer.setScoreInput(true);
+      PhaseAttr(), c.scoreInput ? b.getUnitAttr() : UnitAttr(),
+      clamped ? b.getF32FloatAttr(c.swigluAlpha) : FloatAttr(),
+      clamped ? b.getF32FloatAttr(c.swigluLimit) : FloatAttr());
   func::ReturnOp::create(b, loc, layer.getY());
   return module;
 }
@@ -103,10 +113,18 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
   add("router_weight[E,H]", "router_weight", {e, h}, elementType);
   if (c.correctionBias)
     add("correction_bias[E] (f32)", "correction_bias", {e}, "f32");
+  if (c.routerBias)
+    add("router_bias[E] (f32)", "router_bias", {e}, "f32");
   add(placed ? "w13[P/ep,2I,H]" : "w13[E/ep,2I,H]", "w13", {local, 2 * i, h},
       elementType);
   add(placed ? "w2[P/ep,H,I]" : "w2[E/ep,H,I]", "w2", {local, h, i},
       elementType);
+  if (c.expertBias) {
+    add(placed ? "w13_bias[P/ep,2I]" : "w13_bias[E/ep,2I]", "w13_bias", {local, 2 * i},
+        elementType);
+    add(placed ? "w2_bias[P/ep,H]" : "w2_bias[E/ep,H]", "w2_bias", {local, h},
+        elementType);
+  }
   if (s) {
     add("shared_w13[2Is,H]", "shared_w13", {2 * s, h}, elementType);
     add("shared_w2[H,Is]", "shared_w2", {h, s}, elementType);
@@ -139,6 +157,13 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
       {"shared_intermediate_size", c.sharedIntermediateSize},
       {"shared_gate", c.sharedGate},
       {"score_input", c.scoreInput},
+      {"router_bias", c.routerBias},
+      {"expert_bias", c.expertBias},
+      {"activation", c.activation == Activation::clamped_swiglu
+                         ? json::Value(json::Object{{"kind", "clamped_swiglu"},
+                                                    {"alpha", c.swigluAlpha},
+                                                    {"limit", c.swigluLimit}})
+                         : json::Value(json::Object{{"kind", "swiglu"}})},
       {"routing",
        json::Object{{"score", stringifyScoreFunction(c.score)},
                     {"top_k", c.topK},

@@ -268,6 +268,22 @@ void readLlama4Text(ConfigFields &f, MoELayerConfig &c) {
   });
 }
 
+/// gpt-oss: a biased router, softmax over the chosen logits, biased
+/// experts with interleaved gate/up columns (the checkpoint reader splits
+/// them) and a clamped SwiGLU.
+void readGptOss(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, kMixtralExperts, "intermediate_size",
+            std::array<llvm::StringRef, 2>{"num_experts_per_tok", "experts_per_token"},
+            {2880, 2880, 128, 4});
+  c.normalize = true; // softmax of the chosen logits == renormalised softmax
+  c.routerBias = true;
+  c.expertBias = true;
+  c.activation = Activation::clamped_swiglu;
+  c.swigluAlpha = f.number("swiglu_alpha", 1.702, -1e30, 1e30);
+  c.swigluLimit = f.number("swiglu_limit", 7.0, 1e-30, 1e30);
+  readLayers(f, c, 36, [](int64_t) { return true; });
+}
+
 struct Family {
   llvm::StringRef modelType;
   void (*read)(ConfigFields &, MoELayerConfig &);
@@ -287,13 +303,13 @@ const Family kFamilies[] = {
     {"dots1", readDots1},
     {"ernie4_5_moe", readErnie45Moe},
     {"llama4_text", readLlama4Text},
+    {"gpt_oss", readGptOss},
 };
 
 /// Model types known to have a MoE block whose math the dialect cannot
 /// express yet, and what is missing.
 const std::pair<llvm::StringRef, llvm::StringRef> kNotYet[] = {
-    {"gpt_oss", "router and expert biases, interleaved gate/up weights and "
-                "a clamped SwiGLU with alpha 1.702"},
+    {"phimoe", "SparseMixer routing (top-2 chosen in two masked rounds)"},
 };
 
 llvm::Error configError(const std::string &message) {
@@ -301,19 +317,23 @@ llvm::Error configError(const std::string &message) {
 }
 
 /// quantization_config: FP8 (e4m3) weights in blocks with f32
-/// weight_scale_inv (DeepSeek-V3's format) are dequantized when the
-/// checkpoint is read; any other scheme is refused.
-llvm::Error readQuantization(const json::Value &value,
-                             std::optional<std::pair<int64_t, int64_t>> &blocks) {
+/// weight_scale_inv (DeepSeek-V3's format) and MXFP4 experts (gpt-oss) are
+/// dequantized when the checkpoint is read; any other scheme is refused.
+llvm::Error readQuantization(const json::Value &value, MoELayerConfig &c) {
   const json::Object *q = value.getAsObject();
   if (!q)
     return configError("$.quantization_config: expected a JSON object");
   ConfigFields f(*q, "$.quantization_config");
   std::string method = f.string("quant_method", std::string("?"));
+  if (!f.error && method == "mxfp4") {
+    c.mxfp4Experts = true;
+    return llvm::Error::success();
+  }
   if (!f.error && method != "fp8")
     return configError("$.quantization_config.quant_method: \"" + method +
                        "\" is not supported yet (FP8 block-scaled weights, "
-                       "quant_method \"fp8\", are)");
+                       "quant_method \"fp8\", and MXFP4 experts, \"mxfp4\", "
+                       "are)");
   std::string format = f.string("fmt", std::string("e4m3"));
   if (!f.error && format != "e4m3")
     f.failAt("fmt", "\"" + format + "\" is not supported (e4m3 is)");
@@ -323,7 +343,7 @@ llvm::Error readQuantization(const json::Value &value,
                                   "(per-tensor FP8 scales are not supported)");
   if (f.error)
     return configError(*f.error);
-  blocks = std::make_pair(block[0], block[1]);
+  c.fp8WeightBlocks = std::make_pair(block[0], block[1]);
   return llvm::Error::success();
 }
 
@@ -347,10 +367,10 @@ llvm::Expected<MoELayerConfig> moe::parseHFConfig(llvm::StringRef jsonText) {
   std::string outerType = outer.string("model_type");
   if (outer.error)
     return configError(*outer.error);
-  std::optional<std::pair<int64_t, int64_t>> fp8Blocks;
+  MoELayerConfig quantization;
   if (const json::Value *q = top->get("quantization_config");
       q && q->kind() != json::Value::Null) {
-    if (llvm::Error e = readQuantization(*q, fp8Blocks))
+    if (llvm::Error e = readQuantization(*q, quantization))
       return std::move(e);
   }
   // Multimodal wrappers (qwen3_vl_moe, llama4, kimi_k25) keep the language
@@ -385,7 +405,11 @@ llvm::Expected<MoELayerConfig> moe::parseHFConfig(llvm::StringRef jsonText) {
                                      path, modelType, supportedList()));
   }
   family->read(f, c);
-  c.fp8WeightBlocks = fp8Blocks;
+  c.fp8WeightBlocks = quantization.fp8WeightBlocks;
+  c.mxfp4Experts = quantization.mxfp4Experts;
+  if (c.mxfp4Experts && modelType != "gpt_oss")
+    return configError("$.quantization_config.quant_method: \"mxfp4\" is read "
+                       "for gpt_oss checkpoints only, not " + modelType);
   std::string act = f.string("hidden_act", std::string("silu"));
   if (!f.error && act != "silu")
     f.failAt("hidden_act", "\"" + act + "\" is not supported yet: the experts "

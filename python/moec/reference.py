@@ -1,9 +1,9 @@
 """Independent numpy reference for MoE routing and layers (float64 throughout).
 
 Written from the model definitions (HuggingFace Qwen3-MoE / Mixtral /
-DeepSeek-V2/V3 / Qwen2-MoE / Llama 4), not from the compiler: selection by
-stable argsort, groups by the sum of their two best scores (by the best with
-group_score "max"), weights from the unbiased scores.
+DeepSeek-V2/V3 / Qwen2-MoE / Llama 4 / gpt-oss), not from the compiler:
+selection by stable argsort, groups by the sum of their two best scores (by
+the best with group_score "max"), weights from the unbiased scores.
 """
 import numpy as np
 
@@ -14,9 +14,13 @@ def _softmax(logits):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def route(x, router_weight, routing, bias=None):
-    """Returns (ids [T,k] int32, weights [T,k] float64), best choice first."""
+def route(x, router_weight, routing, bias=None, logit_bias=None):
+    """Returns (ids [T,k] int32, weights [T,k] float64), best choice first.
+    `bias` moves the choice only (DeepSeek-V3); `logit_bias` is added to the
+    logits (gpt-oss's router bias)."""
     logits = np.asarray(x, np.float64) @ np.asarray(router_weight, np.float64).T
+    if logit_bias is not None:
+        logits = logits + np.asarray(logit_bias, np.float64)
     if routing["score"] == "softmax":
         scores = _softmax(logits)
     else:
@@ -41,32 +45,42 @@ def route(x, router_weight, routing, bias=None):
     return ids.astype(np.int32), weights
 
 
-def _swiglu_mlp(rows, w13, w2):
-    """rows [N,H] through one expert: w2 . (silu(gate) * up)."""
-    h = rows @ w13.T
+def _swiglu_mlp(rows, w13, w2, activation=None, b13=0.0, b2=0.0):
+    """rows [N,H] through one expert: w2 . (silu(gate) * up), or gpt-oss's
+    clamped SwiGLU (gate clamped above, up both ways, up + 1) with biases."""
+    h = rows @ w13.T + b13
     half = h.shape[-1] // 2
     gate, up = h[:, :half], h[:, half:]
-    return ((gate / (1.0 + np.exp(-gate))) * up) @ w2.T
+    if activation and activation["kind"] == "clamped_swiglu":
+        limit, alpha = activation["limit"], activation["alpha"]
+        gate = np.minimum(gate, limit)
+        up = np.clip(up, -limit, limit)
+        return (gate / (1.0 + np.exp(-alpha * gate)) * (up + 1.0)) @ w2.T + b2
+    return ((gate / (1.0 + np.exp(-gate))) * up) @ w2.T + b2
 
 
 def layer(x, weights, plan):
     """The MoE block: routed experts weighted by the router, plus shared expert."""
     f64 = {k: np.asarray(v, np.float64) for k, v in weights.items()}
     xs = np.asarray(x, np.float64)
-    ids, w = route(xs, f64["router_weight"], plan["routing"], f64.get("correction_bias"))
+    ids, w = route(xs, f64["router_weight"], plan["routing"], f64.get("correction_bias"),
+                   f64.get("router_bias"))
     y = np.zeros_like(xs)
     score_input = plan.get("score_input", False)  # Llama 4: the weight scales the input
+    activation = plan.get("activation")
     for expert in range(plan["experts"]):
         tok, choice = np.nonzero(ids == expert)
         if len(tok):
             weight = w[tok, choice][:, None]
-            if score_input:
-                out = _swiglu_mlp(weight * xs[tok], f64["w13"][expert], f64["w2"][expert])
-            else:
-                out = weight * _swiglu_mlp(xs[tok], f64["w13"][expert], f64["w2"][expert])
+            biases = {}
+            if "w13_bias" in f64:  # gpt-oss
+                biases = dict(b13=f64["w13_bias"][expert], b2=f64["w2_bias"][expert])
+            mlp = lambda rows: _swiglu_mlp(rows, f64["w13"][expert], f64["w2"][expert],  # noqa: E731
+                                           activation, **biases)
+            out = mlp(weight * xs[tok]) if score_input else weight * mlp(xs[tok])
             np.add.at(y, tok, out)
     if "shared_w13" in f64:
-        shared = _swiglu_mlp(xs, f64["shared_w13"], f64["shared_w2"])
+        shared = _swiglu_mlp(xs, f64["shared_w13"], f64["shared_w2"], activation)
         if "shared_gate" in f64:  # Qwen2-MoE: sigmoid(gate . x) scales it
             shared = shared / (1.0 + np.exp(-(xs @ f64["shared_gate"].T)))
         y += shared

@@ -38,9 +38,31 @@ V3 = dict(moe_intermediate_size=16, n_routed_experts=8, num_experts_per_tok=2, *
 
 
 def _families():
-    """name -> (config, model_type written over config.json's own or None)."""
+    """name -> (config, model_type written over config.json's own or None[,
+    the model class when AutoModelForCausalLM does not build it])."""
     t = transformers
     return {
+        # Fused experts stored transposed ([E, H, 2I], [E, I, H]), gate and up
+        # interleaved, router and expert biases; 2I = H is square (read as
+        # transformers holds it), the wide one is not.
+        "gpt_oss": lambda: (t.GptOssConfig(num_local_experts=8, num_experts_per_tok=2,
+                                           head_dim=8, **SMALL), None),
+        "gpt_oss_wide": lambda: (t.GptOssConfig(num_local_experts=8, num_experts_per_tok=2,
+                                                head_dim=8, **{**SMALL, "intermediate_size": 24}),
+                                 None),
+        # Fused transposed experts, gate then up; MoE every second layer.
+        "llama4_text": lambda: (t.Llama4TextConfig(num_local_experts=8, num_experts_per_tok=1,
+                                                   interleave_moe_layer_step=2,
+                                                   intermediate_size_mlp=24, head_dim=8,
+                                                   **{**SMALL, "intermediate_size": 24}), None),
+        # The whole vision-language model: the language model's layers live
+        # under model.language_model.
+        "qwen3_vl_moe": lambda: (t.Qwen3VLMoeConfig(
+            text_config=dict(moe_intermediate_size=24, num_experts=8, num_experts_per_tok=2,
+                             mlp_only_layers=[0], head_dim=8, **SMALL),
+            vision_config=dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2,
+                               out_hidden_size=HIDDEN, deepstack_visual_indexes=[0])),
+            None, t.Qwen3VLMoeForConditionalGeneration),
         "qwen3_moe": lambda: (t.Qwen3MoeConfig(moe_intermediate_size=16, num_experts=8,
                                                num_experts_per_tok=2, norm_topk_prob=True,
                                                mlp_only_layers=[0], **SMALL), None),
@@ -82,7 +104,7 @@ FAMILIES = sorted(_families())
 
 
 def _mlp(layer):
-    for attr in ("mlp", "block_sparse_moe"):
+    for attr in ("mlp", "block_sparse_moe", "feed_forward"):
         if hasattr(layer, attr):
             return getattr(layer, attr)
     raise AttributeError(f"{type(layer).__name__} has no MLP")
@@ -110,11 +132,13 @@ def _randomize(block, seed):
 def _checkpoint(name, directory, **save_args):
     """Builds, randomizes and saves the family's tiny model; returns
     {decoder layer index: MoE block} for the layers that are MoE."""
-    config, rename = _families()[name]()
+    config, rename, *model_class = _families()[name]()
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config).float().eval()
+    build = model_class[0]._from_config if model_class else \
+        transformers.AutoModelForCausalLM.from_config
+    model = build(config).float().eval()
     blocks = {}
-    for i, layer in enumerate(model.model.layers):
+    for i, layer in enumerate(_decoder_layers(model)):
         mlp = _mlp(layer)
         if _is_moe(mlp):
             _randomize(mlp, seed=sum(map(ord, name)) * 16 + i)
@@ -126,7 +150,12 @@ def _checkpoint(name, directory, **save_args):
         text = json.loads(path.read_text())
         text["model_type"] = rename
         path.write_text(json.dumps(text, indent=2))
-    return blocks, len(model.model.layers)
+    return blocks, len(_decoder_layers(model))
+
+
+def _decoder_layers(model):
+    inner = model.model
+    return inner.language_model.layers if hasattr(inner, "language_model") else inner.layers
 
 
 def _compile(model_dir, out):
@@ -338,3 +367,75 @@ def test_f16_checkpoint(tmp_path):
             for p in list(block.parameters()) + list(block.buffers()):
                 p.copy_(p.to(torch.float16).float())
     _check("qwen3_moe f16", _compile_ok(model_dir, tmp_path / "out"), blocks, num_layers)
+
+
+def test_released_qwen3_vl_layout(tmp_path):
+    """Released Qwen3-VL-MoE checkpoints store the experts transposed
+    (gate_up_proj [E, H, 2I], down_proj [E, I, H]); transformers 5 saves them
+    as it holds them. Both load: the transposed file is checked to be what
+    transformers itself reads back into the same block."""
+    model_dir = tmp_path / "hf"
+    blocks, num_layers = _checkpoint("qwen3_vl_moe", model_dir)
+    path = model_dir / "model.safetensors"
+    tensors = load_file(path)
+    fused = [k for k in tensors if k.endswith(("experts.gate_up_proj", "experts.down_proj"))]
+    assert fused, sorted(tensors)
+    for k in fused:
+        tensors[k] = tensors[k].transpose(1, 2).contiguous()
+    save_file(tensors, path, metadata={"format": "pt"})
+    reread = transformers.Qwen3VLMoeForConditionalGeneration.from_pretrained(model_dir)
+    for i, block in blocks.items():
+        mine = reread.model.language_model.layers[i].mlp.experts
+        assert torch.equal(mine.gate_up_proj, block.experts.gate_up_proj), i
+        assert torch.equal(mine.down_proj, block.experts.down_proj), i
+    _check("qwen3_vl_moe released layout", _compile_ok(model_dir, tmp_path / "out"), blocks,
+           num_layers)
+
+
+def test_gpt_oss_mxfp4_checkpoint(tmp_path):
+    """gpt-oss's released format: experts as MXFP4 (E2M1 codes two a byte,
+    E8M0 scales per 32) in _blocks/_scales tensors, out x in, gate and up
+    interleaved. The reference block holds the weights transformers' own
+    MXFP4 decoder (convert_moe_packed_tensors) makes of the same bytes."""
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+    model_dir = tmp_path / "hf"
+    name = "gpt_oss_mxfp4"
+    config = transformers.GptOssConfig(num_local_experts=8, num_experts_per_tok=2, head_dim=8,
+                                       **{**SMALL, "intermediate_size": 32})
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).float().eval()
+    blocks = {}
+    rng = np.random.default_rng(11)
+    for i, layer in enumerate(model.model.layers):
+        _randomize(layer.mlp, seed=100 + i)
+        blocks[i] = layer.mlp
+    model.save_pretrained(model_dir)
+    path = model_dir / "model.safetensors"
+    tensors = load_file(path)
+    for i, mlp in blocks.items():
+        for proj, out_dim, in_dim in (("gate_up_proj", 64, HIDDEN), ("down_proj", HIDDEN, 32)):
+            key = f"model.layers.{i}.mlp.experts.{proj}"
+            codes = rng.integers(0, 256, (8, out_dim, in_dim // 32, 16), dtype=np.uint8)
+            scales = rng.integers(120, 130, (8, out_dim, in_dim // 32), dtype=np.uint8)
+            del tensors[key]
+            tensors[key + "_blocks"] = torch.from_numpy(codes)
+            tensors[key + "_scales"] = torch.from_numpy(scales)
+            weight = convert_moe_packed_tensors(torch.from_numpy(codes), torch.from_numpy(scales),
+                                                dtype=torch.float32)
+            with torch.no_grad():
+                getattr(mlp.experts, proj).copy_(weight)
+    save_file(tensors, path, metadata={"format": "pt"})
+    config_path = model_dir / "config.json"
+    text = json.loads(config_path.read_text())
+    text["quantization_config"] = {"quant_method": "mxfp4",
+                                   "modules_to_not_convert": ["model.layers.*.self_attn",
+                                                              "model.layers.*.mlp.router",
+                                                              "model.embed_tokens", "lm_head"]}
+    config_path.write_text(json.dumps(text))
+    _check(name, _compile_ok(model_dir, tmp_path / "out"), blocks, len(blocks))
+    # MXFP4 tensors without the quantization_config are refused by name.
+    del text["quantization_config"]
+    config_path.write_text(json.dumps(text))
+    run = _compile(model_dir, tmp_path / "out2")
+    assert run.returncode != 0 and "gate_up_proj_blocks' is MXFP4" in run.stderr, run.stderr
+    assert not (tmp_path / "out2").exists()

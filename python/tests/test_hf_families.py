@@ -83,6 +83,15 @@ def _families():
         "dots1": lambda: (t.Dots1Config(n_shared_experts=2, norm_topk_prob=True,
                                         routed_scaling_factor=2.5, **v3),
                           None, "Dots1MoE", "dots1"),
+        # Router and expert biases, interleaved gate/up, clamped SwiGLU; the
+        # second with a limit low enough that the clamps bite.
+        "gpt_oss": lambda: (t.GptOssConfig(intermediate_size=16, num_local_experts=8,
+                                           num_experts_per_tok=2, **SMALL),
+                            None, "GptOssMLP", "gpt_oss"),
+        "gpt_oss_tight_clamp": lambda: (t.GptOssConfig(intermediate_size=24, num_local_experts=8,
+                                                       num_experts_per_tok=3, swiglu_limit=0.4,
+                                                       swiglu_alpha=1.3, **SMALL),
+                                        None, "GptOssMLP", "gpt_oss"),
         "ernie4_5_moe": lambda: (t.Ernie4_5_MoeConfig(moe_intermediate_size=16, moe_num_experts=8,
                                                       moe_k=2, moe_num_shared_experts=1, **SMALL),
                                  None, "Ernie4_5_MoeSparseMoeBlock", "ernie4_5_moe"),
@@ -146,8 +155,15 @@ def _layer_weights(values, plan):
 
     w = {"router_weight": take("gate.weight", "router.weight"),
          "w13": take("experts.gate_up_proj"), "w2": take("experts.down_proj")}
-    if plan["model_type"] == "llama4_text":  # stored [E, H, 2I] and [E, I, H]
+    if plan["model_type"] in ("llama4_text", "gpt_oss"):  # stored [E, H, 2I] and [E, I, H]
         w["w13"], w["w2"] = w["w13"].transpose(0, 2, 1), w["w2"].transpose(0, 2, 1)
+    if plan["model_type"] == "gpt_oss":  # gate and up interleaved along 2I
+        def split(a):
+            return np.concatenate([a[:, 0::2], a[:, 1::2]], axis=1)
+        w["w13"] = split(w["w13"])
+        w["w13_bias"] = split(take("experts.gate_up_proj_bias"))
+        w["w2_bias"] = take("experts.down_proj_bias")
+        w["router_bias"] = take("router.bias")
     if plan["routing"]["correction_bias"]:
         w["correction_bias"] = take("gate.e_score_correction_bias",
                                     "gate.moe_statics.e_score_correction_bias").reshape(-1)
@@ -202,6 +218,10 @@ def test_matches_transformers_block(name, minimal, tmp_path):
         flipped = dict(weights, shared_gate=-weights["shared_gate"])
         bad = np.asarray(run_layer(library, plan, x, flipped))
         assert _error(bad, ref) > 100 * TOLERANCE, (name, "gate", _error(bad, ref))
+    for bias in ("router_bias", "w13_bias", "w2_bias"):  # gpt-oss: each bias counts
+        if bias in weights:
+            bad = np.asarray(run_layer(library, plan, x, dict(weights, **{bias: -weights[bias]})))
+            assert _error(bad, ref) > 100 * TOLERANCE, (name, bias, _error(bad, ref))
 
 
 def test_deepseek_v2_group_rule_changes_the_layer():
@@ -273,7 +293,8 @@ def test_bf16_router_matches_transformers_bf16_block(name, tmp_path):
     assert matched.mean() < token_errors("f32", np.abs(ref).max()).mean(), name
 
 
-@pytest.mark.parametrize("name", ["qwen2_moe", "llama4_text", "deepseek_v2_group_limited"])
+@pytest.mark.parametrize("name", ["qwen2_moe", "llama4_text", "deepseek_v2_group_limited",
+                                  "gpt_oss_tight_clamp"])
 def test_numpy_reference_agrees_with_transformers(name, tmp_path):
     """The numpy reference the main job and benchmarks use follows the newer
     families too (gated shared expert, score on the input, V2's group rule)."""

@@ -203,3 +203,25 @@ func.func @route_logits_bf16(%x: tensor<4x16xbf16>, %wr: tensor<8x16xbf16>)
     : (tensor<4x16xbf16>, tensor<8x16xbf16>) -> (tensor<4x2xi32>, tensor<4x2xf32>)
   return %ids, %w : tensor<4x2xi32>, tensor<4x2xf32>
 }
+
+// -----
+
+// Tests that a logit bias (gpt-oss) is added to each logit, before the bf16
+// rounding and before scoring.
+// CHECK-LABEL: func.func @route_logit_bias
+// CHECK-SAME: %[[RB:[^:]+]]: tensor<8xf32>
+// CHECK: %[[BIAS:.+]] = bufferization.to_buffer %[[RB]]
+// CHECK: scf.forall
+// CHECK: %[[L:.+]] = memref.load %{{.+}} : memref<4x8xf32>
+// CHECK-NEXT: %[[B:.+]] = memref.load %[[BIAS]]
+// CHECK-NEXT: %[[SUM:.+]] = arith.addf %[[L]], %[[B]] : f32
+// CHECK-NEXT: %[[R:.+]] = arith.truncf %[[SUM]] : f32 to bf16
+// CHECK-NEXT: %[[E:.+]] = arith.extf %[[R]] : bf16 to f32
+// CHECK-NEXT: memref.store %[[E]]
+// CHECK: math.exp
+func.func @route_logit_bias(%x: tensor<4x16xbf16>, %wr: tensor<8x16xbf16>, %rb: tensor<8xf32>)
+    -> (tensor<4x2xi32>, tensor<4x2xf32>) {
+  %ids, %w = moe.route %x, %wr logit_bias %rb routing <softmax, top_k = 2, normalize, logits_bf16>
+    : (tensor<4x16xbf16>, tensor<8x16xbf16>, tensor<8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>)
+  return %ids, %w : tensor<4x2xi32>, tensor<4x2xf32>
+}

@@ -314,6 +314,33 @@ func.func @activation(%h: tensor<?x16xf32>) -> tensor<?x8xf32> {
 
 // -----
 
+// Tests that the clamped SwiGLU (gpt-oss) clamps the gate above and up both
+// ways at the limit, scales the gate by alpha inside the sigmoid, and adds 1
+// to up.
+// CHECK-LABEL: func.func @activation_clamped
+// CHECK: %[[G:.+]] = tensor.extract
+// CHECK: %[[U:.+]] = tensor.extract
+// CHECK: %[[LIMIT:.+]] = arith.constant 2.500000e+00 : f32
+// CHECK: %[[NLIMIT:.+]] = arith.constant -2.500000e+00 : f32
+// CHECK: %[[GC:.+]] = arith.minimumf %[[G]], %[[LIMIT]]
+// CHECK: %[[UHI:.+]] = arith.minimumf %[[U]], %[[LIMIT]]
+// CHECK: %[[UC:.+]] = arith.maximumf %[[UHI]], %[[NLIMIT]]
+// CHECK: %[[ALPHA:.+]] = arith.constant 1.702000e+00 : f32
+// CHECK: %[[SCALED:.+]] = arith.mulf %[[GC]], %[[ALPHA]]
+// CHECK: arith.negf %[[SCALED]]
+// CHECK: %[[SIG:.+]] = arith.divf
+// CHECK: %[[GLU:.+]] = arith.mulf %[[GC]], %[[SIG]]
+// CHECK: %[[UP1:.+]] = arith.addf %[[UC]], %{{.+}}
+// CHECK: %[[V:.+]] = arith.mulf %[[GLU]], %[[UP1]]
+// CHECK: linalg.yield %[[V]]
+func.func @activation_clamped(%h: tensor<?x16xf32>) -> tensor<?x8xf32> {
+  %a = moe.activation %h kind clamped_swiglu {swiglu_alpha = 1.702 : f32, swiglu_limit = 2.5 : f32}
+    : (tensor<?x16xf32>) -> tensor<?x8xf32>
+  return %a : tensor<?x8xf32>
+}
+
+// -----
+
 // Tests that a bf16 moe.activation computes in f32 and rounds the result.
 // CHECK-LABEL: func.func @activation_bf16
 // CHECK: linalg.generic {{.*}} outs({{.*}} : tensor<6x8xbf16>)

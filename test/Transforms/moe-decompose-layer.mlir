@@ -311,3 +311,37 @@ func.func @layer_decode_row_tile(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>,
          -> tensor<?x16xf32>
   return %y : tensor<?x16xf32>
 }
+
+// -----
+
+// Tests that gpt-oss's layer passes its logit bias to moe.route, adds each
+// expert bias (by the row's expert, in f32, rows of no expert left as they
+// are) after its GEMM, and keeps the activation's parameters.
+// CHECK-LABEL: func.func @layer_gpt_oss
+// CHECK-SAME: %[[RB:[^:]+]]: tensor<8xf32>
+// CHECK-SAME: %[[B13:[^:]+]]: tensor<8x48xbf16>, %[[B2:[^:]+]]: tensor<8x64xbf16>)
+// CHECK: moe.route %{{.+}}, %{{.+}} logit_bias %[[RB]]
+// CHECK: %[[ROWS:.+]], %[[ROWEXP:.+]], %{{.+}}, %{{.+}} = moe.dispatch
+// CHECK: %[[GU:.+]] = moe.grouped_matmul %[[ROWS]]
+// CHECK: %[[GUB:.+]] = linalg.generic {{.+}} ins(%[[GU]], %[[ROWEXP]] : tensor<?x48xbf16>, tensor<?xi32>)
+// CHECK:   arith.cmpi sge
+// CHECK:   arith.cmpi slt
+// CHECK:   tensor.extract %[[B13]]
+// CHECK:   arith.addf
+// CHECK:   arith.select
+// CHECK:   arith.truncf
+// CHECK: %[[ACT:.+]] = moe.activation %[[GUB]] kind clamped_swiglu {swiglu_alpha = 1.702000e+00 : f32, swiglu_limit = 7.000000e+00 : f32}
+// CHECK: %[[DOWN:.+]] = moe.grouped_matmul %[[ACT]]
+// CHECK: %[[DOWNB:.+]] = linalg.generic {{.+}} ins(%[[DOWN]], %[[ROWEXP]]
+// CHECK:   tensor.extract %[[B2]]
+// CHECK: moe.combine %[[DOWNB]]
+func.func @layer_gpt_oss(%x: tensor<?x64xbf16>, %wr: tensor<8x64xbf16>, %rb: tensor<8xf32>,
+                         %w13: tensor<8x48x64xbf16>, %w2: tensor<8x64x24xbf16>,
+                         %b13: tensor<8x48xbf16>, %b2: tensor<8x64xbf16>) -> tensor<?x64xbf16> {
+  %y = moe.layer %x router(%wr logit_bias %rb) experts(%w13, %w2 biases(%b13, %b2))
+         routing <softmax, top_k = 2, normalize> activation clamped_swiglu
+         layout <ep = 1, tp = 1> {swiglu_alpha = 1.702 : f32, swiglu_limit = 7.0 : f32}
+       : (tensor<?x64xbf16>, tensor<8x64xbf16>, tensor<8xf32>, tensor<8x48x64xbf16>,
+          tensor<8x64x24xbf16>, tensor<8x48xbf16>, tensor<8x64xbf16>) -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
+}

@@ -4,8 +4,10 @@
 // or in shards named by model.safetensors.index.json, or in any *.safetensors
 // files. Finds each MoE layer's tensors under its family's names and gives
 // them in the compiled layer's layout: router_weight[E,H],
-// correction_bias[E] (f32), w13[E,2I,H] (gate rows, then up rows), w2[E,H,I],
-// shared_w13[2Is,H], shared_w2[H,Is].
+// correction_bias[E] (f32), router_bias[E] (f32), w13[E,2I,H] (gate rows,
+// then up rows), w2[E,H,I], w13_bias[E,2I], w2_bias[E,H], shared_w13[2Is,H],
+// shared_w2[H,Is], shared_gate[1,H]. Experts are read per expert or from
+// fused tensors (transposed, concatenated or interleaved; MXFP4 blocks).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_IMPORT_CHECKPOINT_H
@@ -24,12 +26,29 @@
 
 namespace mlir::moe {
 
-/// A checkpoint tensor; FP8 ones with their block scales (weight_scale_inv,
-/// element [r, c] of the tensor times scale [r / rows, c / cols]).
+/// Part of a checkpoint tensor, read as `count` elements: element k is the
+/// tensor's element `offset + (k / cols) * rowStride + (k % cols) *
+/// colStride` (row-major index), which picks a matrix out of a fused,
+/// transposed or interleaved tensor. FP8 tensors come with their block
+/// scales (weight_scale_inv: element [r, c] of the 2-D tensor times scale
+/// [r / blockRows, c / blockCols]); MXFP4 ones (gpt-oss) hold FP4 E2M1 codes
+/// two a byte, low nibble first, and `mxfp4Scales` one E8M0 exponent per 32
+/// of them.
 struct TensorPiece {
   const TensorInfo *tensor = nullptr;
   const TensorInfo *scaleInv = nullptr;
   int64_t blockRows = 0, blockCols = 0;
+  const TensorInfo *mxfp4Scales = nullptr;
+  int64_t count = 0, cols = 1, offset = 0, rowStride = 0, colStride = 1;
+
+  /// All of `t`, in order.
+  static TensorPiece whole(const TensorInfo *t);
+  /// A `rows x cols` matrix of the tensor, as above.
+  TensorPiece view(int64_t offset, int64_t rows, int64_t cols, int64_t rowStride,
+                   int64_t colStride) const;
+  /// The tensor's own bytes in order: copied as they are when the dtype is
+  /// the layer's.
+  bool isWholeTensor() const;
 };
 
 /// One argument of a compiled layer, as the checkpoint holds it.

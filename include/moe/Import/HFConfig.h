@@ -38,6 +38,15 @@ struct MoELayerConfig {
   bool sharedGate = false;
   /// The routing weight scales the expert's input (Llama 4, top-1).
   bool scoreInput = false;
+  /// gpt-oss: a bias on the router's logits (router_bias[E], f32) and on
+  /// each expert GEMM's output (w13_bias[E, 2I], w2_bias[E, H]).
+  bool routerBias = false;
+  bool expertBias = false;
+  /// The activation between the expert GEMMs; clamped_swiglu (gpt-oss)
+  /// uses swigluAlpha and swigluLimit.
+  Activation activation = Activation::swiglu;
+  double swigluAlpha = 0.0;
+  double swigluLimit = 0.0;
   /// The decoder layers whose MLP is this MoE block (ascending), by the
   /// family's rule (first_k_dense_replace, mlp_only_layers, ...).
   std::vector<int64_t> moeLayers;
@@ -45,6 +54,9 @@ struct MoELayerConfig {
   /// of a scale block. The checkpoint reader dequantizes them; the layer
   /// takes f32 or bf16 weights either way.
   std::optional<std::pair<int64_t, int64_t>> fp8WeightBlocks;
+  /// quantization_config "mxfp4" (gpt-oss): the experts are stored as FP4
+  /// E2M1 blocks of 32 with E8M0 scales, dequantized when read.
+  bool mxfp4Experts = false;
 };
 
 /// Parses a config.json of a supported MoE family (qwen3_moe, qwen2_moe
@@ -66,8 +78,9 @@ struct ParallelLayout {
 };
 
 /// Builds a module with one public function `funcName` computing the layer
-/// on one rank: `(x[?,H], router[E,H], [bias[E]], w13[E/ep,2I,H],
-/// w2[E/ep,H,I], [shared_w13[2Is,H], shared_w2[H,Is], [shared_gate[1,H]]],
+/// on one rank: `(x[?,H], router[E,H], [bias[E]], [router_bias[E]],
+/// w13[E/ep,2I,H], w2[E/ep,H,I], [w13_bias[E/ep,2I], w2_bias[E/ep,H]],
+/// [shared_w13[2Is,H], shared_w2[H,Is], [shared_gate[1,H]]],
 /// [expert_rank[E]])
 /// -> y[?,H]`, with a C interface; with a placement, w13/w2 hold P/ep slots
 /// and `phys_to_log[P], replica_share[P]` replace expert_rank.

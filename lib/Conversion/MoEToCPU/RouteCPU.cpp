@@ -5,7 +5,8 @@
 //
 //   1. logits[T,E] = x · router_weight^T as a one-expert grouped GEMM
 //      (`buildGroupedGemm`, threaded and vectorized);
-//   2. per token, in an `scf.forall` over tokens, on f32 scalars: the scores
+//   2. per token, in an `scf.forall` over tokens, on f32 scalars: the logit
+//      bias (gpt-oss) and bf16 rounding where asked; the scores
 //      (softmax with the row maximum subtracted first, or sigmoid) written
 //      over the logits; the selection scores (plus the correction bias); with
 //      n_group > 1 the experts of all but the topk_group best groups set to
@@ -166,6 +167,8 @@ struct RouteCpuLowering : OpRewritePattern<RouteOp> {
     Value bias = op.getCorrectionBias()
                      ? cpu::readBuffer(b, loc, op.getCorrectionBias())
                      : Value();
+    Value logitBias =
+        op.getLogitBias() ? cpu::readBuffer(b, loc, op.getLogitBias()) : Value();
     Value selection = scores;
     if (bias || groupLimited)
       selection = cpu::allocBuffer(b, loc, rowsOf(experts, f32), dynTokens);
@@ -199,13 +202,18 @@ struct RouteCpuLowering : OpRewritePattern<RouteOp> {
         memref::StoreOp::create(nb, l, v, buffer, idx);
       };
 
-      // A bf16 model's router rounds its logits to bf16 (logits_bf16).
-      if (routing.getLogitsBf16())
+      // gpt-oss's logit bias, then a bf16 model's rounding of the logits
+      // (logits_bf16).
+      if (logitBias || routing.getLogitsBf16())
         forLoop(b, loc, zero, numExperts, [&](OpBuilder &nb, Location l, Value e) {
           Value v = load(nb, l, scores, {t, e});
-          Value rounded = arith::TruncFOp::create(nb, l, nb.getBF16Type(), v);
-          store(nb, l, arith::ExtFOp::create(nb, l, nb.getF32Type(), rounded), scores,
-                {t, e});
+          if (logitBias)
+            v = arith::AddFOp::create(nb, l, v, load(nb, l, logitBias, {e}));
+          if (routing.getLogitsBf16()) {
+            Value rounded = arith::TruncFOp::create(nb, l, nb.getBF16Type(), v);
+            v = arith::ExtFOp::create(nb, l, nb.getF32Type(), rounded);
+          }
+          store(nb, l, v, scores, {t, e});
         });
       // Scores, over the logits.
       if (routing.getScore() == ScoreFunction::softmax) {

@@ -103,6 +103,12 @@ struct RouteLowering : OpRewritePattern<RouteOp> {
           Value p = arith::MulFOp::create(nb, loc, lhs, rhs);
           return arith::AddFOp::create(nb, loc, a[2], p);
         });
+    if (Value bias = op.getLogitBias()) // gpt-oss: before anything reads them
+      logits = buildGeneric(
+          b, {logits, bias}, buildEmpty(b, te, f32), {Dims{0, 1}, Dims{1}, Dims{0, 1}}, 2,
+          {}, [](OpBuilder &nb, Location loc, ValueRange, ValueRange a) -> Value {
+            return arith::AddFOp::create(nb, loc, a[0], a[1]);
+          });
     if (routing.getLogitsBf16()) // a bf16 model's router rounds them
       logits = buildElementwise(b, logits, te, [](OpBuilder &nb, Location loc, Value v) {
         Value rounded = arith::TruncFOp::create(nb, loc, nb.getBF16Type(), v);
@@ -509,20 +515,41 @@ struct ActivationLowering : OpRewritePattern<ActivationOp> {
     // no slices, so a static 0-row input needs no slice offset
     // (tensor.extract_slice rejects offset 0 of an empty dimension).
     Type elem = op.getType().getElementType();
-    // SwiGLU: silu(gate) * up, in f32.
+    std::optional<float> alpha, limit;
+    if (op.getKind() == Activation::clamped_swiglu) {
+      alpha = op.getSwigluAlpha()->convertToFloat();
+      limit = op.getSwigluLimit()->convertToFloat();
+    }
+    // In f32. SwiGLU: silu(gate) * up. clamped_swiglu (gpt-oss):
+    // g * sigmoid(alpha * g) * (clamp(up, -limit, limit) + 1), g = min(gate, limit).
     Value result = buildGeneric(
         b, ValueRange{}, buildEmpty(b, {rows, b.getIndexAttr(half)}, elem),
         {Dims{0, 1}}, 2, {},
-        [input, half, elem](OpBuilder &nb, Location loc, ValueRange idx,
-                            ValueRange) -> Value {
+        [input, half, elem, alpha, limit](OpBuilder &nb, Location loc, ValueRange idx,
+                                          ValueRange) -> Value {
           Value upCol = arith::AddIOp::create(
               nb, loc, idx[1], arith::ConstantIndexOp::create(nb, loc, half));
           Value gate = toF32(nb, loc, tensor::ExtractOp::create(
                                           nb, loc, input, ValueRange{idx[0], idx[1]}));
           Value up = toF32(nb, loc, tensor::ExtractOp::create(
                                         nb, loc, input, ValueRange{idx[0], upCol}));
-          Value silu = arith::MulFOp::create(nb, loc, gate, sigmoid(nb, loc, gate));
-          Value v = arith::MulFOp::create(nb, loc, silu, up);
+          Value v;
+          if (!alpha) {
+            Value silu = arith::MulFOp::create(nb, loc, gate, sigmoid(nb, loc, gate));
+            v = arith::MulFOp::create(nb, loc, silu, up);
+          } else {
+            auto constant = [&](float c) -> Value {
+              return arith::ConstantOp::create(nb, loc, nb.getF32FloatAttr(c));
+            };
+            Value hi = constant(*limit), lo = constant(-*limit);
+            gate = arith::MinimumFOp::create(nb, loc, gate, hi);
+            Value upBelowHi = arith::MinimumFOp::create(nb, loc, up, hi);
+            up = arith::MaximumFOp::create(nb, loc, upBelowHi, lo);
+            Value scaled = arith::MulFOp::create(nb, loc, gate, constant(*alpha));
+            Value glu = arith::MulFOp::create(nb, loc, gate, sigmoid(nb, loc, scaled));
+            v = arith::MulFOp::create(nb, loc, glu,
+                                      arith::AddFOp::create(nb, loc, up, constant(1.0f)));
+          }
           return elem.isF32() ? v : arith::TruncFOp::create(nb, loc, elem, v);
         });
     if (result.getType() != op.getType())

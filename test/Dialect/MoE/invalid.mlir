@@ -343,7 +343,7 @@ func.func @layer_c3_pair(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
   %y = "moe.layer"(%x, %wr, %w13, %w2, %s13) <{
          activation = #moe<activation swiglu>,
          layout = #moe.layout<ep = 1, tp = 1>,
-         operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0>,
+         operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0>,
          routing = #moe.routing<softmax, top_k = 2>}>
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
           tensor<8x64x32xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
@@ -1568,7 +1568,7 @@ func.func @layer_c12_no_shared(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
   %y = "moe.layer"(%x, %wr, %w13, %w2, %g) <{
          activation = #moe<activation swiglu>,
          layout = #moe.layout<ep = 1, tp = 1>,
-         operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 0, 1, 0, 0, 0>,
+         operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0>,
          routing = #moe.routing<softmax, top_k = 2>}>
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
           tensor<8x64x32xf32>, tensor<1x64xf32>) -> tensor<?x64xf32>
@@ -1609,3 +1609,109 @@ func.func @layer_c13(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
 // Tests that routing_c7: group_max needs groups.
 // expected-error @+1 {{routing_c7: group_max ranks expert groups: it needs n_group > 1}}
 func.func private @routing_c7() attributes {r = #moe.routing<softmax, top_k = 2, group_max>}
+
+// -----
+
+// Tests that layer_c14: the router's logit bias has one f32 per expert.
+func.func @layer_c14(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %rb: tensor<4xf32>,
+                     %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>) {
+  // expected-error @+1 {{layer_c14: the router's logit bias must be tensor<8xf32>, got 'tensor<4xf32>'}}
+  %y = moe.layer %x router(%wr logit_bias %rb) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c15: the expert biases are [E, 2I] and [E, H].
+func.func @layer_c15_shape(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                           %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>,
+                           %b13: tensor<8x32xf32>, %b2: tensor<8x64xf32>) {
+  // expected-error @+1 {{layer_c15: expert biases must be w13_bias[E/ep=8, 2I=64] and w2_bias[E/ep, H=64], got 'tensor<8x32xf32>' and 'tensor<8x64xf32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2 biases(%b13, %b2))
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>, tensor<8x64x32xf32>,
+          tensor<8x32xf32>, tensor<8x64xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c15: the two expert biases come together (generic form only).
+func.func @layer_c15_one(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                         %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>,
+                         %b13: tensor<8x64xf32>) {
+  // expected-error @+1 {{layer_c15: expert biases are w13_bias and w2_bias together}}
+  %y = "moe.layer"(%x, %wr, %w13, %w2, %b13) <{
+         activation = #moe<activation swiglu>,
+         layout = #moe.layout<ep = 1, tp = 1>,
+         operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>,
+         routing = #moe.routing<softmax, top_k = 2>}>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>, tensor<8x64xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c15: expert biases have the weights' element type (layer_c4's rule).
+func.func @layer_c15_type(%x: tensor<?x64xbf16>, %wr: tensor<8x64xbf16>,
+                          %w13: tensor<8x64x64xbf16>, %w2: tensor<8x64x32xbf16>,
+                          %b13: tensor<8x64xf32>, %b2: tensor<8x64xf32>) {
+  // expected-error @+1 {{layer_c4: w13_bias}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2 biases(%b13, %b2))
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xbf16>, tensor<8x64xbf16>, tensor<8x64x64xbf16>, tensor<8x64x32xbf16>,
+          tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<?x64xbf16>
+  return
+}
+
+// -----
+
+// Tests that layer_c16: clamped_swiglu needs both of its parameters.
+func.func @layer_c16_missing(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                             %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>) {
+  // expected-error @+1 {{layer_c16: clamped_swiglu needs swiglu_alpha and swiglu_limit}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation clamped_swiglu layout <ep = 1, tp = 1>
+         {swiglu_alpha = 1.702 : f32}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c16: the parameters belong to clamped_swiglu only.
+func.func @layer_c16_swiglu(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                            %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>) {
+  // expected-error @+1 {{layer_c16: swiglu_alpha and swiglu_limit belong to clamped_swiglu only}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+         {swiglu_limit = 7.0 : f32}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that act_c3: the clamp limit is finite and positive.
+func.func @act_c3(%h: tensor<?x64xf32>) {
+  // expected-error @+1 {{act_c3: swiglu_alpha must be finite and swiglu_limit finite and > 0, got 1.702000e+00 and -1.000000e+00}}
+  %a = moe.activation %h kind clamped_swiglu {swiglu_alpha = 1.702 : f32, swiglu_limit = -1.0 : f32}
+      : (tensor<?x64xf32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that route_c10: the logit bias has one f32 per expert.
+func.func @route_c10(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %rb: tensor<2x4xf32>) {
+  // expected-error @+1 {{route_c10: the router's logit bias must be tensor<8xf32>, got 'tensor<2x4xf32>'}}
+  %ids, %w = moe.route %x, %wr logit_bias %rb routing <softmax, top_k = 2>
+      : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<2x4xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}

@@ -310,3 +310,39 @@ func.func @layer_group_max_score_input(%x: tensor<?x64xf32>, %wr: tensor<8x64xf3
           tensor<8x64x24xf32>) -> tensor<?x64xf32>
   return %a, %b : tensor<?x64xf32>, tensor<?x64xf32>
 }
+
+// -----
+
+// Tests that gpt-oss's layer round-trips: a logit bias on the router, biases
+// on both expert GEMMs, and the clamped SwiGLU with its two parameters.
+// CHECK-LABEL: func.func @layer_gpt_oss
+// CHECK: moe.layer %{{.+}} router(%{{.+}} logit_bias %{{.+}}) experts(%{{.+}}, %{{.+}} biases(%{{.+}}, %{{.+}}))
+// CHECK-SAME: activation clamped_swiglu
+// CHECK-SAME: swiglu_alpha = 1.702000e+00 : f32, swiglu_limit = 7.000000e+00 : f32
+func.func @layer_gpt_oss(%x: tensor<?x64xbf16>, %wr: tensor<8x64xbf16>, %rb: tensor<8xf32>,
+                         %w13: tensor<8x64x64xbf16>, %w2: tensor<8x64x32xbf16>,
+                         %b13: tensor<8x64xbf16>, %b2: tensor<8x64xbf16>) -> tensor<?x64xbf16> {
+  %y = moe.layer %x router(%wr logit_bias %rb) experts(%w13, %w2 biases(%b13, %b2))
+         routing <softmax, top_k = 2, normalize> activation clamped_swiglu
+         layout <ep = 1, tp = 1> {swiglu_alpha = 1.702 : f32, swiglu_limit = 7.0 : f32}
+       : (tensor<?x64xbf16>, tensor<8x64xbf16>, tensor<8xf32>, tensor<8x64x64xbf16>,
+          tensor<8x64x32xbf16>, tensor<8x64xbf16>, tensor<8x64xbf16>) -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
+}
+
+// -----
+
+// Tests that moe.route takes a logit bias and moe.activation the clamped
+// SwiGLU's parameters.
+// CHECK-LABEL: func.func @route_logit_bias_clamped_activation
+// CHECK: moe.route %{{.+}}, %{{.+}} logit_bias %{{.+}} routing
+// CHECK: moe.activation %{{.+}} kind clamped_swiglu {swiglu_alpha = 1.500000e+00 : f32, swiglu_limit = 3.000000e+00 : f32}
+func.func @route_logit_bias_clamped_activation(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                                               %rb: tensor<8xf32>, %h: tensor<?x64xf32>)
+    -> (tensor<?x2xi32>, tensor<?x32xf32>) {
+  %ids, %w = moe.route %x, %wr logit_bias %rb routing <softmax, top_k = 2>
+      : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  %a = moe.activation %h kind clamped_swiglu {swiglu_alpha = 1.5 : f32, swiglu_limit = 3.0 : f32}
+      : (tensor<?x64xf32>) -> tensor<?x32xf32>
+  return %ids, %a : tensor<?x2xi32>, tensor<?x32xf32>
+}

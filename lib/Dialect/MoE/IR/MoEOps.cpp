@@ -139,6 +139,41 @@ LogicalResult verifyRoutingForExperts(Operation *op, RoutingAttr routing,
   return success();
 }
 
+/// A one-dimensional f32 [E] bias added to the router's logits.
+LogicalResult verifyLogitBias(Operation *op, StringRef rule, Value bias,
+                              int64_t experts) {
+  if (!bias)
+    return success();
+  auto type = tensorType(bias);
+  if (type.getRank() != 1 || !agree(type.getDimSize(0), experts))
+    return op->emitOpError() << rule << ": the router's logit bias must be tensor<"
+                             << experts << "xf32>, got " << type;
+  return success();
+}
+
+/// clamped_swiglu takes swiglu_alpha and swiglu_limit (finite, limit > 0);
+/// swiglu takes neither.
+LogicalResult verifyActivationParameters(Operation *op, StringRef rule,
+                                         Activation kind, std::optional<APFloat> alpha,
+                                         std::optional<APFloat> limit) {
+  if (kind != Activation::clamped_swiglu) {
+    if (alpha || limit)
+      return op->emitOpError() << rule << ": swiglu_alpha and swiglu_limit belong to "
+                                          "clamped_swiglu only";
+    return success();
+  }
+  if (!alpha || !limit)
+    return op->emitOpError() << rule << ": clamped_swiglu needs swiglu_alpha and "
+                                        "swiglu_limit";
+  if (!alpha->isFinite() || !limit->isFinite() || limit->isNegative() ||
+      limit->isZero())
+    return op->emitOpError() << rule << ": swiglu_alpha must be finite and "
+                                        "swiglu_limit finite and > 0, got "
+                             << alpha->convertToFloat() << " and "
+                             << limit->convertToFloat();
+  return success();
+}
+
 /// Router weight [E, H] against x [T, H]; returns E.
 FailureOr<int64_t> verifyRouterWeight(Operation *op, Value x, Value weight) {
   if (failed(expectRank(op, "route_c1", "x", x, 2)) ||
@@ -177,7 +212,10 @@ LogicalResult LayerOp::verify() {
   FailureOr<int64_t> experts = verifyRouterWeight(op, getX(), getRouterWeight());
   if (failed(experts) ||
       failed(verifyRoutingForExperts(op, getRouting(), *experts,
-                                     getCorrectionBias())))
+                                     getCorrectionBias())) ||
+      failed(verifyLogitBias(op, "layer_c14", getRouterBias(), *experts)) ||
+      failed(verifyActivationParameters(op, "layer_c16", getActivation(),
+                                        getSwigluAlpha(), getSwigluLimit())))
     return failure();
 
   int64_t ep = getLayout().getEp();
@@ -216,6 +254,21 @@ LogicalResult LayerOp::verify() {
                          << "] and w2[" << localName << ", H, I], got "
                          << getW13().getType()
                          << " and " << getW2().getType();
+
+  if (static_cast<bool>(getW13Bias()) != static_cast<bool>(getW2Bias()))
+    return emitOpError() << "layer_c15: expert biases are w13_bias and w2_bias "
+                            "together";
+  if (getW13Bias()) {
+    auto b13 = tensorType(getW13Bias()), b2 = tensorType(getW2Bias());
+    if (b13.getRank() != 2 || b2.getRank() != 2 || !agree(b13.getDimSize(0), localExperts) ||
+        !agree(b2.getDimSize(0), localExperts) || b13.getDimSize(1) != w13[1] ||
+        !agree(b2.getDimSize(1), hidden))
+      return emitOpError() << "layer_c15: expert biases must be w13_bias["
+                           << localName << "=" << localExperts << ", 2I="
+                           << dimStr(w13[1]) << "] and w2_bias[" << localName
+                           << ", H=" << dimStr(hidden) << "], got " << b13
+                           << " and " << b2;
+  }
 
   const bool placed = static_cast<bool>(getPhysToLog());
   if (ep > 1 ? static_cast<bool>(getExpertRank()) == placed || !getMaxTokensPerRank()
@@ -271,7 +324,8 @@ LogicalResult LayerOp::verify() {
   for (auto [name, value] :
        {std::pair<StringRef, Value>{"w13", getW13()}, {"w2", getW2()},
         {"shared_w13", getSharedW13()}, {"shared_w2", getSharedW2()},
-        {"shared_gate", getSharedGate()}})
+        {"shared_gate", getSharedGate()}, {"w13_bias", getW13Bias()},
+        {"w2_bias", getW2Bias()}})
     if (value && failed(expectSameElementType(op, "layer_c4", name, value, elem)))
       return failure();
 
@@ -326,7 +380,8 @@ LogicalResult RouteOp::verify() {
   FailureOr<int64_t> experts = verifyRouterWeight(op, getX(), getRouterWeight());
   if (failed(experts) ||
       failed(verifyRoutingForExperts(op, getRouting(), *experts,
-                                     getCorrectionBias())))
+                                     getCorrectionBias())) ||
+      failed(verifyLogitBias(op, "route_c10", getLogitBias(), *experts)))
     return failure();
   int64_t tokens = getX().getType().getDimSize(0);
   int64_t topK = getRouting().getTopK();
@@ -490,7 +545,9 @@ LogicalResult ActivationOp::verify() {
       failed(expectRank(op, "act_c1", "input", getInput(), 2)) ||
       failed(expectRank(op, "act_c1", "result", getResult(), 2)) ||
       failed(expectSameElementType(op, "act_c1", "result", getResult(),
-                                   getInput().getType().getElementType())))
+                                   getInput().getType().getElementType())) ||
+      failed(verifyActivationParameters(op, "act_c3", getKind(), getSwigluAlpha(),
+                                        getSwigluLimit())))
     return failure();
   ArrayRef<int64_t> in = getInput().getType().getShape();
   ArrayRef<int64_t> out = getResult().getType().getShape();

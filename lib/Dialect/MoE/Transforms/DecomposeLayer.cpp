@@ -22,18 +22,86 @@ RankedTensorType withShape(Value like, ArrayRef<int64_t> shape) {
   return cast<RankedTensorType>(like.getType()).clone(shape);
 }
 
+/// The expert weights of a layer and how their GEMMs are joined.
+struct ExpertWeights {
+  Value w13, w2;
+  Value w13Bias, w2Bias; // gpt-oss; null for the others
+  LayerOp layer;         // for the activation and its parameters
+};
+
+Value toF32(OpBuilder &b, Location loc, Value v) {
+  Type f32 = b.getF32Type();
+  return v.getType() == f32 ? v : arith::ExtFOp::create(b, loc, f32, v).getResult();
+}
+
+/// `body(matrix[r, c] in f32, row[r])` for every element of the 2-D
+/// `matrix`, rounded to its element type. `rowMap` reads `row`'s element of
+/// row r ((r) for a vector, (r, 0) for a column).
+Value mapElements(ImplicitLocOpBuilder &b, Value matrix, Value row, AffineMap rowMap,
+                  llvm::function_ref<Value(OpBuilder &, Location, Value, Value)> body) {
+  auto type = cast<RankedTensorType>(matrix.getType());
+  MLIRContext *ctx = b.getContext();
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(2, ctx);
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, b.getLoc(), matrix);
+  Value init = tensor::EmptyOp::create(b, sizes, type.getElementType());
+  return linalg::GenericOp::create(
+             b, init.getType(), ValueRange{matrix, row}, ValueRange{init},
+             ArrayRef<AffineMap>{identity, rowMap, identity},
+             ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
+                                           utils::IteratorType::parallel},
+             [&](OpBuilder &nb, Location loc, ValueRange args) {
+               Value v = body(nb, loc, toF32(nb, loc, args[0]), args[1]);
+               if (args[2].getType() != v.getType())
+                 v = arith::TruncFOp::create(nb, loc, args[2].getType(), v);
+               linalg::YieldOp::create(nb, loc, ValueRange{v});
+             })
+      .getResult(0);
+}
+
+/// out[r, m] + bias[rowExpert[r], m] for rows of an expert in [0, E), in f32,
+/// rounded to out's element type; other rows (padding, other ranks') as they
+/// are.
+Value addExpertBias(ImplicitLocOpBuilder &b, Value out, Value rowExpert, Value bias) {
+  int64_t experts = cast<RankedTensorType>(bias.getType()).getDimSize(0);
+  AffineMap rowMap = AffineMap::get(2, 0, {b.getAffineDimExpr(0)}, b.getContext());
+  return mapElements(
+      b, out, rowExpert, rowMap, [&](OpBuilder &nb, Location loc, Value v, Value expert) {
+        Value zero = arith::ConstantOp::create(nb, loc, nb.getI32IntegerAttr(0));
+        Value count = arith::ConstantOp::create(nb, loc, nb.getI32IntegerAttr(experts));
+        // Named first: argument order is unspecified in C++.
+        Value atLeastZero =
+            arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::sge, expert, zero);
+        Value belowCount =
+            arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt, expert, count);
+        Value valid = arith::AndIOp::create(nb, loc, atLeastZero, belowCount);
+        Value clamped = arith::SelectOp::create(nb, loc, valid, expert, zero);
+        Value column = linalg::IndexOp::create(nb, loc, 1);
+        Value row = arith::IndexCastOp::create(nb, loc, nb.getIndexType(), clamped);
+        Value biasValue = tensor::ExtractOp::create(nb, loc, bias, ValueRange{row, column});
+        Value sum = arith::AddFOp::create(nb, loc, v, toF32(nb, loc, biasValue));
+        return arith::SelectOp::create(nb, loc, valid, sum, v).getResult();
+      });
+}
+
 /// gate/up GEMM, activation, down GEMM over rows whose expert is `rowExpert`.
 Value buildExpertMLP(ImplicitLocOpBuilder &b, Value rows, Value rowExpert,
-                     Value offsets, Value w13, Value w2, ActivationAttr activation) {
+                     Value offsets, ExpertWeights w) {
   int64_t n = cast<RankedTensorType>(rows.getType()).getDimSize(0);
-  auto w13Shape = cast<RankedTensorType>(w13.getType()).getShape();
-  auto w2Shape = cast<RankedTensorType>(w2.getType()).getShape();
+  auto w13Shape = cast<RankedTensorType>(w.w13.getType()).getShape();
+  auto w2Shape = cast<RankedTensorType>(w.w2.getType()).getShape();
   Value gateUp = GroupedMatmulOp::create(b, withShape(rows, {n, w13Shape[1]}),
-                                         rows, w13, rowExpert, /*scales=*/Value(), offsets);
-  Value act = ActivationOp::create(b, withShape(rows, {n, w13Shape[1] / 2}),
-                                   gateUp, activation);
-  return GroupedMatmulOp::create(b, withShape(rows, {n, w2Shape[1]}), act, w2,
-                                 rowExpert, /*scales=*/Value(), offsets);
+                                         rows, w.w13, rowExpert, /*scales=*/Value(), offsets);
+  if (w.w13Bias)
+    gateUp = addExpertBias(b, gateUp, rowExpert, w.w13Bias);
+  Value act = ActivationOp::create(b, withShape(rows, {n, w13Shape[1] / 2}), gateUp,
+                                   w.layer.getActivationAttr(),
+                                   w.layer.getSwigluAlphaAttr(),
+                                   w.layer.getSwigluLimitAttr());
+  Value out = GroupedMatmulOp::create(b, withShape(rows, {n, w2Shape[1]}), act, w.w2,
+                                      rowExpert, /*scales=*/Value(), offsets);
+  if (w.w2Bias)
+    out = addExpertBias(b, out, rowExpert, w.w2Bias);
+  return out;
 }
 
 /// The shared expert as a one-expert grouped GEMM over all tokens.
@@ -55,15 +123,14 @@ Value buildSharedExpert(ImplicitLocOpBuilder &b, LayerOp layer) {
       b, b.getI32Type(), tensor::DimOp::create(b, x, 0));
   Value offsets = tensor::FromElementsOp::create(
       b, RankedTensorType::get({2}, b.getI32Type()), ValueRange{zero, tokenCount});
-  return buildExpertMLP(b, x, allZero, offsets, addExpertDim(layer.getSharedW13()),
-                        addExpertDim(layer.getSharedW2()),
-                        layer.getActivationAttr());
+  return buildExpertMLP(b, x, allZero, offsets,
+                        {addExpertDim(layer.getSharedW13()),
+                         addExpertDim(layer.getSharedW2()), Value(), Value(), layer});
 }
 
 /// Qwen2-MoE's gate on the shared expert: `shared[t] * sigmoid(gate . x[t])`,
 /// the dot product and the sigmoid in f32.
 Value gateSharedExpert(ImplicitLocOpBuilder &b, Value x, Value gate, Value shared) {
-  auto xType = cast<RankedTensorType>(x.getType());
   Type f32 = b.getF32Type();
   MLIRContext *ctx = b.getContext();
   AffineExpr t, h;
@@ -72,9 +139,6 @@ Value gateSharedExpert(ImplicitLocOpBuilder &b, Value x, Value gate, Value share
   Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f));
   Value logits = linalg::FillOp::create(b, zero, tensor::EmptyOp::create(b, tokens, f32).getResult())
                      .getResult(0);
-  auto extend = [&](OpBuilder &nb, Location loc, Value v) -> Value {
-    return v.getType() == f32 ? v : arith::ExtFOp::create(nb, loc, f32, v).getResult();
-  };
   logits = linalg::GenericOp::create(
                b, logits.getType(), ValueRange{x, gate}, ValueRange{logits},
                ArrayRef<AffineMap>{AffineMap::get(2, 0, {t, h}, ctx),
@@ -83,61 +147,32 @@ Value gateSharedExpert(ImplicitLocOpBuilder &b, Value x, Value gate, Value share
                ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
                                              utils::IteratorType::reduction},
                [&](OpBuilder &nb, Location loc, ValueRange args) {
-                 Value product = arith::MulFOp::create(nb, loc, extend(nb, loc, args[0]),
-                                                       extend(nb, loc, args[1]));
+                 Value product = arith::MulFOp::create(nb, loc, toF32(nb, loc, args[0]),
+                                                       toF32(nb, loc, args[1]));
                  linalg::YieldOp::create(
                      nb, loc, ValueRange{arith::AddFOp::create(nb, loc, args[2], product)});
                })
                .getResult(0);
-  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, b.getLoc(), x);
-  Value init = tensor::EmptyOp::create(b, sizes, xType.getElementType());
-  return linalg::GenericOp::create(
-             b, init.getType(), ValueRange{shared, logits}, ValueRange{init},
-             ArrayRef<AffineMap>{AffineMap::get(2, 0, {t, h}, ctx),
-                                 AffineMap::get(2, 0, {t}, ctx),
-                                 AffineMap::get(2, 0, {t, h}, ctx)},
-             ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
-                                           utils::IteratorType::parallel},
-             [&](OpBuilder &nb, Location loc, ValueRange args) {
-               Value one = arith::ConstantOp::create(nb, loc, nb.getF32FloatAttr(1.0f));
-               Value negated = arith::NegFOp::create(nb, loc, args[1]);
-               Value sigmoid = arith::DivFOp::create(
-                   nb, loc, one,
-                   arith::AddFOp::create(nb, loc, one, math::ExpOp::create(nb, loc, negated)));
-               Value scaled = arith::MulFOp::create(nb, loc, extend(nb, loc, args[0]), sigmoid);
-               if (args[2].getType() != f32)
-                 scaled = arith::TruncFOp::create(nb, loc, args[2].getType(), scaled);
-               linalg::YieldOp::create(nb, loc, ValueRange{scaled});
-             })
-      .getResult(0);
+  return mapElements(b, shared, logits, AffineMap::get(2, 0, {t}, ctx),
+                     [](OpBuilder &nb, Location loc, Value v, Value logit) -> Value {
+                       Value one = arith::ConstantOp::create(nb, loc, nb.getF32FloatAttr(1.0f));
+                       Value negated = arith::NegFOp::create(nb, loc, logit);
+                       Value sigmoid = arith::DivFOp::create(
+                           nb, loc, one,
+                           arith::AddFOp::create(nb, loc, one,
+                                                 math::ExpOp::create(nb, loc, negated)));
+                       return arith::MulFOp::create(nb, loc, v, sigmoid);
+                     });
 }
 
 /// x[t] * weights[t, 0] (top_k = 1), in f32, rounded to x's element type.
 Value scaleTokens(ImplicitLocOpBuilder &b, Value x, Value weights) {
-  auto xType = cast<RankedTensorType>(x.getType());
-  MLIRContext *ctx = b.getContext();
-  AffineExpr t, h;
-  bindDims(ctx, t, h);
-  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, b.getLoc(), x);
-  Value init = tensor::EmptyOp::create(b, sizes, xType.getElementType());
-  Type f32 = b.getF32Type();
-  return linalg::GenericOp::create(
-             b, init.getType(), ValueRange{x, weights}, ValueRange{init},
-             ArrayRef<AffineMap>{AffineMap::get(2, 0, {t, h}, ctx),
-                                 AffineMap::get(2, 0, {t, b.getAffineConstantExpr(0)}, ctx),
-                                 AffineMap::get(2, 0, {t, h}, ctx)},
-             ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
-                                           utils::IteratorType::parallel},
-             [&](OpBuilder &nb, Location loc, ValueRange args) {
-               Value v = args[0].getType() == f32
-                             ? args[0]
-                             : arith::ExtFOp::create(nb, loc, f32, args[0]).getResult();
-               Value scaled = arith::MulFOp::create(nb, loc, v, args[1]);
-               if (args[2].getType() != f32)
-                 scaled = arith::TruncFOp::create(nb, loc, args[2].getType(), scaled);
-               linalg::YieldOp::create(nb, loc, ValueRange{scaled});
-             })
-      .getResult(0);
+  AffineMap firstWeight = AffineMap::get(
+      2, 0, {b.getAffineDimExpr(0), b.getAffineConstantExpr(0)}, b.getContext());
+  return mapElements(b, x, weights, firstWeight,
+                     [](OpBuilder &nb, Location loc, Value v, Value w) -> Value {
+                       return arith::MulFOp::create(nb, loc, v, w);
+                     });
 }
 
 struct MoEDecomposeLayerPass
@@ -171,7 +206,7 @@ struct MoEDecomposeLayerPass
     auto route = RouteOp::create(
         b, RankedTensorType::get({tokens, topK}, i32),
         RankedTensorType::get({tokens, topK}, b.getF32Type()), x,
-        layer.getRouterWeight(), layer.getCorrectionBias(),
+        layer.getRouterWeight(), layer.getCorrectionBias(), layer.getRouterBias(),
         layer.getRoutingAttr());
 
     // With ep > 1 the experts see the rows other ranks sent here; their
@@ -246,10 +281,9 @@ struct MoEDecomposeLayerPass
         RankedTensorType::get({localExperts + 1}, i32), expertInput, ids,
         b.getI64IntegerAttr(localExperts), capacity, tile);
 
-    Value expertOut = buildExpertMLP(b, dispatch.getDispatched(),
-                                     dispatch.getRowExpert(),
-                                     dispatch.getExpertOffsets(), layer.getW13(),
-                                     layer.getW2(), layer.getActivationAttr());
+    Value expertOut = buildExpertMLP(
+        b, dispatch.getDispatched(), dispatch.getRowExpert(), dispatch.getExpertOffsets(),
+        {layer.getW13(), layer.getW2(), layer.getW13Bias(), layer.getW2Bias(), layer});
     Value y = CombineOp::create(b, inputType, expertOut, dispatch.getSlot(),
                                 weights);
     if (handle)

@@ -15,7 +15,8 @@ def MoE_ScoreFunction : I32EnumAttr<"ScoreFunction",
 
 def MoE_Activation : I32EnumAttr<"Activation",
     "gated activation between the two expert GEMMs", [
-      I32EnumAttrCase<"swiglu", 0>
+      I32EnumAttrCase<"swiglu", 0>,
+      I32EnumAttrCase<"clamped_swiglu", 1>
     ]> {
   let cppNamespace = "::mlir::moe";
   let genSpecializedAttr = 0;

@@ -33,8 +33,16 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     added; with `shared_gate[1, H]` (Qwen2-MoE) its output for token `t` is
     first scaled by `sigmoid(shared_gate . x[t])`. With `score_input`
     (Llama 4, `top_k = 1`) the routing weight scales the expert's input
-    instead of its output: `y[t] = w2[e] . act(w13[e] . (w * x[t]))`. Arithmetic is done in f32 and the result rounded to `x`'s element
-    type.
+    instead of its output: `y[t] = w2[e] . act(w13[e] . (w * x[t]))`.
+    Arithmetic is done in f32 and the result rounded to `x`'s element type.
+
+    gpt-oss adds three things. `router_bias[E]` (f32) is added to the
+    router's logits before scoring, so it moves both the choice and the
+    weights. `w13_bias[E, 2I]` and `w2_bias[E, H]` are added to the outputs
+    of the two expert GEMMs (each GEMM's result is rounded to the element
+    type first, as a bf16 model's `x @ w + b` is). `clamped_swiglu` with
+    `swiglu_alpha = a` and `swiglu_limit = L` (f32 attributes) computes
+    `g' * sigmoid(a * g') * (clamp(u, -L, L) + 1)` with `g' = min(g, L)`.
 
     With `ep > 1` the op describes one rank: `x` holds this rank's tokens,
     `w13`/`w2` its `E/ep` local experts, `expert_rank[E]` (i32) the rank that
@@ -51,7 +59,7 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     layout: at most `max_tokens_per_rank` tokens, fixed capacity per expert,
     masked rows, no counts exchanged; without it (or with `prefill`) counts
     travel first and the experts see packed, expert-contiguous rows.
-    Rules: `size_c1`, `layer_c1`..`layer_c13` and the expert-count rules of
+    Rules: `size_c1`, `layer_c1`..`layer_c16` and the expert-count rules of
     `#moe.routing` (`route_c2`..`route_c7`, `route_c9`), see
     docs/MoEVerifierRules.md. Sizes are bounded by moe/Support/Limits.h.
 
@@ -67,8 +75,11 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     MoE_FloatTensor:$x,
     MoE_FloatTensor:$router_weight,
     Optional<MoE_F32Tensor>:$correction_bias,
+    Optional<MoE_F32Tensor>:$router_bias,
     MoE_FloatTensor:$w13,
     MoE_FloatTensor:$w2,
+    Optional<MoE_FloatTensor>:$w13_bias,
+    Optional<MoE_FloatTensor>:$w2_bias,
     Optional<MoE_FloatTensor>:$shared_w13,
     Optional<MoE_FloatTensor>:$shared_w2,
     Optional<MoE_FloatTensor>:$shared_gate,
@@ -80,12 +91,15 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     MoE_LayoutAttr:$layout,
     OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$max_tokens_per_rank,
     OptionalAttr<MoE_PhaseAttr>:$phase,
-    UnitAttr:$score_input
+    UnitAttr:$score_input,
+    OptionalAttr<F32Attr>:$swiglu_alpha,
+    OptionalAttr<F32Attr>:$swiglu_limit
   );
   let results = (outs MoE_FloatTensor:$y);
   let assemblyFormat = [{
-    $x `router` `(` $router_weight (`bias` $correction_bias^)? `)`
-    `experts` `(` $w13 `,` $w2 `)`
+    $x `router` `(` $router_weight (`bias` $correction_bias^)?
+    (`logit_bias` $router_bias^)? `)`
+    `experts` `(` $w13 `,` $w2 (`biases` `(` $w13_bias^ `,` $w2_bias `)`)? `)`
     (`shared` `(` $shared_w13^ `,` $shared_w2 `)`)?
     (`shared_gate` `(` $shared_gate^ `)`)?
     (`expert_rank` `(` $expert_rank^ `)`)?
@@ -101,12 +115,14 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
 // moe.route
 //===----------------------------------------------------------------------===//
 
-def MoE_RouteOp : MoE_Op<"route", [Pure]> {
+def MoE_RouteOp : MoE_Op<"route", [Pure, AttrSizedOperandSegments]> {
   let summary = "Router: logits from x, then top-k expert ids and weights";
   let description = [{
     Computes `logits[T,E] = x . router_weight^T` in f32, scores and selection
     as `#moe.routing` describes, and returns for each token the `top_k`
     expert ids (best first; ties go to the lower expert id) and their weights.
+    With `logit_bias[E]` (f32, gpt-oss) the bias is added to the logits
+    before anything else reads them.
 
     ```mlir
     %ids, %weights = moe.route %x, %wr bias %b
@@ -118,10 +134,12 @@ def MoE_RouteOp : MoE_Op<"route", [Pure]> {
   }];
   let arguments = (ins MoE_FloatTensor:$x, MoE_FloatTensor:$router_weight,
                        Optional<MoE_F32Tensor>:$correction_bias,
+                       Optional<MoE_F32Tensor>:$logit_bias,
                        MoE_RoutingAttr:$routing);
   let results = (outs MoE_I32Tensor:$expert_ids, MoE_F32Tensor:$expert_weights);
   let assemblyFormat = [{
-    $x `,` $router_weight (`bias` $correction_bias^)? `routing` $routing
+    $x `,` $router_weight (`bias` $correction_bias^)?
+    (`logit_bias` $logit_bias^)? `routing` $routing
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
@@ -227,13 +245,19 @@ def MoE_ActivationOp : MoE_Op<"activation", [Pure]> {
   let summary = "Gated activation of the first expert GEMM's output";
   let description = [{
     For SwiGLU, `input[N, 2I]` holds the gate in columns `0..I` and the up
-    projection in `I..2I`; `result[N, I] = silu(gate) * up`.
+    projection in `I..2I`; `result[N, I] = silu(gate) * up`. For
+    `clamped_swiglu` (gpt-oss) the attributes `swiglu_alpha = a` and
+    `swiglu_limit = L` are required and
+    `result = g' * sigmoid(a * g') * (clamp(up, -L, L) + 1)`,
+    `g' = min(gate, L)`.
 
     ```mlir
     %a = moe.activation %h kind swiglu : (tensor<?x64xf32>) -> tensor<?x32xf32>
     ```
   }];
-  let arguments = (ins MoE_FloatTensor:$input, MoE_ActivationAttr:$kind);
+  let arguments = (ins MoE_FloatTensor:$input, MoE_ActivationAttr:$kind,
+                       OptionalAttr<F32Attr>:$swiglu_alpha,
+                       OptionalAttr<F32Attr>:$swiglu_limit);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = [{
     $input `kind` $kind attr-dict `:` functional-type(operands, results)
