@@ -28,6 +28,8 @@ EXTRA = {
                         intermediate_size=96, q_lora_rank=32, kv_lora_rank=32,
                         qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
                         first_k_dense_replace=1, num_hidden_layers=3),
+    "gpt_oss": dict(num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=256,
+                    num_hidden_layers=2),
 }
 
 
@@ -47,12 +49,16 @@ def make(example):
         for name, b in model.named_buffers():
             if name.endswith("e_score_correction_bias"):
                 b.normal_(0.0, 0.1)
+        for name, p in model.named_parameters():  # gpt-oss's router and expert biases
+            if p.is_floating_point() and name.endswith("bias") and ".mlp." in name:
+                p.normal_(0.0, 0.1)
     model.to(torch.bfloat16).save_pretrained(example)
     print(f"{example}: {sum(p.numel() for p in model.parameters())} parameters")
 
 
 def main(argv):
-    examples = [Path(a) for a in argv] or [HERE / "qwen3-moe-tiny", HERE / "deepseek-v3-tiny"]
+    examples = [Path(a) for a in argv] or [HERE / "qwen3-moe-tiny", HERE / "deepseek-v3-tiny",
+                                           HERE / "gpt-oss-tiny"]
     for example in examples:
         make(example)
 

@@ -83,8 +83,9 @@ def main(argv=None):
         phys_to_log = np.array(placed["phy2log"], np.int32)
         slots = len(phys_to_log) // ranks
         mine = phys_to_log[rank * slots:(rank + 1) * slots]
-    args_in_order["w13"] = weights["w13"][mine]
-    args_in_order["w2"] = weights["w2"][mine]
+    for name in ("w13", "w2", "w13_bias", "w2_bias"):  # each rank holds its experts'
+        if name in weights:
+            args_in_order[name] = np.ascontiguousarray(weights[name][mine])
     if args.placement:
         args_in_order["phys_to_log"] = phys_to_log
         args_in_order["replica_share"] = np.array(placed["share"], np.float32)

@@ -155,6 +155,8 @@ def hf_layer_weights(tensors, layer, plan):
     the HuggingFace names (written here from the transformers checkpoints,
     independently of the compiler's loader)."""
     prefix = f"model.layers.{layer}.mlp."
+    if plan["model_type"] == "gpt_oss":
+        return gpt_oss_layer_weights(tensors, prefix)
     if plan["model_type"] == "mixtral":
         prefix = f"model.layers.{layer}.block_sparse_moe."
     gate, up, down = (("w1", "w3", "w2") if plan["model_type"] == "mixtral"
@@ -175,6 +177,22 @@ def hf_layer_weights(tensors, layer, plan):
                                                 tensors[shared + "up_proj.weight"]])
         weights["shared_w2"] = tensors[shared + "down_proj.weight"]
     return weights
+
+
+def gpt_oss_layer_weights(tensors, prefix):
+    """gpt-oss keeps its experts fused and transposed (gate_up_proj [E, H, 2I]
+    with gate and up in alternate columns, down_proj [E, I, H]) and biases on
+    the router and both expert projections."""
+    gate_up = tensors[prefix + "experts.gate_up_proj"].transpose(0, 2, 1)
+    gate_up_bias = tensors[prefix + "experts.gate_up_proj_bias"]
+    return {
+        "router_weight": tensors[prefix + "router.weight"],
+        "router_bias": tensors[prefix + "router.bias"],
+        "w13": np.concatenate([gate_up[:, 0::2], gate_up[:, 1::2]], axis=1),
+        "w2": tensors[prefix + "experts.down_proj"].transpose(0, 2, 1),
+        "w13_bias": np.concatenate([gate_up_bias[:, 0::2], gate_up_bias[:, 1::2]], axis=1),
+        "w2_bias": tensors[prefix + "experts.down_proj_bias"],
+    }
 
 
 def check_checkpoint(example, dtype, tokens, seed, work):
