@@ -163,7 +163,7 @@ def _layer_weights(values, plan):
         w["w13"] = split(w["w13"])
         w["w13_bias"] = split(take("experts.gate_up_proj_bias"))
         w["w2_bias"] = take("experts.down_proj_bias")
-        w["router_bias"] = take("router.bias")
+        w["router_bias"] = take("router.bias").astype(np.float32)  # the layer takes it in f32
     if plan["routing"]["correction_bias"]:
         w["correction_bias"] = take("gate.e_score_correction_bias",
                                     "gate.moe_statics.e_score_correction_bias").reshape(-1)
@@ -247,7 +247,7 @@ def _compile_with(path, out_dir, *flags):
     return library, json.loads(plan_path.read_text())
 
 
-@pytest.mark.parametrize("name", ["qwen3_moe", "mixtral", "olmoe"])
+@pytest.mark.parametrize("name", ["qwen3_moe", "mixtral", "olmoe", "gpt_oss"])
 def test_bf16_router_matches_transformers_bf16_block(name, tmp_path):
     """In a bf16 model transformers computes router logits in bf16; with
     --router-dtype bf16 the compiled bf16 layer does too, and every token is
@@ -267,7 +267,9 @@ def test_bf16_router_matches_transformers_bf16_block(name, tmp_path):
     with torch.inference_mode():
         ref = block(xb[None])
         ref = (ref[0] if isinstance(ref, tuple) else ref).reshape(tokens, 32).float().numpy()
-        logits = torch.nn.functional.linear(xb, block.gate.weight).float().numpy()
+        router = block.router if hasattr(block, "router") else block.gate  # gpt-oss: biased
+        logits = torch.nn.functional.linear(xb, router.weight, getattr(router, "bias", None))
+        logits = logits.float().numpy()
     k = config_json.get("num_experts_per_tok", 2)
     ranked = np.sort(logits, axis=1)[:, ::-1]
     clear = ranked[:, k - 1] != ranked[:, k]
