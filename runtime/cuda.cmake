@@ -21,25 +21,35 @@ if(NOT MOERT_NCCL_INCLUDE_DIR OR NOT MOERT_NCCL_LIBRARY)
   return()
 endif()
 
+# libmoert_cuda: the mgpu* wrappers and the NCCL communicator, in a library
+# of their own so that libmoert itself needs neither cudart nor NCCL: a
+# process that only runs CPU layers never loads them (loading our
+# libnccl.so.2 first would make PyTorch's own NCCL fail to load), and
+# libmoert opens this library when the nccl backend is asked for.
 # The driver (libcuda.so.1) exists only on machines with a GPU driver; the
 # wrappers look its functions up through cudart at run time rather than
-# linking it, so libmoert still loads on machines without one.
-target_sources(moert PRIVATE lib/CudaRuntimeWrappers.cpp)
-target_include_directories(moert PRIVATE ${MOERT_NCCL_INCLUDE_DIR})
-target_link_libraries(moert PRIVATE CUDA::cudart)
-target_compile_definitions(moert PRIVATE MOERT_HAVE_CUDA)
+# linking it, so the library still loads on machines without one.
+add_library(moert_cuda SHARED lib/CudaRuntimeWrappers.cpp)
+target_include_directories(moert_cuda PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/lib
+                                              ${MOERT_NCCL_INCLUDE_DIR})
+target_link_libraries(moert_cuda PRIVATE moert CUDA::cudart)
+target_compile_options(moert_cuda PRIVATE -fexceptions)
+set_target_properties(moert_cuda PROPERTIES
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib
+  BUILD_RPATH "$ORIGIN" INSTALL_RPATH "$ORIGIN")
 
 # NCCL bootstraps (ranks, unique id) and agrees on collectives over MPI.
 if(NOT MOERT_ENABLE_MPI)
   message(STATUS "moert: CUDA ${CUDAToolkit_VERSION} found, but the NCCL communicator needs MOERT_ENABLE_MPI; building without it")
   return()
 endif()
-target_sources(moert PRIVATE lib/NCCLCommunicator.cpp)
-target_link_libraries(moert PRIVATE ${MOERT_NCCL_LIBRARY})
-target_compile_definitions(moert PRIVATE MOERT_HAVE_NCCL)
-message(STATUS "moert: NCCL communicator and mgpu* wrappers enabled (CUDA ${CUDAToolkit_VERSION}, ${MOERT_NCCL_LIBRARY})")
+target_sources(moert_cuda PRIVATE lib/NCCLCommunicator.cpp)
+target_link_libraries(moert_cuda PRIVATE ${MOERT_NCCL_LIBRARY} MPI::MPI_CXX)
+target_compile_definitions(moert PRIVATE MOERT_HAVE_NCCL_LIBRARY)
+target_link_libraries(moert PRIVATE ${CMAKE_DL_LIBS})
+message(STATUS "moert: NCCL communicator and mgpu* wrappers in libmoert_cuda (CUDA ${CUDAToolkit_VERSION}, ${MOERT_NCCL_LIBRARY})")
 
 # Collective checks for a machine with a GPU (see gpu/run_gpu_check.sh).
 add_executable(moert-gpu-check gpu/gpu_check.cpp)
 target_include_directories(moert-gpu-check PRIVATE lib)
-target_link_libraries(moert-gpu-check PRIVATE moert CUDA::cudart)
+target_link_libraries(moert-gpu-check PRIVATE moert moert_cuda CUDA::cudart)

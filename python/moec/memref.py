@@ -1,6 +1,7 @@
 """Calls an MLIR `_mlir_ciface_` entry point with numpy arrays as memref descriptors."""
 import ctypes
 import functools
+import weakref
 
 import ml_dtypes
 import numpy as np
@@ -61,21 +62,24 @@ def to_descriptor(array):
 
 
 def take_result(desc, dtype, free=None):
-    """Copies a memref returned by compiled code into numpy and frees it
-    (with `free`, else libmoert's moert_free from the build)."""
+    """A memref returned by compiled code as a numpy array over the same
+    memory, no copy: the buffer is freed (with `free`, else libmoert's
+    moert_free from the build) when the array and every view of it are gone."""
+    free = free or _free
     rank = len(desc.sizes)
     shape = tuple(desc.sizes[i] for i in range(rank))
     strides = tuple(desc.strides[i] * np.dtype(dtype).itemsize for i in range(rank))
     count = int(np.prod(shape)) if shape else 1
     base = ctypes.cast(desc.aligned, ctypes.c_void_p).value
+    allocated = ctypes.cast(desc.allocated, ctypes.c_void_p)
     if count == 0:
-        out = np.zeros(shape, dtype)
-    else:
-        span = (sum((s - 1) * st for s, st in zip(shape, strides)) + np.dtype(dtype).itemsize)
-        raw = (ctypes.c_char * span).from_address(base + desc.offset * np.dtype(dtype).itemsize)
-        out = np.ndarray(shape, dtype, buffer=raw, strides=strides).copy()
-    (free or _free)(ctypes.cast(desc.allocated, ctypes.c_void_p))
-    return out
+        free(allocated)
+        return np.zeros(shape, dtype)
+    span = (sum((s - 1) * st for s, st in zip(shape, strides)) + np.dtype(dtype).itemsize)
+    raw = (ctypes.c_char * span).from_address(base + desc.offset * np.dtype(dtype).itemsize)
+    # The array (and torch.from_numpy of it) holds `raw` through its base.
+    weakref.finalize(raw, free, allocated)
+    return np.ndarray(shape, dtype, buffer=raw, strides=strides)
 
 
 class CompiledFunction:

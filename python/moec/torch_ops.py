@@ -2,7 +2,8 @@
 and as an nn.Module that can replace a transformers MoE block.
 
 Tensors reach the compiled code without copies (the C entry reads the
-tensor's memory through a numpy view); the result is one new tensor."""
+tensor's memory through a numpy view); the result is a tensor over the
+buffer the layer wrote (no copy either)."""
 import ml_dtypes
 import numpy as np
 import torch

@@ -86,3 +86,27 @@ def test_wrong_tensors_name_the_argument(compiled):
         layer(torch.zeros(3, 32), out=torch.zeros(3, 31))
     with pytest.raises(ValueError, match=r"x: expected dtype bf16"):
         bf16.layers[1](np.zeros((3, 32), np.float32))
+
+
+def test_torch_imports_after_a_compiled_layer_ran(compiled, tmp_path):
+    """A process that runs a compiled layer first and imports torch after
+    (moec used for numpy, then a model) must work: the CPU runtime loads no
+    NCCL or cudart of its own, which would stand in for PyTorch's and make
+    `import torch` fail (it did: undefined symbol ncclCommResume)."""
+    import sys
+    hf_dir = compiled[0]
+    out = hf_dir.parent / "f32"  # the fixture's f32 output directory
+    script = ("import sys, numpy as np, moec\n"
+              "m = moec.load(sys.argv[1])\n"
+              "x = np.random.default_rng(0).standard_normal((5, 32)).astype(np.float32)\n"
+              "y = m.layers[1](x)\n"
+              "import torch\n"
+              "t = m.layers[1](torch.from_numpy(x))\n"
+              "assert float(abs(t.numpy() - y).max()) == 0.0\n"
+              "print('ok')\n")
+    import os
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(moec.__file__).parents[1]))
+    run = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True,
+                         text=True, cwd=tmp_path, env=env)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]

@@ -17,8 +17,8 @@
 #ifdef MOERT_HAVE_MPI
 #include "MPICommunicator.h"
 #endif
-#ifdef MOERT_HAVE_NCCL
-#include "NCCLCommunicator.h"
+#ifdef MOERT_HAVE_NCCL_LIBRARY
+#include <dlfcn.h>
 #endif
 
 #include <cstdio>
@@ -32,6 +32,34 @@
 using namespace moert;
 
 namespace {
+#ifdef MOERT_HAVE_NCCL_LIBRARY
+/// The NCCL backend lives in libmoert_cuda.so next to this library, opened
+/// only when asked for: a process running CPU layers never loads cudart or
+/// NCCL (a second libnccl.so.2 in a process breaks PyTorch's).
+std::unique_ptr<Communicator> openNCCLCommunicator(Status &error) {
+  Dl_info self;
+  if (!dladdr(reinterpret_cast<void *>(&openNCCLCommunicator), &self) || !self.dli_fname) {
+    error = "cannot find where libmoert is loaded from";
+    return nullptr;
+  }
+  std::string path = self.dli_fname;
+  path = path.substr(0, path.find_last_of('/') + 1) + "libmoert_cuda.so";
+  void *library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    const char *why = dlerror();
+    error = "the nccl backend needs " + path + ": " + (why ? why : "cannot open it");
+    return nullptr;
+  }
+  using Create = Communicator *(*)(Status *);
+  auto create = reinterpret_cast<Create>(dlsym(library, "moert_cuda_create_nccl_communicator"));
+  if (!create) {
+    error = path + " has no moert_cuda_create_nccl_communicator";
+    return nullptr;
+  }
+  return std::unique_ptr<Communicator>(create(&error));
+}
+#endif
+
 struct Runtime {
   std::unique_ptr<Collectives> collectives;
   std::unique_ptr<ExpertParallel> expertParallel;
@@ -388,8 +416,8 @@ int moert_init(const char *backend, int64_t timeoutMs) {
       error = "this runtime was built without MPI";
 #endif
     } else if (name == "nccl") {
-#ifdef MOERT_HAVE_NCCL
-      comm = createNCCLCommunicator(error);
+#ifdef MOERT_HAVE_NCCL_LIBRARY
+      comm = openNCCLCommunicator(error);
 #else
       error = "this runtime was built without NCCL";
 #endif

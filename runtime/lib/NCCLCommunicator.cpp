@@ -345,3 +345,9 @@ std::unique_ptr<Communicator> moert::createNCCLCommunicator(Status &error) {
     return nullptr;
   return communicator;
 }
+
+// libmoert opens this library for the nccl backend and creates the
+// communicator through this entry (same build, so C++ types cross it).
+extern "C" moert::Communicator *moert_cuda_create_nccl_communicator(moert::Status *error) {
+  return moert::createNCCLCommunicator(*error).release();
+}
