@@ -157,6 +157,25 @@ TEST(HFConfig, MathTheDialectLacksIsRefusedByPath) {
   EXPECT_EQ(fp8->fp8WeightBlocks->first, 128);
   EXPECT_EQ(fp8->fp8WeightBlocks->second, 64);
   refused(R"({"model_type": "phimoe"})", "$.model_type: \"phimoe\" is not supported yet");
+  // DeepSeek-V3.2: the MoE layers are mlp_layer_types' "sparse" entries.
+  auto v32 = parseHFConfig(R"({"model_type": "deepseek_v32", "num_hidden_layers": 4,
+    "mlp_layer_types": ["dense", "sparse", "dense", "sparse"]})");
+  ASSERT_TRUE(static_cast<bool>(v32)) << llvm::toString(v32.takeError());
+  EXPECT_EQ(v32->moeLayers, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(v32->nGroup, 8);
+  refused(R"({"model_type": "deepseek_v32", "num_hidden_layers": 2,
+    "mlp_layer_types": ["dense", "moe"]})",
+          "$.mlp_layer_types: expected each of \"dense\", \"sparse\", got \"moe\"");
+  refused(R"({"model_type": "deepseek_v32", "num_hidden_layers": 3,
+    "mlp_layer_types": ["dense", "sparse"]})",
+          "$.mlp_layer_types: 2 entries for 3 layers (num_hidden_layers)");
+  // MiniMax-M2: sigmoid, a correction bias, always renormalised.
+  auto m2 = parseHFConfig(R"({"model_type": "minimax_m2"})");
+  ASSERT_TRUE(static_cast<bool>(m2)) << llvm::toString(m2.takeError());
+  EXPECT_EQ(m2->score, ScoreFunction::sigmoid);
+  EXPECT_TRUE(m2->correctionBias);
+  EXPECT_TRUE(m2->normalize);
+  EXPECT_EQ(m2->numExperts, 256);
   // gpt-oss: transformers' defaults, MXFP4 experts read as such.
   auto oss = parseHFConfig(R"({"model_type": "gpt_oss", "quantization_config": {
     "quant_method": "mxfp4"}, "swiglu_limit": 5.5})");

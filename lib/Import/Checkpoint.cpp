@@ -47,12 +47,13 @@ struct WeightNames {
 
 WeightNames weightNames(llvm::StringRef modelType) {
   WeightNames names;
-  if (modelType == "mixtral") {
+  if (modelType == "mixtral" || modelType == "minimax" || modelType == "minimax_m2") {
     names.blocks = {"model.layers.{0}.block_sparse_moe."};
+    names.bias = "e_score_correction_bias"; // MiniMax-M2's, on the block
     names.gate = "experts.{0}.w1.weight";
     names.up = "experts.{0}.w3.weight";
     names.down = "experts.{0}.w2.weight";
-  } else if (modelType == "qwen2_moe") {
+  } else if (modelType == "qwen2_moe" || modelType == "qwen3_next") {
     names.shared = "shared_expert.";
   } else if (modelType == "ernie4_5_moe") {
     names.bias = "moe_statics.e_score_correction_bias";

@@ -1,6 +1,8 @@
 //===- ConfigFields.cpp - typed fields of a config.json object ------------===//
 #include "ConfigFields.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -138,6 +140,30 @@ std::vector<int64_t> ConfigFields::integers(Names names, int64_t min,
       return {};
     }
     out.push_back(*i);
+  }
+  return out;
+}
+
+std::vector<std::string> ConfigFields::strings(Names names,
+                                               llvm::ArrayRef<llvm::StringRef> allowed) {
+  llvm::StringRef key;
+  const json::Value *v = require(names, "an array of strings", false, key);
+  std::vector<std::string> out;
+  if (!v)
+    return out;
+  const json::Array *array = v->getAsArray();
+  if (!array) {
+    wrongType(key, "an array of strings", *v);
+    return out;
+  }
+  for (const json::Value &item : *array) {
+    std::optional<llvm::StringRef> text = item.getAsString();
+    if (!text || !llvm::is_contained(allowed, *text)) {
+      failAt(key, llvm::formatv("expected each of \"{0}\", got {1}",
+                                llvm::join(allowed, "\", \""), show(item)));
+      return {};
+    }
+    out.push_back(text->str());
   }
   return out;
 }

@@ -54,6 +54,8 @@ public:
   bool boolean(Names names, bool fallback);
   /// An array of integers in [min, max]; absent: empty.
   std::vector<int64_t> integers(Names names, int64_t min, int64_t max);
+  /// An array of strings, each one of `allowed`.
+  std::vector<std::string> strings(Names names, llvm::ArrayRef<llvm::StringRef> allowed);
   std::string string(Names names, std::optional<std::string> fallback = {});
   /// Whether any of `names` is present and not null.
   bool has(Names names) const;

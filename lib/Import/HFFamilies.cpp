@@ -134,6 +134,36 @@ void readOlmoe(ConfigFields &f, MoELayerConfig &c) {
   readLayers(f, c, 16, [](int64_t) { return true; });
 }
 
+void readFlexOlmo(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, std::array<llvm::StringRef, 2>{"num_experts", "num_local_experts"},
+            "intermediate_size", "num_experts_per_tok", {4096, 11008, 7, 5});
+  c.normalize = f.boolean("norm_topk_prob", false);
+  readLayers(f, c, 32, [](int64_t) { return true; });
+}
+
+/// MiniMax-M2: sigmoid scores, a correction bias for the choice, always
+/// renormalised, no groups, no scaling, no shared expert.
+void readMiniMaxM2(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, kMixtralExperts, "intermediate_size", "num_experts_per_tok",
+            {3072, 1536, 256, 8});
+  c.score = ScoreFunction::sigmoid;
+  c.correctionBias = true;
+  c.normalize = true;
+  readLayers(f, c, 62, [](int64_t) { return true; });
+}
+
+/// Qwen3-Next's MoE block is Qwen2-MoE's (a sigmoid-gated shared expert),
+/// renormalised by default.
+void readQwen3Next(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, kQwenExperts, "moe_intermediate_size", "num_experts_per_tok",
+            {2048, 512, 512, 10});
+  c.normalize = f.boolean("norm_topk_prob", true);
+  readQwenLayers(f, c, 48);
+  c.sharedIntermediateSize = f.bounded("shared_expert_intermediate_size", 512, 0,
+                                       limits::kMaxIntermediate);
+  c.sharedGate = c.sharedIntermediateSize > 0;
+}
+
 void readQwen2(ConfigFields &f, MoELayerConfig &c) {
   readSizes(f, c, "num_experts", "moe_intermediate_size", "num_experts_per_tok",
             {2048, 1408, 60, 4});
@@ -177,6 +207,25 @@ void readDeepSeekV2(ConfigFields &f, MoELayerConfig &c) {
                                 "\"group_limited_greedy\")");
 }
 
+/// DeepSeek-V3.2: the MoE layers are the "sparse" entries of
+/// mlp_layer_types (which transformers writes), else after
+/// first_k_dense_replace.
+void readMlpLayerTypes(ConfigFields &f, MoELayerConfig &c) {
+  if (!f.has("mlp_layer_types") || f.error)
+    return;
+  std::vector<std::string> types = f.strings("mlp_layer_types", {"dense", "sparse"});
+  int64_t layers = f.bounded("num_hidden_layers", std::nullopt, 1, limits::kMaxLayers);
+  if (!f.error && int64_t(types.size()) != layers)
+    f.failAt("mlp_layer_types", llvm::formatv("{0} entries for {1} layers (num_hidden_layers)",
+                                              types.size(), layers));
+  if (f.error)
+    return;
+  c.moeLayers.clear();
+  for (size_t layer = 0; layer < types.size(); ++layer)
+    if (types[layer] == "sparse")
+      c.moeLayers.push_back(int64_t(layer));
+}
+
 /// DeepSeek-V3's router (also GLM-4.5 and dots1): sigmoid scores, the
 /// correction bias for the choice only, group-limited by the sum of each
 /// group's top 2, renormalised when asked, then scaled.
@@ -209,6 +258,12 @@ void readDeepSeekV3Like(ConfigFields &f, MoELayerConfig &c, const Defaults &d,
 void readDeepSeekV3(ConfigFields &f, MoELayerConfig &c) {
   readDeepSeekV3Like(f, c, {7168, 2048, 256, 8}, 1, true, 2.5, 8, 4, 61, 3,
                      "DeepseekV3");
+}
+
+void readDeepSeekV32(ConfigFields &f, MoELayerConfig &c) {
+  readDeepSeekV3Like(f, c, {7168, 2048, 256, 8}, 1, true, 2.5, 8, 4, 61, 3,
+                     "DeepseekV32");
+  readMlpLayerTypes(f, c);
 }
 
 void readGlm4Moe(ConfigFields &f, MoELayerConfig &c) {
@@ -291,12 +346,18 @@ struct Family {
 
 const Family kFamilies[] = {
     {"mixtral", readMixtral},
+    // MiniMax-Text-01's MoE block is Mixtral's (its checkpoint names too).
+    {"minimax", readMixtral},
+    {"minimax_m2", readMiniMaxM2},
     {"qwen3_moe", readQwen3},
+    {"qwen3_next", readQwen3Next},
+    {"flex_olmo", readFlexOlmo},
     {"qwen3_vl_moe_text", readQwen3VLText},
     {"olmoe", readOlmoe},
     {"qwen2_moe", readQwen2},
     {"deepseek_v2", readDeepSeekV2},
     {"deepseek_v3", readDeepSeekV3},
+    {"deepseek_v32", readDeepSeekV32},
     // Kimi-K2's checkpoints run DeepseekV3ForCausalLM with their own values.
     {"kimi_k2", readDeepSeekV3},
     {"glm4_moe", readGlm4Moe},

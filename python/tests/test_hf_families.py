@@ -92,6 +92,23 @@ def _families():
                                                        num_experts_per_tok=3, swiglu_limit=0.4,
                                                        swiglu_alpha=1.3, **SMALL),
                                         None, "GptOssMLP", "gpt_oss"),
+        # Aliases and field maps of the families above (transformers' own blocks).
+        "minimax": lambda: (t.MiniMaxConfig(intermediate_size=16, num_local_experts=8,
+                                            num_experts_per_tok=2, **SMALL),
+                            None, "MiniMaxSparseMoeBlock", "minimax"),
+        "minimax_m2": lambda: (t.MiniMaxM2Config(intermediate_size=16, num_local_experts=8,
+                                                 num_experts_per_tok=3, **SMALL),
+                               None, "MiniMaxM2SparseMoeBlock", "minimax_m2"),
+        "qwen3_next": lambda: (t.Qwen3NextConfig(moe_intermediate_size=16, num_experts=8,
+                                                 num_experts_per_tok=2,
+                                                 shared_expert_intermediate_size=24, **SMALL),
+                               None, "Qwen3NextSparseMoeBlock", "qwen3_next"),
+        "flex_olmo": lambda: (t.FlexOlmoConfig(intermediate_size=16, num_experts=8,
+                                               num_experts_per_tok=2, **SMALL),
+                              None, "FlexOlmoSparseMoeBlock", "flex_olmo"),
+        "deepseek_v32": lambda: (t.DeepseekV32Config(n_group=4, topk_group=2, n_shared_experts=1,
+                                                     routed_scaling_factor=2.5, **v3),
+                                 None, "DeepseekV32MoE", "deepseek_v32"),
         "ernie4_5_moe": lambda: (t.Ernie4_5_MoeConfig(moe_intermediate_size=16, moe_num_experts=8,
                                                       moe_k=2, moe_num_shared_experts=1, **SMALL),
                                  None, "Ernie4_5_MoeSparseMoeBlock", "ernie4_5_moe"),
@@ -166,7 +183,8 @@ def _layer_weights(values, plan):
         w["router_bias"] = take("router.bias").astype(np.float32)  # the layer takes it in f32
     if plan["routing"]["correction_bias"]:
         w["correction_bias"] = take("gate.e_score_correction_bias",
-                                    "gate.moe_statics.e_score_correction_bias").reshape(-1)
+                                    "gate.moe_statics.e_score_correction_bias",
+                                    "e_score_correction_bias").reshape(-1)
     if plan["shared_intermediate_size"]:
         w["shared_w13"] = np.concatenate([take("shared_experts.gate_proj.weight",
                                                "shared_expert.gate_proj.weight"),
