@@ -152,28 +152,25 @@ void readMiniMaxM2(ConfigFields &f, MoELayerConfig &c) {
   readLayers(f, c, 62, [](int64_t) { return true; });
 }
 
-/// Qwen3-Next's MoE block is Qwen2-MoE's (a sigmoid-gated shared expert),
-/// renormalised by default.
-void readQwen3Next(ConfigFields &f, MoELayerConfig &c) {
-  readSizes(f, c, kQwenExperts, "moe_intermediate_size", "num_experts_per_tok",
-            {2048, 512, 512, 10});
-  c.normalize = f.boolean("norm_topk_prob", true);
-  readQwenLayers(f, c, 48);
-  c.sharedIntermediateSize = f.bounded("shared_expert_intermediate_size", 512, 0,
-                                       limits::kMaxIntermediate);
+/// Qwen2-MoE's block (also Qwen3-Next's): softmax, top-k, one shared expert
+/// scaled per token by sigmoid(shared_expert_gate(x)); width 0 is no shared
+/// expert. The families differ in their defaults only.
+void readQwenGatedShared(ConfigFields &f, MoELayerConfig &c, const Defaults &d,
+                         bool normalize, int64_t layers, int64_t sharedWidth) {
+  readSizes(f, c, kQwenExperts, "moe_intermediate_size", "num_experts_per_tok", d);
+  c.normalize = f.boolean("norm_topk_prob", normalize);
+  readQwenLayers(f, c, layers);
+  c.sharedIntermediateSize = f.bounded("shared_expert_intermediate_size", sharedWidth,
+                                       0, limits::kMaxIntermediate);
   c.sharedGate = c.sharedIntermediateSize > 0;
 }
 
 void readQwen2(ConfigFields &f, MoELayerConfig &c) {
-  readSizes(f, c, "num_experts", "moe_intermediate_size", "num_experts_per_tok",
-            {2048, 1408, 60, 4});
-  c.normalize = f.boolean("norm_topk_prob", false);
-  readQwenLayers(f, c, 24);
-  // One shared expert (default width 5632), scaled per token by
-  // sigmoid(shared_expert_gate(x)); width 0 is no shared expert.
-  c.sharedIntermediateSize = f.bounded("shared_expert_intermediate_size", 5632,
-                                       0, limits::kMaxIntermediate);
-  c.sharedGate = c.sharedIntermediateSize > 0;
+  readQwenGatedShared(f, c, {2048, 1408, 60, 4}, false, 24, 5632);
+}
+
+void readQwen3Next(ConfigFields &f, MoELayerConfig &c) {
+  readQwenGatedShared(f, c, {2048, 512, 512, 10}, true, 48, 512);
 }
 
 // Softmax, top-k on the scores (within the best groups by their best score
