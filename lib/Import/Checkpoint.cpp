@@ -69,6 +69,11 @@ WeightNames weightNames(llvm::StringRef modelType) {
     names.fusedGateUp = "experts.gate_up_proj";
     names.transposed = true;
     names.shared = "shared_expert.";
+  } else if (modelType == "granitemoe") {
+    names.blocks = {"model.layers.{0}.block_sparse_moe."};
+    names.router = "router.layer.weight";
+    names.fusedGateUp = "input_linear.weight";
+    names.fusedDown = "output_linear.weight";
   } else if (modelType == "gpt_oss") {
     names.router = "router.weight";
     names.fusedGateUp = "experts.gate_up_proj";

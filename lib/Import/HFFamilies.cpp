@@ -134,6 +134,15 @@ void readOlmoe(ConfigFields &f, MoELayerConfig &c) {
   readLayers(f, c, 16, [](int64_t) { return true; });
 }
 
+/// Granite 3 MoE: softmax of the chosen logits (= renormalised softmax),
+/// experts of intermediate_size.
+void readGraniteMoe(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, kMixtralExperts, "intermediate_size", "num_experts_per_tok",
+            {4096, 11008, 8, 2});
+  c.normalize = true;
+  readLayers(f, c, 32, [](int64_t) { return true; });
+}
+
 void readFlexOlmo(ConfigFields &f, MoELayerConfig &c) {
   readSizes(f, c, std::array<llvm::StringRef, 2>{"num_experts", "num_local_experts"},
             "intermediate_size", "num_experts_per_tok", {4096, 11008, 7, 5});
@@ -349,6 +358,7 @@ const Family kFamilies[] = {
     {"qwen3_moe", readQwen3},
     {"qwen3_next", readQwen3Next},
     {"flex_olmo", readFlexOlmo},
+    {"granitemoe", readGraniteMoe},
     {"qwen3_vl_moe_text", readQwen3VLText},
     {"olmoe", readOlmoe},
     {"qwen2_moe", readQwen2},

@@ -105,6 +105,9 @@ def _families():
                                                  linear_num_value_heads=4, linear_num_key_heads=2,
                                                  linear_key_head_dim=8, linear_value_head_dim=8,
                                                  **SMALL), None),
+        # Fused experts under other names: input_linear [E, 2I, H], output_linear.
+        "granitemoe": lambda: (t.GraniteMoeConfig(num_local_experts=8, num_experts_per_tok=2,
+                                                  **{**SMALL, "intermediate_size": 24}), None),
         "flex_olmo": lambda: (t.FlexOlmoConfig(num_experts=8, num_experts_per_tok=2, pad_token_id=1,
                                                eos_token_id=1, **SMALL),
                               None),
