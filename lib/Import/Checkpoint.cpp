@@ -69,6 +69,9 @@ WeightNames weightNames(llvm::StringRef modelType) {
     names.fusedGateUp = "experts.gate_up_proj";
     names.transposed = true;
     names.shared = "shared_expert.";
+  } else if (modelType == "jamba") {
+    names.blocks = {"model.layers.{0}.feed_forward."};
+    names.router = "router.weight";
   } else if (modelType == "granitemoe") {
     names.blocks = {"model.layers.{0}.block_sparse_moe."};
     names.router = "router.layer.weight";

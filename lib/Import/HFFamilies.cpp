@@ -143,6 +143,16 @@ void readGraniteMoe(ConfigFields &f, MoELayerConfig &c) {
   readLayers(f, c, 32, [](int64_t) { return true; });
 }
 
+/// Jamba: top-k of the softmax, not renormalised; MoE in every
+/// expert_layer_period-th layer from expert_layer_offset.
+void readJamba(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, kQwenExperts, "intermediate_size", "num_experts_per_tok",
+            {4096, 14336, 16, 2});
+  int64_t period = f.bounded("expert_layer_period", 2, 1, limits::kMaxLayers);
+  int64_t offset = f.bounded("expert_layer_offset", 1, 0, limits::kMaxLayers);
+  readLayers(f, c, 32, [&](int64_t layer) { return layer % period == offset; });
+}
+
 void readFlexOlmo(ConfigFields &f, MoELayerConfig &c) {
   readSizes(f, c, std::array<llvm::StringRef, 2>{"num_experts", "num_local_experts"},
             "intermediate_size", "num_experts_per_tok", {4096, 11008, 7, 5});
@@ -359,6 +369,7 @@ const Family kFamilies[] = {
     {"qwen3_next", readQwen3Next},
     {"flex_olmo", readFlexOlmo},
     {"granitemoe", readGraniteMoe},
+    {"jamba", readJamba},
     {"qwen3_vl_moe_text", readQwen3VLText},
     {"olmoe", readOlmoe},
     {"qwen2_moe", readQwen2},

@@ -108,6 +108,11 @@ def _families():
         # Fused experts under other names: input_linear [E, 2I, H], output_linear.
         "granitemoe": lambda: (t.GraniteMoeConfig(num_local_experts=8, num_experts_per_tok=2,
                                                   **{**SMALL, "intermediate_size": 24}), None),
+        # Mamba and attention layers; MoE in every second layer (offset 1).
+        "jamba": lambda: (t.JambaConfig(num_experts=8, num_experts_per_tok=2,
+                                        use_mamba_kernels=False, mamba_d_state=4,
+                                        mamba_expand=1, **{**SMALL, "num_hidden_layers": 4}),
+                          None),
         "flex_olmo": lambda: (t.FlexOlmoConfig(num_experts=8, num_experts_per_tok=2, pad_token_id=1,
                                                eos_token_id=1, **SMALL),
                               None),
