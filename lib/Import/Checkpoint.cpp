@@ -69,6 +69,9 @@ WeightNames weightNames(llvm::StringRef modelType) {
     names.fusedGateUp = "experts.gate_up_proj";
     names.transposed = true;
     names.shared = "shared_expert.";
+  } else if (modelType == "hunyuan_v1_moe") {
+    names.router = "gate.wg.weight";
+    names.shared = "shared_mlp.";
   } else if (modelType == "jamba") {
     names.blocks = {"model.layers.{0}.feed_forward."};
     names.router = "router.weight";

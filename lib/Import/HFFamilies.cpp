@@ -153,6 +153,15 @@ void readJamba(ConfigFields &f, MoELayerConfig &c) {
   readLayers(f, c, 32, [&](int64_t layer) { return layer % period == offset; });
 }
 
+/// Hunyuan-A13B: Mixtral's routing (the router in f32) plus a shared
+/// expert of the experts' width; moe_topk as a per-layer list is refused.
+void readHunyuanMoE(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, kQwenExperts, "intermediate_size", "moe_topk", {4096, 11008, 1, 1});
+  c.normalize = true;
+  c.sharedIntermediateSize = c.intermediateSize;
+  readLayers(f, c, 32, [](int64_t) { return true; });
+}
+
 void readFlexOlmo(ConfigFields &f, MoELayerConfig &c) {
   readSizes(f, c, std::array<llvm::StringRef, 2>{"num_experts", "num_local_experts"},
             "intermediate_size", "num_experts_per_tok", {4096, 11008, 7, 5});
@@ -370,6 +379,7 @@ const Family kFamilies[] = {
     {"flex_olmo", readFlexOlmo},
     {"granitemoe", readGraniteMoe},
     {"jamba", readJamba},
+    {"hunyuan_v1_moe", readHunyuanMoE},
     {"qwen3_vl_moe_text", readQwen3VLText},
     {"olmoe", readOlmoe},
     {"qwen2_moe", readQwen2},

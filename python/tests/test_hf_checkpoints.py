@@ -108,6 +108,10 @@ def _families():
         # Fused experts under other names: input_linear [E, 2I, H], output_linear.
         "granitemoe": lambda: (t.GraniteMoeConfig(num_local_experts=8, num_experts_per_tok=2,
                                                   **{**SMALL, "intermediate_size": 24}), None),
+        # The router is gate.wg, the shared expert shared_mlp.
+        "hunyuan_v1_moe": lambda: (t.HunYuanMoEV1Config(num_experts=8, moe_topk=2, head_dim=8,
+                                                        pad_token_id=1, eos_token_id=1,
+                                                        bos_token_id=1, **SMALL), None),
         # Mamba and attention layers; MoE in every second layer (offset 1).
         "jamba": lambda: (t.JambaConfig(num_experts=8, num_experts_per_tok=2,
                                         use_mamba_kernels=False, mamba_d_state=4,

@@ -106,6 +106,9 @@ def _families():
         "granitemoe": lambda: (t.GraniteMoeConfig(intermediate_size=16, num_local_experts=8,
                                                   num_experts_per_tok=2, **SMALL),
                                None, "GraniteMoeMoE", "granitemoe"),
+        "hunyuan_v1_moe": lambda: (t.HunYuanMoEV1Config(intermediate_size=16, num_experts=8,
+                                                        moe_topk=2, **SMALL),
+                                   None, "HunYuanMoEV1Moe", "hunyuan_v1_moe"),
         "jamba": lambda: (t.JambaConfig(intermediate_size=16, num_experts=8, num_experts_per_tok=2,
                                         use_mamba_kernels=False, **SMALL),
                           None, "JambaSparseMoeBlock", "jamba"),
@@ -176,7 +179,7 @@ def _layer_weights(values, plan):
                 return values[n]
         raise KeyError(f"none of {names} in {sorted(values)}")
 
-    w = {"router_weight": take("gate.weight", "router.weight"),
+    w = {"router_weight": take("gate.weight", "router.weight", "gate.wg.weight"),
          "w13": take("experts.gate_up_proj"), "w2": take("experts.down_proj")}
     if plan["model_type"] in ("llama4_text", "gpt_oss"):  # stored [E, H, 2I] and [E, I, H]
         w["w13"], w["w2"] = w["w13"].transpose(0, 2, 1), w["w2"].transpose(0, 2, 1)
@@ -192,11 +195,10 @@ def _layer_weights(values, plan):
                                     "gate.moe_statics.e_score_correction_bias",
                                     "e_score_correction_bias").reshape(-1)
     if plan["shared_intermediate_size"]:
-        w["shared_w13"] = np.concatenate([take("shared_experts.gate_proj.weight",
-                                               "shared_expert.gate_proj.weight"),
-                                          take("shared_experts.up_proj.weight",
-                                               "shared_expert.up_proj.weight")])
-        w["shared_w2"] = take("shared_experts.down_proj.weight", "shared_expert.down_proj.weight")
+        shared = ("shared_experts.", "shared_expert.", "shared_mlp.")
+        w["shared_w13"] = np.concatenate([take(*(p + "gate_proj.weight" for p in shared)),
+                                          take(*(p + "up_proj.weight" for p in shared))])
+        w["shared_w2"] = take(*(p + "down_proj.weight" for p in shared))
     if plan["shared_gate"]:
         w["shared_gate"] = take("shared_expert_gate.weight")
     # A zero-width shared expert (qwen2_moe with width 0) contributes nothing.
