@@ -53,8 +53,12 @@ WeightNames weightNames(llvm::StringRef modelType) {
     names.gate = "experts.{0}.w1.weight";
     names.up = "experts.{0}.w3.weight";
     names.down = "experts.{0}.w2.weight";
-  } else if (modelType == "qwen2_moe" || modelType == "qwen3_next") {
+  } else if (modelType == "qwen2_moe" || modelType == "qwen3_next" ||
+             modelType == "qwen3_5_moe_text") {
+    names.blocks = {"model.layers.{0}.mlp.", "model.language_model.layers.{0}.mlp."};
     names.shared = "shared_expert.";
+  } else if (modelType == "glm4v_moe_text") {
+    names.blocks = {"model.language_model.layers.{0}.mlp.", "model.layers.{0}.mlp."};
   } else if (modelType == "ernie4_5_moe") {
     names.bias = "moe_statics.e_score_correction_bias";
   } else if (modelType == "qwen3_vl_moe_text") {

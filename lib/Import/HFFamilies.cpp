@@ -201,6 +201,18 @@ void readQwen3Next(ConfigFields &f, MoELayerConfig &c) {
   readQwenGatedShared(f, c, {2048, 512, 512, 10}, true, 48, 512);
 }
 
+/// Qwen3.5-MoE (text_config): the same block, always renormalised, in every
+/// layer (its config has no norm_topk_prob or mlp_only_layers).
+void readQwen35MoeText(ConfigFields &f, MoELayerConfig &c) {
+  readSizes(f, c, kQwenExperts, "moe_intermediate_size", "num_experts_per_tok",
+            {2048, 512, 256, 8});
+  c.normalize = true;
+  c.sharedIntermediateSize = f.bounded("shared_expert_intermediate_size", 512, 0,
+                                       limits::kMaxIntermediate);
+  c.sharedGate = c.sharedIntermediateSize > 0;
+  readLayers(f, c, 40, [](int64_t) { return true; });
+}
+
 // Softmax, top-k on the scores (within the best groups by their best score
 // for "group_limited_greedy"), weights scaled, never renormalised.
 void readDeepSeekV2(ConfigFields &f, MoELayerConfig &c) {
@@ -376,6 +388,7 @@ const Family kFamilies[] = {
     {"minimax_m2", readMiniMaxM2},
     {"qwen3_moe", readQwen3},
     {"qwen3_next", readQwen3Next},
+    {"qwen3_5_moe_text", readQwen35MoeText},
     {"flex_olmo", readFlexOlmo},
     {"granitemoe", readGraniteMoe},
     {"jamba", readJamba},
@@ -389,6 +402,8 @@ const Family kFamilies[] = {
     // Kimi-K2's checkpoints run DeepseekV3ForCausalLM with their own values.
     {"kimi_k2", readDeepSeekV3},
     {"glm4_moe", readGlm4Moe},
+    // GLM-4.5V's language model (text_config): GLM-4.5's block and defaults.
+    {"glm4v_moe_text", readGlm4Moe},
     {"dots1", readDots1},
     {"ernie4_5_moe", readErnie45Moe},
     {"llama4_text", readLlama4Text},

@@ -108,6 +108,21 @@ def _families():
         # Fused experts under other names: input_linear [E, 2I, H], output_linear.
         "granitemoe": lambda: (t.GraniteMoeConfig(num_local_experts=8, num_experts_per_tok=2,
                                                   **{**SMALL, "intermediate_size": 24}), None),
+        "qwen3_5_moe": lambda: (t.Qwen3_5MoeConfig(
+            text_config=dict(moe_intermediate_size=16, num_experts=8, num_experts_per_tok=2,
+                             shared_expert_intermediate_size=24, head_dim=8,
+                             linear_num_value_heads=4, linear_num_key_heads=2,
+                             linear_key_head_dim=8, linear_value_head_dim=8, **SMALL),
+            vision_config=dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2,
+                               out_hidden_size=HIDDEN)),
+            None, t.Qwen3_5MoeForConditionalGeneration),
+        "glm4v_moe": lambda: (t.Glm4vMoeConfig(
+            text_config=dict(moe_intermediate_size=16, n_routed_experts=8, num_experts_per_tok=2,
+                             n_group=2, topk_group=1, first_k_dense_replace=1, head_dim=8,
+                             **SMALL),
+            vision_config=dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2,
+                               out_hidden_size=HIDDEN)),
+            None, t.Glm4vMoeForConditionalGeneration),
         # The router is gate.wg, the shared expert shared_mlp.
         "hunyuan_v1_moe": lambda: (t.HunYuanMoEV1Config(num_experts=8, moe_topk=2, head_dim=8,
                                                         pad_token_id=1, eos_token_id=1,

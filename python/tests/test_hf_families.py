@@ -44,6 +44,15 @@ def _families():
                                                             **SMALL),
                                            None, "Qwen3MoeSparseMoeBlock", "qwen3_moe"),
         "qwen3_vl_moe": lambda: _qwen3_vl(),
+        # Vision-language wrappers whose language model holds the MoE block.
+        "qwen3_5_moe": lambda: _text_config(
+            transformers.Qwen3_5MoeConfig, "Qwen3_5MoeSparseMoeBlock", "qwen3_5_moe",
+            dict(moe_intermediate_size=16, num_experts=8, num_experts_per_tok=2,
+                 shared_expert_intermediate_size=24)),
+        "glm4v_moe": lambda: _text_config(
+            transformers.Glm4vMoeConfig, "Glm4vMoeTextMoE", "glm4v_moe",
+            dict(moe_intermediate_size=16, n_routed_experts=8, num_experts_per_tok=2,
+                 n_group=2, topk_group=1, routed_scaling_factor=1.8)),
         # The routing weight scales the expert's input; top-1, a shared expert.
         "llama4_text": lambda: (t.Llama4TextConfig(intermediate_size=16, num_local_experts=8,
                                                    **SMALL),
@@ -128,6 +137,11 @@ def _qwen3_vl():
     config = transformers.Qwen3VLMoeConfig(text_config=dict(
         moe_intermediate_size=16, num_experts=8, num_experts_per_tok=2, **SMALL))
     return config, None, "Qwen3VLMoeTextSparseMoeBlock", "qwen3_vl_moe", config.text_config
+
+
+def _text_config(config_class, block_class, module, text):
+    config = config_class(text_config=dict(**text, **SMALL))
+    return config, None, block_class, module, config.text_config
 
 
 def _llama4():
