@@ -123,6 +123,16 @@ def _families():
             vision_config=dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2,
                                out_hidden_size=HIDDEN)),
             None, t.Glm4vMoeForConditionalGeneration),
+        # The whole Llama 4 model: its language model under language_model.model.
+        "llama4": lambda: (t.Llama4Config(
+            text_config=dict(num_local_experts=8, num_experts_per_tok=1,
+                             interleave_moe_layer_step=2, intermediate_size_mlp=24, head_dim=8,
+                             **{**SMALL, "intermediate_size": 24}),
+            vision_config=dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+                               num_attention_heads=2, image_size=32, patch_size=16,
+                               vision_output_dim=HIDDEN, projector_input_dim=HIDDEN,
+                               projector_output_dim=HIDDEN)),
+            None, t.Llama4ForConditionalGeneration),
         # The router is gate.wg, the shared expert shared_mlp.
         "hunyuan_v1_moe": lambda: (t.HunYuanMoEV1Config(num_experts=8, moe_topk=2, head_dim=8,
                                                         pad_token_id=1, eos_token_id=1,
@@ -202,6 +212,8 @@ def _checkpoint(name, directory, **save_args):
 
 
 def _decoder_layers(model):
+    if hasattr(getattr(model, "language_model", None), "model"):  # Llama 4's whole model
+        return model.language_model.model.layers
     inner = model.model
     return inner.language_model.layers if hasattr(inner, "language_model") else inner.layers
 
