@@ -120,19 +120,25 @@ std::string ConfigFields::string(Names names,
   return "";
 }
 
+const json::Array *ConfigFields::array(Names names, llvm::StringRef expected,
+                                       llvm::StringRef &key) {
+  const json::Value *v = require(names, expected, false, key);
+  if (!v)
+    return nullptr;
+  const json::Array *items = v->getAsArray();
+  if (!items)
+    wrongType(key, expected, *v);
+  return items;
+}
+
 std::vector<int64_t> ConfigFields::integers(Names names, int64_t min,
                                             int64_t max) {
   llvm::StringRef key;
-  const json::Value *v = require(names, "an array of integers", false, key);
   std::vector<int64_t> out;
-  if (!v)
+  const json::Array *items = array(names, "an array of integers", key);
+  if (!items)
     return out;
-  const json::Array *array = v->getAsArray();
-  if (!array) {
-    wrongType(key, "an array of integers", *v);
-    return out;
-  }
-  for (const json::Value &item : *array) {
+  for (const json::Value &item : *items) {
     std::optional<int64_t> i = item.getAsInteger();
     if (!i || *i < min || *i > max) {
       failAt(key, llvm::formatv("expected integers in [{0}, {1}], got {2}", min,
@@ -147,16 +153,11 @@ std::vector<int64_t> ConfigFields::integers(Names names, int64_t min,
 std::vector<std::string> ConfigFields::strings(Names names,
                                                llvm::ArrayRef<llvm::StringRef> allowed) {
   llvm::StringRef key;
-  const json::Value *v = require(names, "an array of strings", false, key);
   std::vector<std::string> out;
-  if (!v)
+  const json::Array *items = array(names, "an array of strings", key);
+  if (!items)
     return out;
-  const json::Array *array = v->getAsArray();
-  if (!array) {
-    wrongType(key, "an array of strings", *v);
-    return out;
-  }
-  for (const json::Value &item : *array) {
+  for (const json::Value &item : *items) {
     std::optional<llvm::StringRef> text = item.getAsString();
     if (!text || !llvm::is_contained(allowed, *text)) {
       failAt(key, llvm::formatv("expected each of \"{0}\", got {1}",

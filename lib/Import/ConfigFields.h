@@ -80,6 +80,10 @@ private:
   const llvm::json::Value *find(Names names, llvm::StringRef &found);
   const llvm::json::Value *require(Names names, llvm::StringRef expected,
                                    bool required, llvm::StringRef &found);
+  /// The array under the first present name (null, after an error, if it
+  /// is present and not an array).
+  const llvm::json::Array *array(Names names, llvm::StringRef expected,
+                                 llvm::StringRef &key);
   void wrongType(llvm::StringRef key, llvm::StringRef expected,
                  const llvm::json::Value &got);
 
