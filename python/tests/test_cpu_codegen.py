@@ -1,6 +1,8 @@
 """The CPU code generation (convert-moe-to-cpu): the padded dispatch layout,
 bitwise determinism across thread counts, the --cpu target, and expert-parallel
 ranks computing only the rows of their own experts."""
+import ctypes
+import gc
 import json
 import os
 import subprocess
@@ -13,8 +15,8 @@ from moec import main as main_job
 from moec import reference
 from moec.layer import run_layer
 from moec.memref import CompiledFunction
-from moec.toolchain import ROOT, compile_config, compile_mlir, tool
-from moec.weights import make_inputs
+from moec.toolchain import ROOT, build_dir, compile_config, compile_mlir, tool
+from moec.weights import DTYPES, make_inputs
 
 EXAMPLES = sorted((ROOT / "examples").glob("*/config.json"))
 H, K, E, TILE = 24, 2, 4, 4
@@ -82,12 +84,33 @@ def test_padded_layout_layer_matches_reference(tmp_path, config, dtype):
     assert np.max(np.abs(y - ref)) / np.max(np.abs(ref)) <= main_job.TOLERANCE[dtype]
 
 
+@pytest.mark.parametrize("config", EXAMPLES, ids=[c.parent.name for c in EXAMPLES])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_layer_call_frees_every_buffer(tmp_path, config, dtype):
+    """Decode and prefill sizes (300 tokens: the packed GEMM, its scratch
+    included) match the reference, and the runtime's heap counter is back to
+    where it was once the result is gone."""
+    runtime = ctypes.CDLL(str(build_dir() / "lib" / "libmoert.so"))
+    runtime.moert_heap_live_bytes.restype = ctypes.c_int64
+    library, plan = compile_config(config, tmp_path, dtype)
+    before = runtime.moert_heap_live_bytes()
+    for tokens in (1, 300):
+        x, weights = make_inputs(plan, tokens, seed=4)
+        y = run_layer(library, plan, x, weights)
+        ref = reference.layer(x, weights, plan)
+        error = np.max(np.abs(y.astype(np.float64) - ref)) / np.max(np.abs(ref))
+        assert error <= main_job.TOLERANCE[dtype], (tokens, error)
+        del y
+        gc.collect()
+        assert runtime.moert_heap_live_bytes() == before, tokens
+
+
 RUN_ONCE = """
 import sys, numpy as np
 sys.path.insert(0, sys.argv[1])
 import json
 from moec.layer import run_layer
-from moec.weights import make_inputs
+from moec.weights import DTYPES, make_inputs
 plan = json.load(open(sys.argv[3]))
 x, weights = make_inputs(plan, 96, seed=5)
 np.save(sys.argv[4], run_layer(sys.argv[2], plan, x, weights))
@@ -157,28 +180,37 @@ func.func @gemm(%a: tensor<?x{k}x{dtype}>, %w: tensor<{experts}x{n}x{k}x{dtype}>
 """
 
 
-# Row counts around the packed GEMM's limits (24 rows and more; tiles of 24
-# rows in blocks of 48): no rows, the decode path (5), exactly one tile,
-# one row over it (a one-vector rest tile), rests of two and three vectors,
-# a whole block, a block and one row, several blocks.
-PACKED_COUNTS = [0, 5, 24, 25, 36, 47, 48, 49, 100]
+# Row counts around the packed GEMM's limits (24 rows and more; tiles of 6
+# rows in blocks of 192): no rows, the decode path (5, 23), whole tiles (24,
+# 30), every partial tile (25-29), a block less one, a block, a block and
+# one row, several blocks.
+PACKED_COUNTS = [0, 5, 23, 24, 25, 26, 27, 28, 29, 30, 191, 192, 193, 400]
 
 
-@pytest.mark.parametrize("k", [40, 2736], ids=["one-depth-block", "split-depth"])
-def test_packed_grouped_gemm_matches_numpy(tmp_path, k):
+@pytest.mark.parametrize("k, n, dtype", [
+    (40, 96, "f32"),      # panels of 2 vectors; a partial group of panels
+    (37, 96, "f32"),      # a depth that ends element-wise
+    (4200, 32, "f32"),    # the depth split into blocks that add up
+    (37, 96, "bf16"),     # bf16 widened in the pack and the row copy
+    (40, 12, "f32"),      # no whole panel: the decode path for every expert
+], ids=["f32", "ragged-depth", "split-depth", "bf16", "narrow"])
+def test_packed_grouped_gemm_matches_numpy(tmp_path, k, n, dtype):
     """out[r] = a[r] @ w[e].T for the rows of each expert, whichever path
     (decode or packed, one or several depth blocks) computes it; padding
-    rows after the experts are zero. Also bitwise equal on 1 and 2 threads."""
-    n, experts = 12, len(PACKED_COUNTS)
-    library = compile_mlir(grouped_gemm_source(k, n, experts), tmp_path, "gemm")
+    rows after the experts are zero. Also bitwise equal on 1 and 2 threads,
+    and nothing allocated is left behind (scratch inside a thread loop is not
+    freed by the deallocation pipeline)."""
+    experts = len(PACKED_COUNTS)
+    library = compile_mlir(grouped_gemm_source(k, n, experts, dtype), tmp_path, "gemm")
     offsets = np.concatenate([[0], np.cumsum(PACKED_COUNTS)]).astype(np.int32)
     rows = int(offsets[-1]) + 3
     row_expert = np.full(rows, -1, np.int32)
     for e in range(experts):
         row_expert[offsets[e]:offsets[e + 1]] = e
     rng = np.random.default_rng(7)
-    a = rng.standard_normal((rows, k), dtype=np.float32)
-    w = rng.standard_normal((experts, n, k), dtype=np.float32)
+    element = DTYPES[dtype]
+    a = rng.standard_normal((rows, k), dtype=np.float32).astype(element)
+    w = rng.standard_normal((experts, n, k), dtype=np.float32).astype(element)
     want = np.zeros((rows, n))
     for e in range(experts):
         lo, hi = offsets[e], offsets[e + 1]
@@ -186,11 +218,21 @@ def test_packed_grouped_gemm_matches_numpy(tmp_path, k):
     script = (
         "import sys, numpy as np\n"
         "from moec.memref import CompiledFunction\n"
-        f"fn = CompiledFunction({str(library)!r}, 'gemm', [(2, np.float32)])\n"
+        "from moec.weights import DTYPES\n"
+        f"fn = CompiledFunction({str(library)!r}, 'gemm', [(2, DTYPES[{dtype!r}])])\n"
         f"d = np.load({str(tmp_path / 'in.npz')!r})\n"
-        "y = fn(d['a'], d['w'], d['re'], d['off'])\n"
-        "np.save(sys.argv[1], y)\n")
-    np.savez(tmp_path / "in.npz", a=a, w=w, re=row_expert, off=offsets)
+        f"y = fn(d['a'].view(DTYPES[{dtype!r}]), d['w'].view(DTYPES[{dtype!r}]), d['re'], d['off'])\n"
+        "np.save(sys.argv[1], y.view(np.uint16) if y.dtype.itemsize == 2 else y)\n"
+        # Every buffer the GEMM allocated is freed (the result with its view).
+        "del y\n"
+        "import ctypes, gc\n"
+        "from moec.toolchain import build_dir\n"
+        "gc.collect()\n"
+        "rt = ctypes.CDLL(str(build_dir() / 'lib' / 'libmoert.so'))\n"
+        "rt.moert_heap_live_bytes.restype = ctypes.c_int64\n"
+        "assert rt.moert_heap_live_bytes() == 0, rt.moert_heap_live_bytes()\n")
+    bits = np.uint16 if dtype == "bf16" else np.float32
+    np.savez(tmp_path / "in.npz", a=a.view(bits), w=w.view(bits), re=row_expert, off=offsets)
     outs = []
     for threads in (1, 2):
         out = tmp_path / f"y{threads}.npy"
@@ -199,7 +241,9 @@ def test_packed_grouped_gemm_matches_numpy(tmp_path, k):
         subprocess.run([sys.executable, "-c", script, str(out)], env=env, check=True)
         outs.append(np.load(out))
     np.testing.assert_array_equal(outs[0], outs[1])
-    got = outs[0].astype(np.float64)
+    got = outs[0].view(element).astype(np.float64)
     scale = np.abs(want).max()
-    assert np.abs(got - want).max() <= 1e-5 * scale
+    # f32 sums; a bf16 output is rounded once (2^-9 relative).
+    tolerance = 1e-5 if dtype == "f32" else 4e-3
+    assert np.abs(got - want).max() <= tolerance * scale
     assert not got[offsets[-1]:].any()

@@ -36,42 +36,50 @@
 // AVX512: scf.forall (%{{.*}}) in (%{{.*}})
 // AVX512-COUNT-8: vector.fma {{.*}} : vector<16xf32>
 // The packed path for experts with at least packed-min-rows rows: the dot
-// forall skips them; a scan lists (expert, row block of 48) work items for a
-// second forall; each block is packed transposed into [2 x K x 24] f32; a
-// register tile is 3 vectors of packed rows x 4 broadcast weights (12 FMAs,
-// no horizontal sum); the last partial tile uses 2 or 1 row vectors.
+// forall skips them; a scan lists their row blocks of up to 192 rows; when
+// there is any, one scratch of 64 thread slots x [K][16] panels, and a forall
+// over the slots, each a run of (row block, 4 panels) items. Per panel the
+// weights are packed transposed by 8 x 8 blocks in three shuffle stages; a
+// register tile is 6 rows x 2 vectors of packed weights (12 FMAs per k, a
+// broadcast activation each, no horizontal sum) stored as whole vectors;
+// the last partial tile has exactly the rows left (5 down to 1).
 // PACKED-LABEL: func.func @gemm
 // PACKED: scf.forall
 // PACKED: arith.cmpi uge, %{{.*}}, %c24
 // PACKED: scf.if
 // PACKED: } else {
+// PACKED: memref.alloc(%{{.*}}) : memref<?xindex>
+// PACKED: %[[BLOCKS:.*]] = scf.for {{.*}} iter_args({{.*}}) -> (index)
+// PACKED: arith.cmpi ne, %[[BLOCKS]], %c0
+// PACKED: scf.if
+// PACKED: %[[SCRATCH:.*]] = memref.alloc() {alignment = 64 : i64} : memref<64x64x16xf32>
+// PACKED: scf.forall (%[[SLOT:.*]]) in (%{{.*}})
+// PACKED: %[[PANEL:.*]] = memref.subview %[[SCRATCH]][%[[SLOT]], 0, 0] [1, 64, 16] [1, 1, 1]
+// PACKED-COUNT-8: vector.load %{{.*}} : memref<4x32x64xf32, strided<[?, ?, 1], offset: ?>>, vector<8xf32>
+// PACKED: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 8, 9, 10, 11]
+// PACKED: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 8, 9, 4, 5, 12, 13]
+// PACKED: vector.shuffle %{{.*}}, %{{.*}} [0, 8, 2, 10, 4, 12, 6, 14]
+// PACKED: vector.store %{{.*}}, %[[PANEL]]
+// PACKED: scf.for {{.*}} step %c6 {
 // PACKED: scf.for {{.*}} iter_args
-// PACKED: scf.forall (%[[ITEM:.*]]) in (%{{.*}})
-// PACKED: memref.load %{{.*}}[%[[ITEM]]] : memref<?xindex>
-// PACKED: memref.alloc() {alignment = 64 : i64} : memref<2x64x24xf32>
-// PACKED: scf.for %[[K:.*]] = %c0 to %{{.*}} step %c1 iter_args
-// PACKED-COUNT-3: vector.load %{{.*}} : memref<2x64x24xf32>, vector<8xf32>
+// PACKED-COUNT-2: vector.load %[[PANEL]]
+// PACKED: memref.load
 // PACKED: vector.broadcast %{{.*}} : f32 to vector<8xf32>
-// PACKED-COUNT-3: vector.fma
-// PACKED: vector.broadcast
-// PACKED-COUNT-3: vector.fma
-// PACKED: vector.broadcast
-// PACKED-COUNT-3: vector.fma
-// PACKED: vector.broadcast
-// PACKED-COUNT-3: vector.fma
-// PACKED: scf.yield {{.*}} : vector<8xf32>
+// PACKED-COUNT-2: vector.fma
+// PACKED: scf.yield {{.*}} : vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>
 // PACKED-NOT: vector.reduction
-// PACKED: arith.cmpi ugt, %{{.*}}, %c16
-// PACKED: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
-// PACKED: arith.cmpi ugt, %{{.*}}, %c8
-// PACKED: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
-// PACKED: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// PACKED-COUNT-12: vector.store %{{.*}} : memref<?x32xf32>, vector<8xf32>
+// PACKED: arith.cmpi eq, %{{.*}}, %c5
+// PACKED: scf.yield {{.*}} : vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>{{$}}
+// PACKED: arith.cmpi eq, %{{.*}}, %c4
+// PACKED: arith.cmpi eq, %{{.*}}, %c1
+// PACKED: scf.yield {{.*}} : vector<8xf32>, vector<8xf32>{{$}}
 // One-row (decode) tiles prefetch the weight rows of the next tile.
 // NOPACK-LABEL: func.func @gemm
 // NOPACK: scf.forall
 // NOPACK-COUNT-4: memref.prefetch %{{.*}}, read, locality<3>, data
 // NOPACK-NOT: scf.forall
-// NOPACK-NOT: memref<2x64x24xf32>
+// NOPACK-NOT: memref<64x64x16xf32>
 // NOPACK: return
 // PIPELINE-LABEL: func.func @gemm
 // PIPELINE: omp.parallel

@@ -52,10 +52,12 @@ def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
       accumulators with `vector.fma` (weights of one expert are reused by all
       rows of its tile; bf16 operands are widened in registers).
       Experts with at least `packed-min-rows` rows (prefill) instead take a
-      second `scf.forall` over row blocks listed by a scan: each block is
-      packed transposed (as f32) once, and register tiles of 3 x
-      `vector-width` rows by 4 weight rows accumulate outer products
-      (a vector of packed rows times a broadcast weight).
+      second `scf.forall` over thread slots, each a run of (row block, column
+      panels) items listed by a scan: per panel of 2 x `vector-width` weight
+      rows, the weights are packed transposed (as f32, by shuffle stages) into
+      the slot's scratch, and register tiles of 6 rows by the panel
+      accumulate outer products (a broadcast activation times two vectors of
+      packed weights), stored as whole vectors.
     * `moe.route`: the router GEMM as a one-expert grouped GEMM, then top-k by
       selection per token: O(T E k), ties to the lower expert id, NaN last.
     * `moe.dispatch`: a counting sort by a scan: O(T k + E).

@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <functional>
@@ -58,6 +59,21 @@ void cpu::forLoop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
                        body(iv);
                        scf::YieldOp::create(b, loc);
                      });
+}
+
+Value cpu::widenToF32(OpBuilder &b, Location loc, Value v) {
+  auto type = cast<VectorType>(v.getType());
+  if (type.getElementType().isF32())
+    return v;
+  // bf16 -> f32 is exact: the 16 bits become the high half of the f32.
+  auto i16 = type.clone(b.getI16Type());
+  auto i32 = type.clone(b.getI32Type());
+  Value bits = vector::BitCastOp::create(b, loc, i16, v);
+  Value wide = arith::ExtUIOp::create(b, loc, i32, bits);
+  Value shift = arith::ConstantOp::create(
+      b, loc, i32, DenseElementsAttr::get(i32, b.getI32IntegerAttr(16)));
+  Value high = arith::ShLIOp::create(b, loc, wide, shift);
+  return vector::BitCastOp::create(b, loc, type.clone(b.getF32Type()), high);
 }
 
 void cpu::fillInLine(OpBuilder &b, Location loc, Value view, Value value) {

@@ -18,15 +18,18 @@ struct CpuCodegenOptions {
   int64_t l1PanelBytes = 16 * 1024;
   /// Experts with at least this many rows take the packed path (0: never).
   int64_t packedMinRows = 24;
-  /// Its register tile: packedRowVectors x vectorWidth rows by packedCols
-  /// weight rows; and the rows of one work item (a multiple of the tile).
-  int64_t packedRowVectors = 3;
-  int64_t packedCols = 4;
-  int64_t packedBlockRows = 48;
-  /// Bytes of packed rows one depth block keeps (in L2). Splitting K costs a
-  /// pass over the output per block: measured 1.2-1.6x slower at K = 1024
-  /// with 128-512 KiB blocks, so only a depth of more than 2730 is split.
-  int64_t packedL2Bytes = 512 * 1024;
+  /// Its register tile: packedTileRows rows by a panel of 2 x vectorWidth
+  /// columns (2 x packedTileRows accumulators); a work item is a block of up
+  /// to packedBlockRows rows by packedGroupPanels panels.
+  int64_t packedTileRows = 6;
+  int64_t packedGroupPanels = 4;
+  int64_t packedBlockRows = 192;
+  /// Bytes of one packed weight panel ([depth][panel] f32, kept in L2); a
+  /// deeper f32 GEMM is split into depth blocks that add to the output.
+  int64_t packedPanelBytes = 256 * 1024;
+  /// Thread slots of the packed GEMM (runs of work items with their own
+  /// panel scratch): at most this many threads share its work.
+  int64_t packedSlots = 64;
 };
 
 /// Operands of a grouped GEMM on buffers:
@@ -93,6 +96,8 @@ Value loadIndex(OpBuilder &b, Location loc, Value buffer, ValueRange indices);
 /// An scf.for without results whose body `body(iv)` builds at `b`.
 void forLoop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
              function_ref<void(Value)> body);
+/// A bf16 vector as f32 (exact: a shift of the 16 bits), an f32 one as is.
+Value widenToF32(OpBuilder &b, Location loc, Value vector);
 /// Stores `value` into every element of `view` with scf.for loops on the
 /// calling thread. For the few padding rows of one expert inside a loop over
 /// experts, where a linalg.fill would start a thread team per expert.

@@ -9,8 +9,8 @@
 //   register tiles of register-rows rows by register-cols weight rows whose
 //     reduction over K runs on vector<vector-width x f32> accumulators with
 //     vector.fma; one horizontal sum per output element at the end.
-// Experts with at least `packedMinRows` rows (f32 weights) are left to the
-// packed GEMM (PackedGemmCPU.cpp), which this emits after its own loop.
+// Experts with at least `packedMinRows` rows are left to the packed GEMM
+// (PackedGemmCPU.cpp), which this emits after its own loop.
 // Weights are read in HuggingFace's [E, N, K] layout: both operands are
 // contiguous along K, so no packing step is needed. bf16 operands are
 // widened to f32 in registers (a shift of the 16 bits), so a bf16 layer
@@ -172,17 +172,7 @@ private:
     } else {
       v = vector::LoadOp::create(b, loc, vectorType, buffer, indices);
     }
-    if (element.isF32())
-      return v;
-    // bf16 -> f32 is exact: the 16 bits become the high half of the f32.
-    auto i16 = VectorType::get({lanes}, b.getI16Type());
-    auto i32 = VectorType::get({lanes}, b.getI32Type());
-    Value bits = vector::BitCastOp::create(b, loc, i16, v);
-    Value wide = arith::ExtUIOp::create(b, loc, i32, bits);
-    Value shift = arith::ConstantOp::create(
-        b, loc, i32, DenseElementsAttr::get(i32, b.getI32IntegerAttr(16)));
-    Value high = arith::ShLIOp::create(b, loc, wide, shift);
-    return vector::BitCastOp::create(b, loc, f32Vector, high);
+    return widenToF32(b, loc, v);
   }
 
   bool bothBf16() const {

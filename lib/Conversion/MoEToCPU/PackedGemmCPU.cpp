@@ -1,19 +1,19 @@
 //===- PackedGemmCPU.cpp - grouped GEMM for experts with many rows --------===//
 //
 // Experts with at least `packedMinRows` rows (prefill) take this path:
-//   a scan lists the work items, one row block of `packedBlockRows` rows of
-//     one expert each, so that threads split them evenly whatever the
-//     routing (scf.forall over the list);
-//   the rows of the block are packed transposed, as f32, into a scratch
-//     buffer [sub-tiles][K][tile rows] (bf16 is widened here, once);
-//   register tiles of `packedRowVectors` x vector-width rows by
-//     `packedCols` weight rows: per k, the packed rows are vector loads,
-//     each weight is broadcast, and the products accumulate in
-//     registers along K (an outer product: no horizontal sums);
-//   the tile goes out through a small buffer, row by row.
-// The weights are read in HuggingFace's [E, N, K] layout, once per row block;
-// each one feeds the FMAs of every row of the block. Only f32 weights: a bf16
-// weight would need its own shuffle per broadcast.
+//   a scan lists the row blocks (up to `packedBlockRows` rows of one expert);
+//     the work items are (row block, group of `packedGroupPanels` column
+//     panels), so threads split them evenly whatever the routing (scf.forall);
+//   per panel of 2 x vector-width weight rows, the expert's weights are packed
+//     transposed into a [K][panel] f32 scratch (lanes x lanes blocks turned by
+//     vector.shuffle stages; bf16 is widened here), which stays in L2 while
+//     every row tile of the block uses it;
+//   register tiles of `packedTileRows` rows by the panel: per k, two vector
+//     loads of the packed weights and a broadcast of each row's activation,
+//     accumulated along K in 2 x packedTileRows registers (outer products: no
+//     horizontal sums), then stored as whole vectors into the output rows.
+// Weights stay in HuggingFace's [E, N, K] layout in memory; packing a panel
+// costs one pass over its weights per row block, which the block's rows share.
 //===----------------------------------------------------------------------===//
 #include "CPUPatterns.h"
 
@@ -36,7 +36,8 @@ public:
     cols = ops.cols();
     depth = ops.depth();
     lanes = options.vectorWidth;
-    tileRows = options.packedRowVectors * lanes;
+    panel = 2 * lanes;
+    groupCols = options.packedGroupPanels * panel;
     blockRows = options.packedBlockRows;
     f32Vector = VectorType::get({lanes}, b.getF32Type());
   }
@@ -47,8 +48,8 @@ public:
     Value capacity = arith::AddIOp::create(
         b, loc, arith::DivUIOp::create(b, loc, rows, c(blockRows)), c(experts));
     auto listType = MemRefType::get({ShapedType::kDynamic}, b.getIndexType());
-    Value itemExpert = memref::AllocOp::create(b, loc, listType, capacity);
-    Value itemRow = memref::AllocOp::create(b, loc, listType, capacity);
+    Value blockExpert = memref::AllocOp::create(b, loc, listType, capacity);
+    Value blockRow = memref::AllocOp::create(b, loc, listType, capacity);
     auto scan = scf::ForOp::create(
         b, loc, c(0), c(experts), c(1), ValueRange{c(0)},
         [&](OpBuilder &nb, Location, Value e, ValueRange count) {
@@ -66,23 +67,67 @@ public:
             Value at = arith::AddIOp::create(b, loc, count[0], j);
             Value row = arith::AddIOp::create(
                 b, loc, begin, arith::MulIOp::create(b, loc, j, c(blockRows)));
-            memref::StoreOp::create(b, loc, e, itemExpert, at);
-            memref::StoreOp::create(b, loc, row, itemRow, at);
+            memref::StoreOp::create(b, loc, e, blockExpert, at);
+            memref::StoreOp::create(b, loc, row, blockRow, at);
           });
           scf::YieldOp::create(b, loc,
                                ValueRange{arith::AddIOp::create(b, loc, count[0], blocks)});
         });
+    Value blocks = scan.getResult(0);
+    Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, blocks, c(0));
+    auto branch = scf::IfOp::create(b, loc, any, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    // bf16 activations are widened once, before the tiles broadcast them: a
+    // broadcast of a 16-bit value would take the shuffle port the FMAs need.
+    rowSource = ops.a;
+    if (!cast<MemRefType>(ops.a.getType()).getElementType().isF32())
+      rowSource = emitWidenedRows(rows);
+    // Items of one row block are adjacent, so a thread's share of them
+    // mostly reads the same activation rows.
+    const int64_t groups = llvm::divideCeil(cols, groupCols);
+    Value items = arith::MulIOp::create(b, loc, blocks, c(groups));
+    // Threads take slots, each a contiguous run of items with its own panel
+    // scratch: allocated once for all of them (outside the thread loop, so
+    // that it is freed; one block of the same size each call, which the
+    // runtime's allocator keeps).
+    const int64_t slots = options.packedSlots, block = depthBlock();
+    Value scratch = memref::AllocOp::create(
+        b, loc, MemRefType::get({slots, block, panel}, b.getF32Type()), ValueRange{},
+        b.getI64IntegerAttr(64));
+    Value used = arith::MinUIOp::create(b, loc, items, c(slots));
     scf::ForallOp::create(
-        b, loc, ArrayRef<OpFoldResult>{scan.getResult(0)}, ValueRange{}, std::nullopt,
+        b, loc, ArrayRef<OpFoldResult>{used}, ValueRange{}, std::nullopt,
         [&](OpBuilder &nb, Location, ValueRange ivs) {
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-          Value expert = memref::LoadOp::create(b, loc, itemExpert, ivs[0]);
-          Value begin = memref::LoadOp::create(b, loc, itemRow, ivs[0]);
-          Value end = arith::MinUIOp::create(
-              b, loc, arith::AddIOp::create(b, loc, begin, c(blockRows)),
-              memref::LoadOp::create(b, loc, ops.rowEnd, expert));
-          emitBlock(expert, begin, end);
+          Value slot = ivs[0];
+          auto share = [&](Value s) {
+            return arith::DivUIOp::create(b, loc, arith::MulIOp::create(b, loc, s, items),
+                                          used);
+          };
+          Value first = share(slot);
+          Value last = share(arith::AddIOp::create(b, loc, slot, c(1)));
+          auto panelType = MemRefType::get(
+              {block, panel}, b.getF32Type(),
+              StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, {panel, 1}));
+          Value packed = memref::SubViewOp::create(
+              b, loc, panelType, scratch,
+              ArrayRef<OpFoldResult>{slot, b.getIndexAttr(0), b.getIndexAttr(0)},
+              ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(block),
+                                     b.getIndexAttr(panel)},
+              ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1), b.getIndexAttr(1)});
+          forLoop(b, loc, first, last, c(1), [&](Value item) {
+            Value rowBlock = arith::DivUIOp::create(b, loc, item, c(groups));
+            Value group = arith::RemUIOp::create(b, loc, item, c(groups));
+            Value expert = memref::LoadOp::create(b, loc, blockExpert, rowBlock);
+            Value begin = memref::LoadOp::create(b, loc, blockRow, rowBlock);
+            Value end = arith::MinUIOp::create(
+                b, loc, arith::AddIOp::create(b, loc, begin, c(blockRows)),
+                memref::LoadOp::create(b, loc, ops.rowEnd, expert));
+            emitItem(packed, expert, begin, end,
+                     arith::MulIOp::create(b, loc, group, c(groupCols)));
+          });
           scf::InParallelOp::create(b, loc);
         });
   }
@@ -97,43 +142,41 @@ public:
 private:
   Value c(int64_t v) { return constIndex(b, loc, v); }
 
-  void emitBlock(Value expert, Value begin, Value end) {
-    const int64_t subTiles = blockRows / tileRows;
+  /// The output columns [colBegin, colBegin + groupCols) of the rows
+  /// [begin, end) of one expert.
+  void emitItem(Value packed, Value expert, Value begin, Value end, Value colBegin) {
     const int64_t block = depthBlock();
-    auto scratchType = MemRefType::get({subTiles, block, tileRows}, b.getF32Type());
-    Value packed = memref::AllocOp::create(b, loc, scratchType, ValueRange{},
-                                           b.getI64IntegerAttr(64));
-    tileOut = memref::AllocOp::create(
-        b, loc, MemRefType::get({options.packedCols, tileRows}, b.getF32Type()),
-        ValueRange{}, b.getI64IntegerAttr(64));
     Value count = arith::SubIOp::create(b, loc, end, begin);
-    Value whole = arith::DivUIOp::create(b, loc, count, c(tileRows));
-    Value rest = arith::RemUIOp::create(b, loc, count, c(tileRows));
-    // Depth blocks: the packed rows of one stay in L2; later blocks add
-    // to what the earlier ones stored.
-    forLoop(b, loc, c(0), c(depth), c(block), [&](Value k0) {
-      kBegin = k0;
-      kLength = arith::MinUIOp::create(b, loc, c(block),
-                                       arith::SubIOp::create(b, loc, c(depth), k0));
-      emitPack(packed, begin, end);
-      // Weight rows outer: the packed block is reused by every weight row,
-      // and each weight row group is read by all sub-tiles while in cache.
-      forLoop(b, loc, c(0), c(cols), c(options.packedCols), [&](Value col) {
-        forLoop(b, loc, c(0), whole, c(1), [&](Value tile) {
-          emitTile(packed, tile, options.packedRowVectors, expert, begin, end, col);
-        });
-        emitRestTile(packed, whole, rest, options.packedRowVectors - 1, expert,
-                     begin, end, col);
+    Value whole = arith::MulIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, count, c(options.packedTileRows)),
+        c(options.packedTileRows));
+    Value rest = arith::RemUIOp::create(b, loc, count, c(options.packedTileRows));
+    Value colEnd = arith::MinUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, colBegin, c(groupCols)), c(cols));
+    forLoop(b, loc, colBegin, colEnd, c(panel), [&](Value col) {
+      // Depth blocks: the packed panel of one stays in L2; later blocks
+      // add to what the earlier ones stored.
+      forLoop(b, loc, c(0), c(depth), c(block), [&](Value k0) {
+        kBegin = k0;
+        kLength = arith::MinUIOp::create(b, loc, c(block),
+                                         arith::SubIOp::create(b, loc, c(depth), k0));
+        emitPack(packed, expert, col);
+        forLoop(b, loc, begin, arith::AddIOp::create(b, loc, begin, whole),
+                c(options.packedTileRows), [&](Value row) {
+                  emitTile(packed, row, options.packedTileRows, col, block < depth);
+                });
+        emitRestTile(packed, arith::AddIOp::create(b, loc, begin, whole), rest,
+                     options.packedTileRows - 1, col, block < depth);
       });
     });
   }
 
-  /// Depth of a block: the packed rows (blockRows x depth x 4 bytes) in at
-  /// most packedL2Bytes. Partial sums are kept in the output, so only an f32
+  /// Depth of a block: the packed panel (depth x panel x 4 bytes) in at most
+  /// packedPanelBytes. Partial sums are kept in the output, so only an f32
   /// output is split.
   int64_t depthBlock() const {
     auto out = cast<MemRefType>(ops.out.getType()).getElementType();
-    int64_t fits = options.packedL2Bytes / (blockRows * 4) / lanes * lanes;
+    int64_t fits = options.packedPanelBytes / (panel * 4) / lanes * lanes;
     if (!out.isF32() || fits >= depth || fits < lanes)
       return depth;
     // Even blocks: no short last block.
@@ -141,135 +184,173 @@ private:
     return llvm::divideCeil(llvm::divideCeil(depth, parts), lanes) * lanes;
   }
 
-  /// The last, partial sub-tile with as few row vectors as cover its rows:
-  /// `vectors + 1` of them when `rest` is over `vectors` x lanes.
-  void emitRestTile(Value packed, Value tile, Value rest, int64_t vectors,
-                    Value expert, Value begin, Value end, Value col) {
-    Value over = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, rest,
-                                       c(vectors * lanes));
-    auto branch = scf::IfOp::create(b, loc, over, /*withElseRegion=*/vectors > 0);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(branch.thenBlock());
-    emitTile(packed, tile, vectors + 1, expert, begin, end, col);
-    if (vectors == 0)
-      return;
-    b.setInsertionPointToStart(branch.elseBlock());
-    emitRestTile(packed, tile, rest, vectors - 1, expert, begin, end, col);
+  /// An f32 copy of the activation rows, filled on threads.
+  Value emitWidenedRows(Value rows) {
+    auto narrow = VectorType::get({lanes}, cast<MemRefType>(ops.a.getType()).getElementType());
+    Value wide = memref::AllocOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic, depth}, b.getF32Type()),
+        ValueRange{rows}, b.getI64IntegerAttr(64));
+    Value vectorEnd = c(depth / lanes * lanes);
+    scf::ForallOp::create(
+        b, loc, ArrayRef<OpFoldResult>{rows}, ValueRange{}, std::nullopt,
+        [&](OpBuilder &nb, Location, ValueRange ivs) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value row = ivs[0];
+          forLoop(b, loc, c(0), vectorEnd, c(lanes), [&](Value k) {
+            Value v = vector::LoadOp::create(b, loc, narrow, ops.a, ValueRange{row, k});
+            vector::StoreOp::create(b, loc, widenToF32(b, loc, v), wide, ValueRange{row, k});
+          });
+          forLoop(b, loc, vectorEnd, c(depth), c(1), [&](Value k) {
+            Value v = memref::LoadOp::create(b, loc, ops.a, ValueRange{row, k});
+            memref::StoreOp::create(b, loc, arith::ExtFOp::create(b, loc, b.getF32Type(), v),
+                                    wide, ValueRange{row, k});
+          });
+          scf::InParallelOp::create(b, loc);
+        });
+    return wide;
   }
 
-  /// packed[s, k, i] = f32(a[begin + s * tileRows + i, kBegin + k]) for k <
-  /// kLength, zero past `end`.
-  void emitPack(Value packed, Value begin, Value end) {
-    Type element = cast<MemRefType>(ops.a.getType()).getElementType();
-    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
-    forLoop(b, loc, c(0), c(blockRows), c(1), [&](Value i) {
-      Value row = arith::AddIOp::create(b, loc, begin, i);
-      Value tile = arith::DivUIOp::create(b, loc, i, c(tileRows));
-      Value lane = arith::RemUIOp::create(b, loc, i, c(tileRows));
-      Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, row, end);
-      auto branch = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(branch.thenBlock());
-      forLoop(b, loc, c(0), kLength, c(1), [&](Value k) {
-        Value v = memref::LoadOp::create(
-            b, loc, ops.a, ValueRange{row, arith::AddIOp::create(b, loc, kBegin, k)});
+  /// packed[k, j] = f32(w[expert, col + j, kBegin + k]) for k < kLength.
+  void emitPack(Value packed, Value expert, Value col) {
+    Type element = cast<MemRefType>(ops.w.getType()).getElementType();
+    auto narrow = VectorType::get({lanes}, element);
+    Value vectorEnd = arith::MulIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, kLength, c(lanes)), c(lanes));
+    for (int64_t half = 0; half < panel; half += lanes) {
+      // lanes x lanes blocks: lanes weight rows in, lanes packed rows out.
+      forLoop(b, loc, c(0), vectorEnd, c(lanes), [&](Value k) {
+        Value from = arith::AddIOp::create(b, loc, kBegin, k);
+        SmallVector<Value> block;
+        for (int64_t j = 0; j < lanes; ++j) {
+          Value row = arith::AddIOp::create(b, loc, col, c(half + j));
+          Value v = vector::LoadOp::create(b, loc, narrow, ops.w,
+                                           ValueRange{expert, row, from});
+          block.push_back(widenToF32(b, loc, v));
+        }
+        transpose(block);
+        for (int64_t j = 0; j < lanes; ++j)
+          vector::StoreOp::create(b, loc, block[j], packed,
+                                  ValueRange{arith::AddIOp::create(b, loc, k, c(j)), c(half)});
+      });
+    }
+    // A depth that is not a multiple of the vector width ends element-wise.
+    forLoop(b, loc, vectorEnd, kLength, c(1), [&](Value k) {
+      Value from = arith::AddIOp::create(b, loc, kBegin, k);
+      for (int64_t j = 0; j < panel; ++j) {
+        Value row = arith::AddIOp::create(b, loc, col, c(j));
+        Value v = memref::LoadOp::create(b, loc, ops.w, ValueRange{expert, row, from});
         if (!element.isF32())
           v = arith::ExtFOp::create(b, loc, b.getF32Type(), v);
-        memref::StoreOp::create(b, loc, v, packed, ValueRange{tile, k, lane});
-      });
-      b.setInsertionPointToStart(branch.elseBlock());
-      forLoop(b, loc, c(0), kLength, c(1), [&](Value k) {
-        memref::StoreOp::create(b, loc, zero, packed, ValueRange{tile, k, lane});
-      });
+        memref::StoreOp::create(b, loc, v, packed, ValueRange{k, c(j)});
+      }
     });
   }
 
-  /// The weight w[expert, col, k] in every lane of an f32 vector.
-  Value broadcastWeight(Value expert, Value col, Value k) {
-    Value w = memref::LoadOp::create(b, loc, ops.w, ValueRange{expert, col, k});
-    return vector::BroadcastOp::create(b, loc, f32Vector, w);
+  /// Transposes `rows` (lanes vectors of lanes elements, lanes a power of
+  /// two) in log2(lanes) stages of two-input shuffles: the stage of bit `s`
+  /// exchanges that bit between the row and the column index.
+  void transpose(SmallVectorImpl<Value> &rows) {
+    const int64_t n = lanes;
+    for (int64_t s = n / 2; s >= 1; s /= 2) {
+      SmallVector<int64_t> low, high;
+      for (int64_t col = 0; col < n; ++col) {
+        low.push_back(col & s ? n + (col ^ s) : col);
+        high.push_back(col & s ? n + col : col ^ s);
+      }
+      for (int64_t r = 0; r < n; ++r) {
+        if (r & s)
+          continue;
+        Value upper = rows[r], lower = rows[r + s];
+        rows[r] = vector::ShuffleOp::create(b, loc, upper, lower, low);
+        rows[r + s] = vector::ShuffleOp::create(b, loc, upper, lower, high);
+      }
+    }
   }
 
-  /// out[begin + tile * tileRows + i, col + j] for i < vectors x lanes, j <
-  /// packedCols: the rows before `end`.
-  void emitTile(Value packed, Value tile, int64_t vectors, Value expert,
-                Value begin, Value end, Value col) {
-    const int64_t width = options.packedCols;
+  /// The last, partial row tile, `rest` rows from `row` on: a tile of
+  /// exactly `rest` rows (an scf.if per size from `rows` down to 1).
+  void emitRestTile(Value packed, Value row, Value rest, int64_t rows, Value col,
+                    bool accumulate) {
+    if (rows == 0)
+      return;
+    Value exact = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rest, c(rows));
+    auto branch = scf::IfOp::create(b, loc, exact, /*withElseRegion=*/rows > 1);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    emitTile(packed, row, rows, col, accumulate);
+    if (rows == 1)
+      return;
+    b.setInsertionPointToStart(branch.elseBlock());
+    emitRestTile(packed, row, rest, rows - 1, col, accumulate);
+  }
+
+  /// out[row + i, col + j] for i < rows, j < panel over the depth block; with
+  /// `accumulate`, blocks after the first add to the output.
+  void emitTile(Value packed, Value row, int64_t rows, Value col, bool accumulate) {
     Value zero = arith::ConstantOp::create(
         b, loc, f32Vector, DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(0)));
-    SmallVector<Value> weightRows;
-    for (int64_t j = 0; j < width; ++j)
-      weightRows.push_back(j ? arith::AddIOp::create(b, loc, col, c(j)).getResult() : col);
-    SmallVector<Value> init(vectors * width, zero);
+    SmallVector<Value> sourceRows;
+    for (int64_t i = 0; i < rows; ++i)
+      sourceRows.push_back(arith::AddIOp::create(b, loc, row, c(i)));
+    SmallVector<Value> init(2 * rows, zero);
     auto loop = scf::ForOp::create(
         b, loc, c(0), kLength, c(1), init,
         [&](OpBuilder &nb, Location, Value k, ValueRange acc) {
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-          SmallVector<Value> next(acc.begin(), acc.end()), a;
-          for (int64_t v = 0; v < vectors; ++v)
-            a.push_back(vector::LoadOp::create(b, loc, f32Vector, packed,
-                                               ValueRange{tile, k, c(v * lanes)}));
-          Value kw = arith::AddIOp::create(b, loc, kBegin, k);
-          for (int64_t j = 0; j < width; ++j) {
-            Value w = broadcastWeight(expert, weightRows[j], kw);
-            for (int64_t v = 0; v < vectors; ++v)
-              next[v * width + j] =
-                  vector::FMAOp::create(b, loc, a[v], w, next[v * width + j]);
+          SmallVector<Value> next(acc.begin(), acc.end());
+          Value w0 = vector::LoadOp::create(b, loc, f32Vector, packed, ValueRange{k, c(0)});
+          Value w1 = vector::LoadOp::create(b, loc, f32Vector, packed, ValueRange{k, c(lanes)});
+          Value kx = arith::AddIOp::create(b, loc, kBegin, k);
+          for (int64_t i = 0; i < rows; ++i) {
+            Value x = memref::LoadOp::create(b, loc, rowSource, ValueRange{sourceRows[i], kx});
+            Value xs = vector::BroadcastOp::create(b, loc, f32Vector, x);
+            next[2 * i] = vector::FMAOp::create(b, loc, xs, w0, next[2 * i]);
+            next[2 * i + 1] = vector::FMAOp::create(b, loc, xs, w1, next[2 * i + 1]);
           }
           scf::YieldOp::create(b, loc, next);
         });
 
-    // acc[v * width + j][l] is out[row v * lanes + l, col + j]: the tile goes
-    // through a small buffer, then the rows before `end` are copied out.
-    for (int64_t v = 0; v < vectors; ++v)
-      for (int64_t j = 0; j < width; ++j)
-        vector::StoreOp::create(b, loc, loop.getResult(v * width + j), tileOut,
-                                ValueRange{c(j), c(v * lanes)});
     Type outElement = cast<MemRefType>(ops.out.getType()).getElementType();
-    Value tileBegin = arith::AddIOp::create(
-        b, loc, begin, arith::MulIOp::create(b, loc, tile, c(tileRows)));
-    Value rows = arith::MinUIOp::create(
-        b, loc, c(vectors * lanes), arith::SubIOp::create(b, loc, end, tileBegin));
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, kBegin, c(0));
-    forLoop(b, loc, c(0), rows, c(1), [&](Value i) {
-      Value row = arith::AddIOp::create(b, loc, tileBegin, i);
-      for (int64_t j = 0; j < width; ++j) {
-        Value value = memref::LoadOp::create(b, loc, tileOut, ValueRange{c(j), i});
-        SmallVector<Value, 2> at = {row, weightRows[j]};
-        if (outElement.isF32()) {
-          Value sum = arith::AddFOp::create(
-              b, loc, memref::LoadOp::create(b, loc, ops.out, at), value);
+    for (int64_t i = 0; i < rows; ++i) {
+      Value outRow = arith::AddIOp::create(b, loc, row, c(i));
+      for (int64_t h = 0; h < 2; ++h) {
+        Value value = loop.getResult(2 * i + h);
+        SmallVector<Value, 2> at = {outRow, arith::AddIOp::create(b, loc, col, c(h * lanes))};
+        if (accumulate) {
+          // Only f32 outputs are split in depth (depthBlock).
+          Value old = vector::LoadOp::create(b, loc, f32Vector, ops.out, at);
+          Value sum = arith::AddFOp::create(b, loc, old, value);
           value = arith::SelectOp::create(b, loc, first, value, sum);
-        } else {
-          value = arith::TruncFOp::create(b, loc, outElement, value);
+        } else if (!outElement.isF32()) {
+          value = arith::TruncFOp::create(b, loc, VectorType::get({lanes}, outElement), value);
         }
-        memref::StoreOp::create(b, loc, value, ops.out, at);
+        vector::StoreOp::create(b, loc, value, ops.out, at);
       }
-    });
+    }
   }
 
   OpBuilder &b;
   Location loc;
   const GemmBuffers &ops;
   const CpuCodegenOptions &options;
-  int64_t experts, cols, depth, lanes, tileRows, blockRows;
+  int64_t experts, cols, depth, lanes, panel, groupCols, blockRows;
   VectorType f32Vector;
-  /// The register tile on its way out, [packedCols][tile rows].
-  Value tileOut;
+  /// The f32 activation rows the tiles broadcast from: `a` or its f32 copy.
+  Value rowSource;
   /// The depth block being computed: its first k and its length.
   Value kBegin, kLength;
 };
 } // namespace
 
 bool cpu::usesPackedGemm(const GemmBuffers &ops, const CpuCodegenOptions &options) {
-  int64_t tileRows = options.packedRowVectors * options.vectorWidth;
-  // bf16 weights keep the other path: broadcasting a 16-bit weight takes
-  // the shuffle port the FMAs need (measured 2x slower at T = 2048).
-  auto wType = cast<MemRefType>(ops.w.getType());
-  return wType.getElementType().isF32() && options.packedMinRows > 0 && tileRows > 0 &&
-         options.packedBlockRows % tileRows == 0 && options.packedCols > 0 &&
-         ops.cols() % options.packedCols == 0;
+  // The pack turns lanes x lanes blocks with shuffle stages: a power of two.
+  int64_t lanes = options.vectorWidth;
+  return options.packedMinRows > 0 && lanes >= 2 && llvm::isPowerOf2_64(lanes) &&
+         options.packedTileRows > 0 && options.packedBlockRows >= options.packedTileRows &&
+         options.packedGroupPanels > 0 && ops.cols() % (2 * lanes) == 0;
 }
 
 void cpu::buildPackedGemm(OpBuilder &b, Location loc, const GemmBuffers &ops,
