@@ -95,10 +95,19 @@ def _timed(fn):
     return time.perf_counter() - start
 
 
+# After a call, a library's idle worker threads keep spinning for a while
+# (OpenBLAS about 2^28 cycles, LLVM's OpenMP 200 ms): with several threads
+# they would take the cores of whatever is measured next (a compiled T = 1
+# layer on 2 threads measured 3x slower right after numpy).
+SETTLE_S = 0.3
+
+
 def measure(fn, repeats, budget_s=0.0):
-    """One warm-up call, then up to `repeats` timed calls. With a budget, fewer
-    calls when they would not fit (at least one; a call longer than the whole
-    budget is timed once, warm-up included). Returns (result, seconds list)."""
+    """After SETTLE_S of quiet, one warm-up call, then up to `repeats` timed
+    calls. With a budget, fewer calls when they would not fit (at least one; a
+    call longer than the whole budget is timed once, warm-up included).
+    Returns (result, seconds list)."""
+    time.sleep(SETTLE_S)
     start = time.perf_counter()
     result = fn()
     first = time.perf_counter() - start

@@ -226,11 +226,13 @@ private:
     SmallVector<Value> init(rows * tileCols, zero);
     // One row (decode) streams the weights once: each weight row is only a
     // page or two, too short for the hardware prefetcher to ramp up, so the
-    // rows of the next tile are prefetched at the same depth.
+    // rows of the tile after next are prefetched at the same depth (two
+    // tiles ahead: bf16 DeepSeek-like T = 1 0.86 vs 1.15 ms for the next
+    // tile, four ahead 0.97; f32 and Qwen3 within noise).
     SmallVector<Value> nextCols;
     if (rows == 1)
       for (int64_t j = 0; j < tileCols; ++j) {
-        Value next = arith::AddIOp::create(b, loc, colIdx[j], c(tileCols));
+        Value next = arith::AddIOp::create(b, loc, colIdx[j], c(2 * tileCols));
         nextCols.push_back(arith::MinUIOp::create(b, loc, next, c(cols - 1)));
       }
     auto prefetchNext = [&](Value k) {
