@@ -42,7 +42,7 @@ def make_weights(plan, seed=0, experts=None):
     experts = range(e) if experts is None else list(experts)
     w = {"router_weight": _bf16_exact(_normal(seed, 0, (e, h)) / np.float32(np.sqrt(h)))}
     if plan["routing"]["correction_bias"]:
-        w["correction_bias"] = 0.1 * _normal(seed, 2, (e,))
+        w["correction_bias"] = balancing_bias(plan, w["router_weight"], seed)
     w13 = np.empty((len(experts), 2 * i, h), np.float32)
     w2 = np.empty((len(experts), h, i), np.float32)
     for n, expert in enumerate(experts):
@@ -54,6 +54,23 @@ def make_weights(plan, seed=0, experts=None):
         w["shared_w13"] = _bf16_exact(_normal(seed, 3, 0, (2 * s, h)) / np.float32(np.sqrt(h)))
         w["shared_w2"] = _bf16_exact(_normal(seed, 3, 1, (h, s)) / np.float32(np.sqrt(s)))
     return w
+
+
+def balancing_bias(plan, router_weight, seed, tokens=4096, steps=150, rate=0.004):
+    """DeepSeek-V3's correction bias as its training leaves it: starting from
+    0.1 N(0,1), each step lowers the bias of the experts chosen more often
+    than the mean and raises the others' by `rate` (the aux-loss-free update),
+    on calibration tokens of their own stream. A random bias alone would
+    send a third of the choices to one rank of four, an imbalance no
+    trained model has."""
+    bias = 0.1 * _normal(seed, 2, (plan["experts"],))
+    x = _bf16_exact(_normal(seed, 5, (tokens, plan["hidden_size"])))
+    logits = x @ router_weight.T
+    for _ in range(steps):
+        ids, _ = numpy_topk(logits, plan["routing"], bias)
+        load = np.bincount(ids.ravel(), minlength=plan["experts"])
+        bias -= np.float32(rate) * np.sign(load - load.mean()).astype(np.float32)
+    return bias.astype(np.float32)
 
 
 def make_tokens(plan, tokens, seed=0, stream=0):

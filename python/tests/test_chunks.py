@@ -92,13 +92,14 @@ def test_chunked_outputs_equal_unchunked(tmp_path, ranks):
 
 
 def test_chunked_outputs_match_unchunked_with_the_packed_gemm(tmp_path):
-    """With the default GEMM paths, 40 tokens unchunked give experts packed
-    blocks; chunks of 8 do not: equal up to f32 rounding."""
+    """With the default GEMM paths, 200 tokens unchunked give the experts
+    packed blocks (about 33 rows each); chunks of 8 do not: equal up to f32
+    rounding."""
     config = write_config(tmp_path)
-    per_token = bytes_per_token(config, tmp_path, 1, 40)
-    _, chunked = run(config, tmp_path, 1, [40], budget=8 * per_token, packed_min_rows=None)
-    _, whole = run(config, tmp_path, 1, [40], budget=0, packed_min_rows=None)
-    _, one_path = run(config, tmp_path, 1, [40], budget=0)
+    per_token = bytes_per_token(config, tmp_path, 1, 200)
+    _, chunked = run(config, tmp_path, 1, [200], budget=8 * per_token, packed_min_rows=None)
+    _, whole = run(config, tmp_path, 1, [200], budget=0, packed_min_rows=None)
+    _, one_path = run(config, tmp_path, 1, [200], budget=0)
     got, want = np.load(chunked[0]["output_file"]), np.load(whole[0]["output_file"])
     # The packed path did run: it rounds differently from the other one.
     assert not np.array_equal(want, np.load(one_path[0]["output_file"]))

@@ -417,16 +417,17 @@ llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine) {
            {"column_block", int64_t(defaults.columnBlock)},
            {"packed_min_rows", int64_t(packedMinRows)},
            {"packed",
-            "experts with at least packed_min_rows rows in a call (f32 weights): "
-            "row blocks of 48 packed transposed as f32 per work item, register "
-            "tiles of 3 x " + std::to_string(lanes) + " rows by 4 weight rows "
-            "(outer products)"},
-           {"weight_layout", "HuggingFace [E, out, in], no packing of weights: "
-                             "both operands are contiguous along the reduction"},
+            "experts with at least packed_min_rows rows in a call: per work item "
+            "(up to 192 rows of one expert by 4 panels of " + std::to_string(2 * lanes) +
+            " output columns) each panel's weights packed transposed as f32 "
+            "into a per-thread scratch, register tiles of 6 rows by the panel "
+            "(outer products of a broadcast activation and two weight vectors)"},
+           {"weight_layout", "HuggingFace [E, out, in] in memory; no pack step at "
+                             "load: the packed GEMM packs a panel per row block"},
            {"bf16", "widened to f32 in registers"}}},
       {"threads", "OpenMP worksharing loops over (column block, expert) work "
-                  "items, over listed (expert, row block) work items and over "
-                  "tokens; OMP_NUM_THREADS, default all cores"},
+                  "items, over up to 64 slots of listed (row block, panels) work "
+                  "items and over tokens; OMP_NUM_THREADS, default all cores"},
       {"llvm", "O3"}};
 }
 
