@@ -58,11 +58,15 @@ def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
     return library, json.loads(plan_path.read_text())
 
 
-def compile_mlir(source, out_dir, stem):
-    """Compiles moe-dialect IR text to a shared library."""
+def compile_mlir(source, out_dir, stem, cpu=None):
+    """Compiles moe-dialect IR text to a shared library (for `cpu`, an LLVM
+    CPU name; default the host)."""
     out_dir = Path(out_dir)
     mlir = out_dir / f"{stem}.mlir"
     mlir.write_text(source)
     library = out_dir / f"{stem}.so"
-    subprocess.run([tool("moe-compile"), str(mlir), "-o", str(library)], check=True)
+    command = [tool("moe-compile"), str(mlir), "-o", str(library)]
+    if cpu:
+        command += ["--cpu", cpu]
+    subprocess.run(command, check=True)
     return library

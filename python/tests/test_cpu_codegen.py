@@ -187,21 +187,22 @@ func.func @gemm(%a: tensor<?x{k}x{dtype}>, %w: tensor<{experts}x{n}x{k}x{dtype}>
 PACKED_COUNTS = [0, 5, 23, 24, 25, 26, 27, 28, 29, 30, 191, 192, 193, 400]
 
 
-@pytest.mark.parametrize("k, n, dtype", [
-    (40, 96, "f32"),      # panels of 2 vectors; a partial group of panels
-    (37, 96, "f32"),      # a depth that ends element-wise
-    (4200, 32, "f32"),    # the depth split into blocks that add up
-    (37, 96, "bf16"),     # bf16 widened in the pack and the row copy
-    (40, 12, "f32"),      # no whole panel: the decode path for every expert
-], ids=["f32", "ragged-depth", "split-depth", "bf16", "narrow"])
-def test_packed_grouped_gemm_matches_numpy(tmp_path, k, n, dtype):
+@pytest.mark.parametrize("k, n, dtype, cpu", [
+    (40, 96, "f32", None),      # panels of 2 vectors; a partial group of panels
+    (37, 96, "f32", None),      # a depth that ends element-wise
+    (4200, 32, "f32", None),    # the depth split into blocks that add up
+    (37, 96, "bf16", None),     # bf16 widened in the pack and the row copy
+    (40, 12, "f32", None),      # no whole panel: the decode path for every expert
+    (37, 96, "bf16", "x86-64"),  # 4 lanes: 4 x 4 transposes, panels of 8
+], ids=["f32", "ragged-depth", "split-depth", "bf16", "narrow", "sse2"])
+def test_packed_grouped_gemm_matches_numpy(tmp_path, k, n, dtype, cpu):
     """out[r] = a[r] @ w[e].T for the rows of each expert, whichever path
     (decode or packed, one or several depth blocks) computes it; padding
     rows after the experts are zero. Also bitwise equal on 1 and 2 threads,
     and nothing allocated is left behind (scratch inside a thread loop is not
     freed by the deallocation pipeline)."""
     experts = len(PACKED_COUNTS)
-    library = compile_mlir(grouped_gemm_source(k, n, experts, dtype), tmp_path, "gemm")
+    library = compile_mlir(grouped_gemm_source(k, n, experts, dtype), tmp_path, "gemm", cpu)
     offsets = np.concatenate([[0], np.cumsum(PACKED_COUNTS)]).astype(np.int32)
     rows = int(offsets[-1]) + 3
     row_expert = np.full(rows, -1, np.int32)
