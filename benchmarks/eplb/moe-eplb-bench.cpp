@@ -4,9 +4,12 @@
 // (even and uneven shares) on every *.json trace of DATA_DIR at EP32, EP64
 // and EP144; planning time for 58 layers x 256 experts at EP32; synthetic
 // traces whose hot experts drift over windows (plan on the mean, the max,
-// mean + std, the worst window); plan on one trace, run on another.
+// mean + std, the worst window); plan on one trace, run on another; and
+// batches sampled from one trace run on plans made from another, with the
+// replicas fixed by the plan or chosen per batch (balanceBatch).
 //
 //===----------------------------------------------------------------------===//
+#include "moe/EPLB/BatchBalance.h"
 #include "moe/EPLB/DeepSeek.h"
 #include "moe/EPLB/EvenPacking.h"
 #include "moe/EPLB/PlanIO.h"
@@ -21,7 +24,9 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <chrono>
 #include <map>
+#include <random>
 
 using namespace mlir::moe::eplb;
 
@@ -255,6 +260,196 @@ void crossTrace(const std::vector<Trace> &traces) {
     std::printf("\n");
   }
 }
+
+/// Batches of a trace: each token draws kTopK distinct experts with
+/// probabilities proportional to the trace's counts. A batch's count of an
+/// expert is then Binomial(tokens, pi_e), pi_e the chance that a token draws
+/// e, estimated once per layer from kProbeTokens simulated tokens (the
+/// counts of different experts are drawn independently: the one correlation
+/// left out is that a token's k experts are distinct).
+constexpr int kTopK = 8;
+constexpr int kProbeTokens = 20000;
+constexpr int kBatchesPerLayer = 8;
+
+std::vector<double> inclusionProbabilities(const std::vector<double> &load,
+                                           std::mt19937_64 &rng) {
+  std::vector<double> cumulative(load.size());
+  double total = 0;
+  for (size_t e = 0; e < load.size(); ++e)
+    cumulative[e] = total += load[e];
+  std::vector<double> hits(load.size(), 0.0);
+  std::uniform_real_distribution<double> uniform(0.0, total);
+  int64_t positive = std::count_if(load.begin(), load.end(), [](double w) { return w > 0; });
+  const int draws = static_cast<int>(std::min<int64_t>(kTopK, positive));
+  std::vector<size_t> chosen;
+  for (int t = 0; t < kProbeTokens; ++t) {
+    chosen.clear();
+    while (static_cast<int>(chosen.size()) < draws) {
+      size_t e = std::upper_bound(cumulative.begin(), cumulative.end(), uniform(rng)) -
+                 cumulative.begin();
+      e = std::min(e, load.size() - 1);
+      if (load[e] > 0 && std::find(chosen.begin(), chosen.end(), e) == chosen.end())
+        chosen.push_back(e);
+    }
+    for (size_t e : chosen)
+      hits[e] += 1;
+  }
+  for (double &h : hits)
+    h /= kProbeTokens;
+  return hits;
+}
+
+std::vector<double> sampleBatch(const std::vector<double> &probability, int64_t tokens,
+                                std::mt19937_64 &rng) {
+  std::vector<double> counts(probability.size());
+  for (size_t e = 0; e < probability.size(); ++e)
+    counts[e] = static_cast<double>(
+        std::binomial_distribution<int64_t>(tokens, probability[e])(rng));
+  return counts;
+}
+
+/// Per-batch peak/avg of one way of running batches, over all pairs.
+struct BatchStats {
+  std::vector<double> pairMeans, pairP99;
+  void addPair(std::vector<double> ratios) {
+    double sum = 0;
+    for (double r : ratios)
+      sum += r;
+    pairMeans.push_back(sum / static_cast<double>(ratios.size()));
+    size_t at = std::min(ratios.size() - 1, static_cast<size_t>(0.99 * ratios.size()));
+    std::nth_element(ratios.begin(), ratios.begin() + at, ratios.end());
+    pairP99.push_back(ratios[at]);
+  }
+  static double mean(const std::vector<double> &v) {
+    double sum = 0;
+    for (double x : v)
+      sum += x;
+    return v.empty() ? 0 : sum / static_cast<double>(v.size());
+  }
+};
+
+/// A trace whose layers are the sum of `traces` but `skip`, each normalised
+/// to the same total per layer (leave-one-out planning).
+Trace sumOfOthers(const std::vector<Trace> &traces, size_t skip) {
+  Trace sum;
+  sum.name = "all but " + traces[skip].name;
+  size_t layers = traces[0].layers.size();
+  for (const Trace &t : traces)
+    layers = std::min(layers, t.layers.size());
+  for (size_t l = 0; l < layers; ++l) {
+    std::vector<double> row(traces[0].layers[l].size(), 0.0);
+    for (size_t i = 0; i < traces.size(); ++i) {
+      if (i == skip)
+        continue;
+      double total = 0;
+      for (double w : traces[i].layers[l])
+        total += w;
+      for (size_t e = 0; e < row.size() && total > 0; ++e)
+        row[e] += traces[i].layers[l][e] / total * 1e6;
+    }
+    sum.layers.push_back(row);
+  }
+  return sum;
+}
+
+void batches(const std::vector<Trace> &traces) {
+  const Config configs[] = {{"EP32", {288, 32, 1, 1}},
+                            {"EP64", {320, 64, 1, 1}},
+                            {"EP72", {288, 72, 1, 1}},
+                            {"EP144", {288, 144, 1, 1}}};
+  const int64_t batchTokens[] = {16, 128, 1024};
+  const char *ways[] = {"deepseek, replica by token index", "ours even", "ours shares",
+                        "deepseek + per-batch selection", "ours shares + per-batch selection"};
+  constexpr int kWays = 5;
+  std::printf("\n== Batches: plan on trace A, run batches of B tokens per rank sampled from "
+              "trace B (top-%d, %d batches per layer); 12 ordered pairs and 4 "
+              "leave-one-out (plan on the sum of the other three) ==\n",
+              kTopK, kBatchesPerLayer);
+  std::printf("per-batch peak/avg: mean over pairs of the mean and of the p99 over "
+              "layers x batches; 'closer' = (deepseek - 1 - (x - 1)) / (deepseek - 1), "
+              "worst pair\n");
+  // Runs: (plan trace, run trace).
+  std::vector<std::pair<Trace, const Trace *>> runs;
+  for (size_t a = 0; a < traces.size(); ++a)
+    for (size_t b = 0; b < traces.size(); ++b)
+      if (a != b)
+        runs.push_back({traces[a], &traces[b]});
+  for (size_t b = 0; b < traces.size(); ++b)
+    runs.push_back({sumOfOthers(traces, b), &traces[b]});
+  std::map<std::string, std::vector<std::vector<double>>> probability;
+  std::mt19937_64 probe(7);
+  for (const Trace &t : traces)
+    for (const std::vector<double> &load : t.layers)
+      probability[t.name].push_back(inclusionProbabilities(load, probe));
+
+  for (const Config &config : configs) {
+    double selectSeconds = 0;
+    int64_t selections = 0;
+    const Topology &t = config.topology;
+    PlanOptions deepseek, even, shares;
+    deepseek.algorithm = Algorithm::DeepSeek;
+    shares.shares = true;
+    // [B][way] over pairs.
+    std::vector<std::vector<BatchStats>> stats(3, std::vector<BatchStats>(kWays));
+    for (size_t run = 0; run < runs.size(); ++run) {
+      const Trace &plan = runs[run].first;
+      const Trace &live = *runs[run].second;
+      size_t layers = std::min(plan.layers.size(), live.layers.size());
+      std::vector<Placement> placements[3];
+      for (size_t l = 0; l < layers; ++l) {
+        placements[0].push_back(planLayer(plan.layers[l], t, deepseek).placement);
+        placements[1].push_back(planLayer(plan.layers[l], t, even).placement);
+        placements[2].push_back(planLayer(plan.layers[l], t, shares).placement);
+      }
+      for (int bi = 0; bi < 3; ++bi) {
+        std::mt19937_64 rng(1000 * run + bi);
+        std::vector<std::vector<double>> ratios(kWays);
+        for (size_t l = 0; l < layers; ++l)
+          for (int k = 0; k < kBatchesPerLayer; ++k) {
+            std::vector<double> counts =
+                sampleBatch(probability[live.name][l], batchTokens[bi] * t.devices, rng);
+            double total = 0;
+            for (double c : counts)
+              total += c;
+            for (int w = 0; w < 3; ++w)
+              ratios[w].push_back(peakOverAverage(placements[w][l], counts, t.devices));
+            for (int w = 3; w < 5; ++w) {
+              auto started = std::chrono::steady_clock::now();
+              double peak = balanceBatch(placements[w == 3 ? 0 : 2][l], counts, t.devices);
+              selectSeconds += std::chrono::duration<double>(
+                                   std::chrono::steady_clock::now() - started)
+                                   .count();
+              ++selections;
+              ratios[w].push_back(ratioToMean(peak, total, t.devices));
+            }
+          }
+        for (int w = 0; w < kWays; ++w)
+          stats[bi][w].addPair(ratios[w]);
+      }
+    }
+    for (int bi = 0; bi < 3; ++bi) {
+      std::printf("%s/%lld, B = %lld tokens per rank:\n", config.name,
+                  static_cast<long long>(t.slots), static_cast<long long>(batchTokens[bi]));
+      std::printf("  %-36s %8s %8s %8s %8s\n", "", "mean", "p99", "worst", "closer");
+      const BatchStats &ds = stats[bi][0];
+      for (int w = 0; w < kWays; ++w) {
+        const BatchStats &s = stats[bi][w];
+        double worstCloser = 1e9;
+        for (size_t p = 0; p < s.pairMeans.size(); ++p)
+          worstCloser = std::min(worstCloser, (ds.pairMeans[p] - s.pairMeans[p]) /
+                                                  (ds.pairMeans[p] - 1));
+        double worst = *std::max_element(s.pairMeans.begin(), s.pairMeans.end());
+        std::printf("  %-36s %8.4f %8.4f %8.4f %7.1f%%\n", ways[w], BatchStats::mean(s.pairMeans),
+                    BatchStats::mean(s.pairP99), worst, 100 * worstCloser);
+      }
+    }
+    std::printf("%s per-batch selection: %.1f us per layer and batch (mean of %lld, "
+                "both placements)\n",
+                config.name, 1e6 * selectSeconds / static_cast<double>(selections),
+                static_cast<long long>(selections));
+    std::fflush(stdout);
+  }
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -296,5 +491,6 @@ int main(int argc, char **argv) {
   realTraces(traces);
   crossTrace(traces);
   drifting();
+  batches(traces);
   return 0;
 }
