@@ -360,7 +360,8 @@ def section_ep(args, work, report):
     print(f"\n== expert parallelism on MPI ranks (loopback, {os.cpu_count()} cores, 1 thread per "
           f"rank, {args.ep_tokens} tokens per rank, f32); ms ==")
     print("   compute = runtime counter compute_ns when the runtime reports it, else the whole call;"
-          " d+c = dispatch + combine phase seconds")
+          " d+c = dispatch + combine phase seconds; wait = of d+c, the time until every peer had"
+          " arrived at a collective (runtime peer_wait_ns); moved = d+c - wait")
     rows = []
     for name in args.layers:
         for ranks in args.ep_ranks:
@@ -369,7 +370,7 @@ def section_ep(args, work, report):
             except Exception as error:  # a failed compile or run: report it, go on
                 print(f"!! EP{ranks} {name} failed: {str(error)[:400]}", flush=True)
     print(table(["layer", "ranks", "rank", "tokens", "call", "compute", "dispatch", "combine",
-                 "d+c %", "one process", "speed-up", "cpu", "one cpu", "cpu speed-up",
+                 "d+c %", "wait", "moved %", "one process", "speed-up", "cpu", "one cpu", "cpu speed-up",
                  "expert GFLOP", "share %", "cpu/FLOP"], rows))
     print("   cpu = CPU time of the rank's compute span (runtime compute_cpu_ns); one cpu = CPU "
           "time of the one-process call; with more ranks than cores only the CPU figures show "
@@ -408,7 +409,8 @@ def ep_one(name, ranks, args, work, report, rows):
         rows.append([name, ranks, r["rank"], r["tokens"], pair(r["call"]),
                      ms(r["compute_s"]) if r["compute_s"] is not None else "n/a",
                      ms(r["dispatch_s"]), ms(r["combine_s"]),
-                     f"{100 * dc / r['call']['median_s']:.1f}",
+                     f"{100 * dc / r['call']['median_s']:.1f}", ms(r["peer_wait_s"]),
+                     f"{100 * r['transfer_s'] / r['call']['median_s']:.1f}",
                      f"{total} tok: {ms(one_t)}", f"{one_t / comp:.2f} (ideal {ranks})",
                      ms(r.get("compute_cpu_s")) if r.get("compute_cpu_s") else "n/a",
                      ms(one.get("call_cpu_s")) if one.get("call_cpu_s") else "n/a",
@@ -480,6 +482,7 @@ def print_goals(args, report):
         per = [r["compute_s"] if r["compute_s"] is not None else r["call"]["median_s"]
                for r in e["per_rank"]]
         share = [100 * (r["dispatch_s"] + r["combine_s"]) / r["call"]["median_s"] for r in e["per_rank"]]
+        moved = [100 * r["transfer_s"] / r["call"]["median_s"] for r in e["per_rank"]]
         src = "compute_ns" if e["per_rank"][0]["compute_s"] is not None else "whole call"
         cpus = [r.get("compute_cpu_s") for r in e["per_rank"]]
         cpu_text = ""
@@ -495,7 +498,8 @@ def print_goals(args, report):
                          f"{100 * max(flops) / sum(flops):.1f}% (ideal {100 / e['ranks']:.1f}%)")
         print(f"EP{e['ranks']} {e['layer']}: per-rank {src} max {ms(max(per))} ms vs one process "
               f"{ms(one_t)} ms ({one_t / max(per):.2f}x, ideal {e['ranks']}){cpu_text}{flop_text}; "
-              f"dispatch+combine share {min(share):.1f}..{max(share):.1f}%")
+              f"dispatch+combine share {min(share):.1f}..{max(share):.1f}%, without the wait "
+              f"for peers {min(moved):.1f}..{max(moved):.1f}%")
     for c in report["compile"]:
         print(f"compile {c['layer']} {c['dtype']}: {c['seconds']:.2f} s")
 

@@ -61,6 +61,7 @@ def main():
                           [(2, np.float32)])
 
     calls, dispatch, combine, compute, counters = [], [], [], [], None
+    waits = []
     call_cpu, compute_cpu = [], []
 
     def call():
@@ -74,6 +75,9 @@ def main():
         phases = counters.get("phase_seconds", {})
         dispatch.append(float(phases.get("dispatch", 0.0) or 0.0))
         combine.append(float(phases.get("combine", 0.0) or 0.0))
+        # peer_wait_ns: the part of both phases spent until every peer had
+        # arrived at a collective (the busiest rank's compute, a shared core).
+        waits.append(float(common.find_key(counters, "peer_wait_ns") or 0) * 1e-9)
         # compute_ns: time between each dispatch and its combine; a layer
         # without EP collectives (the one-process baseline) has no such span
         # (compute_calls 0), so its whole call is its compute.
@@ -94,7 +98,7 @@ def main():
         repeats = 0 if first >= args.max_seconds else max(
             1, min(repeats, int((args.max_seconds - first) / max(first, 1e-9))))
     if repeats:
-        del calls[:], dispatch[:], combine[:], compute[:], call_cpu[:], compute_cpu[:]
+        del calls[:], dispatch[:], combine[:], compute[:], call_cpu[:], compute_cpu[:], waits[:]
         for _ in range(repeats):
             y = call()
     runtime.barrier("bench.done")
@@ -102,7 +106,8 @@ def main():
     result = {
         "rank": rank, "ranks": ranks, "tokens": int(x.shape[0]),
         "call": common.summary(calls),
-        "dispatch_s": med(dispatch), "combine_s": med(combine),
+        "dispatch_s": med(dispatch), "combine_s": med(combine), "peer_wait_s": med(waits),
+        "transfer_s": med([d + c - w for d, c, w in zip(dispatch, combine, waits)]),
         "compute_s": None if any(c is None for c in compute) else med(compute),
         "call_cpu_s": med(call_cpu),
         "compute_cpu_s": None if any(c is None for c in compute_cpu) else med(compute_cpu),

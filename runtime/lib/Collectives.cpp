@@ -213,12 +213,13 @@ Status Collectives::agree(const char *name, int64_t elements,
 }
 
 void Collectives::count(const char *name, int64_t sent, int64_t received,
-                        Clock::time_point start) {
+                        Clock::time_point start, Clock::time_point agreed) {
   CollectiveCounter &c = measured.collectives[name];
   c.calls += 1;
   c.bytesSent += sent;
   c.bytesReceived += received;
   c.seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  c.waitSeconds += std::chrono::duration<double>(agreed - start).count();
 }
 
 Status Collectives::run(const char *name, int64_t elements, int64_t sent,
@@ -233,9 +234,10 @@ Status Collectives::run(const char *name, int64_t elements, int64_t sent,
   bool carried = false;
   if (Status e = agree(name, elements, deadline, problem, carry, &all, &carried))
     return e;
+  auto agreed = Clock::now();
   if (Status e = carried ? carry->finish(all) : call(deadline))
     return "collective '" + std::string(name) + "': " + *e;
-  count(name, sent, received, start);
+  count(name, sent, received, start, agreed);
   return std::nullopt;
 }
 

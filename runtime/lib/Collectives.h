@@ -90,7 +90,7 @@ private:
   /// most the runtime's (limits::kMaxWorkspaceBytes).
   int64_t mostBytes() const;
   void count(const char *name, int64_t sent, int64_t received,
-             Clock::time_point start);
+             Clock::time_point start, Clock::time_point agreed);
 
   std::unique_ptr<Communicator> comm;
   std::chrono::milliseconds limit;

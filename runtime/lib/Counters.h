@@ -15,6 +15,10 @@ struct CollectiveCounter {
   int64_t bytesSent = 0;     ///< To other ranks and to itself.
   int64_t bytesReceived = 0;
   double seconds = 0;
+  /// Of `seconds`, the time until every peer's descriptor had arrived: on
+  /// the rank that comes last a message latency, on the others the wait for
+  /// slower peers (their compute, their share of a core).
+  double waitSeconds = 0;
 };
 
 /// What one rank measured since the last reset.

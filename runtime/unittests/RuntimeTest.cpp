@@ -1,5 +1,6 @@
 //===- RuntimeTest.cpp - runtime pieces on one rank -----------------------===//
 #include "Collectives.h"
+#include "Counters.h"
 #include "ExpertParallel.h"
 #include "LocalCommunicator.h"
 #include "moert/moert.h"
@@ -198,4 +199,19 @@ TEST(CApi, LocalBackendCountersAndErrors) {
   ASSERT_GT(moert_counters_json(json, sizeof(json)), 0);
   EXPECT_NE(std::string(json).find("\"test.sum\": {\"calls\": 1"), std::string::npos);
   moert_finalize();
+}
+
+TEST(Counters, PeerWaitIsTheDispatchAndCombineCollectivesWait) {
+  Counters c;
+  c.phaseSeconds["dispatch"] = 0.25;
+  c.phaseSeconds["combine"] = 0.5;
+  c.computeNs = 250000000;
+  c.collectives["dispatch.payload"].waitSeconds = 0.125;
+  c.collectives["combine.payload"].waitSeconds = 0.25;
+  c.collectives["tp.gather"].waitSeconds = 1.0; // not a phase of the layer's EP
+  std::string json = c.toJson(0, 2, "local");
+  EXPECT_NE(json.find("\"peer_wait_ns\": 375000000"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"transfer_share\": 0.75"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"transfer_share_without_wait\": 0.375"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"wait_seconds\": 0.125"), std::string::npos) << json;
 }
