@@ -85,7 +85,8 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
       ep > 1 ? b.getI64IntegerAttr(maxTokensPerRank) : IntegerAttr(),
       PhaseAttr(), c.scoreInput ? b.getUnitAttr() : UnitAttr(),
       clamped ? b.getF32FloatAttr(c.swigluAlpha) : FloatAttr(),
-      clamped ? b.getF32FloatAttr(c.swigluLimit) : FloatAttr());
+      clamped ? b.getF32FloatAttr(c.swigluLimit) : FloatAttr(),
+      physToLog && layout.perBatchReplicas ? b.getUnitAttr() : UnitAttr());
   func::ReturnOp::create(b, loc, layer.getY());
   return module;
 }
@@ -144,8 +145,10 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
     parallel["received_rows_capacity"] = layout.maxTokensPerRank * layout.ep;
     parallel["local_experts"] =
         (placed ? layout.physicalExperts : c.numExperts) / layout.ep;
-    if (placed)
+    if (placed) {
       parallel["physical_experts"] = layout.physicalExperts;
+      parallel["replica_selection"] = layout.perBatchReplicas ? "per_batch" : "static";
+    }
   }
   return json::Object{
       {"model_type", c.modelType},

@@ -17,7 +17,7 @@ from .layer import run_layer
 from .runtime import Runtime
 from .weights import DTYPES, make_inputs
 
-SCENARIOS = ("uniform", "one-rank", "empty-rank")
+SCENARIOS = ("uniform", "one-rank", "empty-rank", "one-expert")
 
 
 def tokens_per_rank(scenario, ranks, tokens):
@@ -39,6 +39,14 @@ def steer_to_last_rank(plan, x, weights, ranks):
         router = weights["router_weight"].astype(np.float32)
         router[target] += boost
         weights["router_weight"] = router.astype(weights["router_weight"].dtype)
+
+
+def steer_to_expert_zero(plan, x, weights):
+    """Makes every token choose expert 0 (as one of its top-k)."""
+    x[:] = np.abs(x.astype(np.float32)).astype(x.dtype)
+    router = weights["router_weight"].astype(np.float32)
+    router[0] += 100.0 / plan["hidden_size"]
+    weights["router_weight"] = router.astype(weights["router_weight"].dtype)
 
 
 def main(argv=None):
@@ -71,6 +79,8 @@ def main(argv=None):
     x_all, weights = make_inputs(plan, sum(counts), args.seed)
     if args.scenario == "one-rank":
         steer_to_last_rank(plan, x_all, weights, ranks)
+    if args.scenario == "one-expert":
+        steer_to_expert_zero(plan, x_all, weights)
     group = rank // args.tp
     start = sum(counts[:group])
     x = x_all[start:start + counts[group]]

@@ -28,13 +28,15 @@ def tool(name):
 def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
                    max_tokens_per_rank=4096, chunk_budget_bytes=0, tp=1, tp_dedupe=True,
                    dispatch_quant="none", decode_max_tokens=0, physical_experts=0,
-                   fp8_gemm=True, row_tile=1, cpu="host", packed_min_rows=None):
+                   fp8_gemm=True, row_tile=1, cpu="host", packed_min_rows=None,
+                   replica_selection="static"):
     """Compiles a config.json to a shared library; returns (library, plan)."""
     out_dir = Path(out_dir)
     stem = (f"{name}_{dtype}_ep{ep}_tp{tp}{'' if tp_dedupe else 'dup'}_{dispatch_quant}"
             + (f"_budget{chunk_budget_bytes}" if chunk_budget_bytes else "")
             + (f"_decode{decode_max_tokens}" if decode_max_tokens else "")
             + (f"_slots{physical_experts}" if physical_experts else "")
+            + ("" if replica_selection == "static" else f"_{replica_selection}")
             + ("" if fp8_gemm else "_dequant")
             + (f"_tile{row_tile}" if row_tile != 1 else "")
             + ("" if cpu == "host" else f"_{cpu}")
@@ -48,6 +50,7 @@ def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
                     "--tp", str(tp), "--dispatch-quant", dispatch_quant,
                     "--decode-max-tokens", str(decode_max_tokens),
                     "--physical-experts", str(physical_experts),
+                    "--replica-selection", replica_selection,
                     f"--fp8-gemm={'true' if fp8_gemm else 'false'}",
                     "--row-tile", str(row_tile), "--cpu", cpu,
                     *([] if tp_dedupe else ["--no-tp-dedupe"]),

@@ -230,6 +230,7 @@ void dispatch(const char *entry, DispatchResults result, bool keepCodes, bool pl
   in.combineBytes = fields.combineBytes;
   in.planExperts = fields.experts;
   in.planFieldCount = fields.count;
+  in.replicaSelection = fields.replicaSelection;
   in.quant = QuantScheme(fields.quantization);
   in.keepCodes = keepCodes;
   const int64_t k = in.topK, h = in.hidden;

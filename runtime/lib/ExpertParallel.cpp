@@ -85,7 +85,10 @@ PlanFields planOf(const DispatchInput &in) {
   plan.expertRowsBytes = in.expertRowsBytes;
   plan.combineBytes = in.combineBytes;
   plan.experts = in.planExperts;
-  plan.count = in.planFieldCount > MOERT_DISPATCH_PLAN_FIELDS || in.planExperts
+  plan.replicaSelection = in.replicaSelection;
+  plan.count = in.planFieldCount > MOERT_PLAN_REPLICA_SELECTION || in.replicaSelection
+                   ? MOERT_DISPATCH_PLAN_FIELDS_MAX
+               : in.planFieldCount > MOERT_DISPATCH_PLAN_FIELDS || in.planExperts
                    ? MOERT_DISPATCH_PLAN_FIELDS + 1
                    : MOERT_DISPATCH_PLAN_FIELDS;
   return plan;
@@ -123,11 +126,13 @@ CallSignature signatureOf(const PlanFields &plan, const DispatchShape &shape) {
 /// and every expert id. Builds the placement on the way. The shapes and the
 /// plan were checked (checkDispatchPlan) before.
 Status localProblem(const DispatchInput &in, int ranks, Placement &placement) {
+  const bool perBatch = in.replicaSelection == 1;
   if ((in.tokens * in.topK > 0 && (!in.expertIds || !in.weights || !in.x)) ||
-      (in.physToLog ? !in.replicaShare : !in.expertRank))
+      (in.physToLog ? !in.replicaShare && !perBatch : !in.expertRank))
     return std::string("dispatch: a null buffer");
   if (Status e = in.physToLog
-                     ? Placement::fromReplicas(in.physToLog, in.replicaShare,
+                     ? Placement::fromReplicas(in.physToLog,
+                                               perBatch ? nullptr : in.replicaShare,
                                                in.physicalExperts, ranks, in.planExperts,
                                                placement)
                      : Placement::fromExpertRank(in.expertRank, in.experts, ranks, placement))
@@ -169,6 +174,50 @@ Status ExpertParallel::reserve(Workspace &space, const char *name, int64_t plann
   return std::nullopt;
 }
 
+Status ExpertParallel::selectForBatch(const DispatchInput &in, const Placement &placement,
+                                      std::optional<BatchSelection> &selection,
+                                      std::vector<int64_t> &before) {
+  const int ranks = coll.size();
+  const int64_t experts = placement.experts();
+  std::vector<int64_t> mine, all;
+  try {
+    mine.assign(size_t(experts), 0);
+    all.assign(size_t(experts) * ranks, 0);
+    before.assign(size_t(experts), 0);
+  } catch (const std::exception &e) {
+    return coll.failTogether("dispatch.expert_counts",
+                             outOfMemory("dispatch: replica selection", e));
+  }
+  for (int64_t i = 0; i < in.tokens * in.topK; ++i)
+    ++mine[in.expertIds[i]];
+  if (Status e = coll.allGather("dispatch.expert_counts", mine.data(),
+                                experts * int64_t(sizeof(int64_t)), all.data()))
+    return e;
+  // Every rank checks the same counts, so a bad one fails all of them alike.
+  std::vector<int64_t> total(size_t(experts), 0);
+  for (int r = 0; r < ranks; ++r)
+    for (int64_t e = 0; e < experts; ++e) {
+      int64_t count = all[r * experts + e];
+      if (count < 0 || !checkedAdd(total[e], count, total[e])) {
+        MessageStream os;
+        os << "dispatch: rank " << r << " announced " << count << " choices of expert "
+           << e << " (replica selection); nothing was written";
+        return os.str();
+      }
+      if (r < coll.rank())
+        before[e] += count;
+    }
+  selection = selectReplicas(placement, total, ranks);
+  const int64_t perRank = placement.slotsPerRank();
+  int64_t here = 0;
+  for (int64_t p = coll.rank() * perRank; p < (coll.rank() + 1) * perRank; ++p)
+    here += selection->slotChoices[p];
+  Counters &counters = coll.counters();
+  counters.totals["replica_selection_peak_choices"] += selection->peak;
+  counters.totals["replica_selection_choices_here"] += here;
+  return std::nullopt;
+}
+
 Status ExpertParallel::dispatch(const DispatchInput &in,
                                 const DispatchAllocator &allocate,
                                 int64_t &rows, int64_t &handle) {
@@ -187,8 +236,16 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   if (Status e = localProblem(in, ranks, placement))
     return coll.failTogether("dispatch", *e);
 
+  // Replicas chosen per batch: from every rank's choices per expert.
+  std::optional<BatchSelection> selection;
+  std::vector<int64_t> before;
+  if (in.replicaSelection == 1)
+    if (Status e = selectForBatch(in, placement, selection, before))
+      return e;
+
   // The slot of each (token, choice): the n-th choice of an expert here
-  // goes to the replica the placement picks for n. One row per (token,
+  // goes to the replica the placement picks for n (static shares) or the
+  // next one the batch's selection has room in. One row per (token,
   // destination rank), grouped by destination.
   const int64_t perRank = placement.slotsPerRank();
   const int64_t choices = in.tokens * in.topK; // within the limits: < 2^42
@@ -197,9 +254,15 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   InFlight state;
   try {
     slotOf.resize(size_t(choices));
-    std::vector<int64_t> seen(placement.experts(), 0);
-    for (int64_t i = 0; i < choices; ++i)
-      slotOf[i] = placement.choose(in.expertIds[i], seen[in.expertIds[i]]++);
+    if (selection) {
+      SlotCursor cursor(placement, *selection, before);
+      for (int64_t i = 0; i < choices; ++i)
+        slotOf[i] = cursor.next(in.expertIds[i]);
+    } else {
+      std::vector<int64_t> seen(placement.experts(), 0);
+      for (int64_t i = 0; i < choices; ++i)
+        slotOf[i] = placement.choose(in.expertIds[i], seen[in.expertIds[i]]++);
+    }
     std::vector<bool> hit(ranks, false);
     for (int64_t t = 0; t < in.tokens; ++t) {
       std::fill(hit.begin(), hit.end(), false);

@@ -2,12 +2,14 @@
 #ifndef MOERT_LIB_EXPERTPARALLEL_H
 #define MOERT_LIB_EXPERTPARALLEL_H
 
+#include "BatchSelection.h"
 #include "Collectives.h"
 #include "Quantize.h"
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace moert {
@@ -42,6 +44,9 @@ struct DispatchInput {
   /// The plan's optional expert count (MOERT_PLAN_EXPERTS; 0: absent) and
   /// how many fields the plan had (9 or 10; the plan hash covers them).
   int64_t planExperts = 0, planFieldCount = 9;
+  /// The plan's replica selection (MOERT_PLAN_REPLICA_SELECTION): 0 static
+  /// shares, 1 per batch (BatchSelection.h; replicaShare is not read).
+  int64_t replicaSelection = 0;
   /// None: rows travel in the element type. FP8: each row travels as
   /// [H FP8 bytes][scales][ids][weights] and the receiver dequantizes it
   /// into the element type; `hidden` must be a multiple of the group size.
@@ -114,6 +119,12 @@ private:
   /// (an allocation failure is an error, not an exception).
   Status reserve(Workspace &space, const char *name, int64_t planned,
                  int64_t requested);
+  /// Replicas chosen per batch: all-gathers every rank's choices per expert
+  /// ("dispatch.expert_counts") and splits them (selectReplicas); `before`
+  /// gets the choices of each expert on the ranks before this one.
+  Status selectForBatch(const DispatchInput &in, const Placement &placement,
+                        std::optional<BatchSelection> &selection,
+                        std::vector<int64_t> &before);
 
   Collectives &coll;
   std::vector<InFlight> inFlight;

@@ -34,7 +34,7 @@ Status Placement::fromReplicas(const int32_t *physToLog, const float *share,
               "state it)";
       return os.str();
     }
-    if (!(share[p] >= 0.0f) || !std::isfinite(share[p])) {
+    if (share && (!(share[p] >= 0.0f) || !std::isfinite(share[p]))) {
       MessageStream os;
       os << "placement: replica_share[" << p << "] = " << share[p]
          << " is not a finite share >= 0";
@@ -44,6 +44,15 @@ Status Placement::fromReplicas(const int32_t *physToLog, const float *share,
   out = Placement();
   out.perRank = slots / ranks;
   out.replicas.resize(experts);
+  out.slots.resize(experts);
+  for (int64_t p = 0; p < slots; ++p)
+    out.slots[physToLog[p]].push_back(int32_t(p));
+  if (!share) {
+    for (int64_t e = 0; e < experts; ++e)
+      if (out.slots[e].empty())
+        return "placement: expert " + std::to_string(e) + " has no slot";
+    return std::nullopt;
+  }
   std::vector<double> total(experts, 0.0);
   for (int64_t p = 0; p < slots; ++p)
     total[physToLog[p]] += share[p];
@@ -93,6 +102,7 @@ Status Placement::fromExpertRank(const int32_t *expertRank, int64_t experts,
   for (int64_t e = 0; e < experts; ++e) {
     int32_t slot = int32_t(expertRank[e] * out.perRank + seen[expertRank[e]]++);
     out.replicas[e].push_back({slot, 1.0});
+    out.slots.push_back({slot});
   }
   return std::nullopt;
 }

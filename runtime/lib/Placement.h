@@ -20,6 +20,8 @@ public:
   /// expert in [0, E) and every expert needs a positive total share. With E
   /// unknown it is inferred as 1 + the largest value below P (E <= P, as
   /// every expert needs a slot), so that a stray value is named as such.
+  /// `share` null: the shares are not read (replicas chosen per batch,
+  /// BatchSelection.h); every expert then needs a slot.
   static Status fromReplicas(const int32_t *physToLog, const float *share,
                              int64_t slots, int ranks, int64_t experts,
                              Placement &out);
@@ -35,6 +37,8 @@ public:
   /// g the golden ratio's fractional part (a low-discrepancy sequence, so
   /// every prefix of choices follows the shares closely).
   int32_t choose(int32_t expert, int64_t n) const;
+  /// Every slot of `expert`, in slot order (shares of 0 included).
+  const std::vector<int32_t> &slotsOf(int32_t expert) const { return slots[expert]; }
 
 private:
   struct Replica {
@@ -42,6 +46,7 @@ private:
     double upTo; ///< cumulative share, normalized to end at 1
   };
   std::vector<std::vector<Replica>> replicas; ///< per logical expert
+  std::vector<std::vector<int32_t>> slots;    ///< per logical expert
   int64_t perRank = 0;
 };
 

@@ -111,7 +111,7 @@ uint64_t moert::planHash(const PlanFields &p) {
   const int64_t values[] = {p.capacity,  p.maxTokens,       p.slots,
                             p.quantization, p.ranks,        p.sendBytes,
                             p.recvBytes, p.expertRowsBytes, p.combineBytes,
-                            p.experts};
+                            p.experts, p.replicaSelection};
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](uint64_t v) {
     for (int b = 0; b < 8; ++b) {
@@ -119,7 +119,7 @@ uint64_t moert::planHash(const PlanFields &p) {
       h *= 1099511628211ull;
     }
   };
-  const int64_t count = p.count == 10 ? 10 : MOERT_DISPATCH_PLAN_FIELDS;
+  const int64_t count = p.count == 10 || p.count == 11 ? p.count : MOERT_DISPATCH_PLAN_FIELDS;
   mix(uint64_t(count));
   for (int64_t i = 0; i < count; ++i)
     mix(uint64_t(values[i]));
@@ -127,10 +127,11 @@ uint64_t moert::planHash(const PlanFields &p) {
 }
 
 Status moert::readPlan(const int64_t *values, int64_t count, PlanFields &out) {
-  if (count != MOERT_DISPATCH_PLAN_FIELDS && count != MOERT_DISPATCH_PLAN_FIELDS + 1)
+  if (count < MOERT_DISPATCH_PLAN_FIELDS || count > MOERT_DISPATCH_PLAN_FIELDS_MAX)
     return cat("dispatch: the plan has ", count, " fields; expected ",
                int(MOERT_DISPATCH_PLAN_FIELDS), " (or ",
-               int(MOERT_DISPATCH_PLAN_FIELDS) + 1, " with the expert count)");
+               int(MOERT_DISPATCH_PLAN_FIELDS) + 1, " with the expert count, ",
+               int(MOERT_DISPATCH_PLAN_FIELDS_MAX), " with the replica selection)");
   if (!values)
     return std::string("dispatch: the plan has a null data pointer");
   out = PlanFields();
@@ -145,6 +146,8 @@ Status moert::readPlan(const int64_t *values, int64_t count, PlanFields &out) {
   out.expertRowsBytes = values[MOERT_PLAN_EXPERT_ROWS_BYTES];
   out.combineBytes = values[MOERT_PLAN_COMBINE_BYTES];
   out.experts = count > MOERT_DISPATCH_PLAN_FIELDS ? values[MOERT_PLAN_EXPERTS] : 0;
+  out.replicaSelection =
+      count > MOERT_PLAN_REPLICA_SELECTION ? values[MOERT_PLAN_REPLICA_SELECTION] : 0;
   return std::nullopt;
 }
 
@@ -202,10 +205,12 @@ Status moert::checkDispatchPlan(const PlanFields &plan, const DispatchShape &sha
                            kMaxWorkspaceBytes, " bytes"))
       return e;
   if (plan.count > MOERT_DISPATCH_PLAN_FIELDS) {
-    if (Status e = inRange(kFields[MOERT_PLAN_EXPERTS], plan.experts, 1,
+    // With the replica selection after it, 0 says "infer it".
+    const bool optional = plan.count > MOERT_PLAN_REPLICA_SELECTION;
+    if (Status e = inRange(kFields[MOERT_PLAN_EXPERTS], plan.experts, optional ? 0 : 1,
                            kMaxExperts))
       return e;
-    if (!shape.placed && plan.experts != shape.mapLength)
+    if (!shape.placed && plan.experts && plan.experts != shape.mapLength)
       return cat("dispatch: plan field experts = ", plan.experts, " but expert_rank has ",
                  shape.mapLength, " entries");
     if (shape.placed && plan.experts > shape.mapLength)
@@ -213,6 +218,13 @@ Status moert::checkDispatchPlan(const PlanFields &plan, const DispatchShape &sha
                  " but phys_to_log has only ", shape.mapLength,
                  " slots (every expert needs one)");
   }
+
+  if (plan.replicaSelection != 0 && plan.replicaSelection != 1)
+    return cat("dispatch: plan field replica_selection = ", plan.replicaSelection,
+               " (expected 0 static shares or 1 per batch)");
+  if (plan.replicaSelection == 1 && !shape.placed)
+    return std::string("dispatch: plan field replica_selection = 1 (per batch) "
+                       "needs a placement (the placed entry)");
 
   // The fields against the call and each other.
   if (plan.ranks && plan.ranks != shape.ranks)
@@ -331,10 +343,11 @@ Status moert::checkDispatchArgs(const DispatchArgs &args, DispatchCheck &out) {
   if (Status e = checkMemref(args.plan, "dispatch", "plan", 8))
     return e;
   const int64_t count = args.plan->sizes[0];
-  if (count != MOERT_DISPATCH_PLAN_FIELDS && count != MOERT_DISPATCH_PLAN_FIELDS + 1)
+  if (count < MOERT_DISPATCH_PLAN_FIELDS || count > MOERT_DISPATCH_PLAN_FIELDS_MAX)
     return cat("dispatch: the plan must be a dense i64[", int(MOERT_DISPATCH_PLAN_FIELDS),
                "] (or i64[", int(MOERT_DISPATCH_PLAN_FIELDS) + 1,
-               "] with the expert count), got i64[", count, "]");
+               "] with the expert count, i64[", int(MOERT_DISPATCH_PLAN_FIELDS_MAX),
+               "] with the replica selection), got i64[", count, "]");
   if (Status e = readPlan(static_cast<const int64_t *>(args.plan->aligned) +
                               args.plan->offset,
                           count, out.plan))

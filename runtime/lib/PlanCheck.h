@@ -52,12 +52,13 @@ inline bool checkedAdd(int64_t a, int64_t b, int64_t &out) {
 }
 
 /// The plan's fields (moert.h, MOERT_PLAN_*); `experts` is the optional 10th
-/// field (0: absent, or a 9-field plan).
+/// field (0: absent, or a 9-field plan), `replicaSelection` the 11th.
 struct PlanFields {
   int64_t capacity = 0, maxTokens = 0, slots = 0, quantization = 0, ranks = 0;
   int64_t sendBytes = 0, recvBytes = 0, expertRowsBytes = 0, combineBytes = 0;
   int64_t experts = 0;
-  int64_t count = MOERT_DISPATCH_PLAN_FIELDS; ///< fields given: 9 or 10
+  int64_t replicaSelection = 0; ///< the optional 11th field: 1 per batch
+  int64_t count = MOERT_DISPATCH_PLAN_FIELDS; ///< fields given: 9, 10 or 11
 };
 
 /// FNV-1a over the count and the values as given, so ranks can compare
@@ -89,7 +90,8 @@ struct DispatchSizes {
   int64_t expertsPerRank = 0; ///< mapLength / ranks
 };
 
-/// The plan's fields from `count` values (9, or 10 with the expert count).
+/// The plan's fields from `count` values (9, 10 with the expert count, 11
+/// with the replica selection).
 Status readPlan(const int64_t *values, int64_t count, PlanFields &out);
 
 /// The plan against the limits, the call's shapes and each other; derives

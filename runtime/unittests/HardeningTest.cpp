@@ -188,7 +188,7 @@ struct CCall {
   int32_t expertRank[2] = {0, 0};
   int32_t physToLog[2] = {0, 1};
   float share[2] = {1, 1};
-  int64_t plan[MOERT_DISPATCH_PLAN_FIELDS_MAX] = {2, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+  int64_t plan[MOERT_DISPATCH_PLAN_FIELDS_MAX + 1] = {2, 0, 0, 0, 0, 0, 0, 0, 0, 2};
   moert_memref2d xm = memref2(x, 2, 4), im = memref2(ids, 2, 1), wm = memref2(weights, 2, 1);
   moert_memref1d rm = memref1(expertRank, 2), pm = memref1(physToLog, 2),
                  sm = memref1(share, 2), planm = memref1(plan, MOERT_DISPATCH_PLAN_FIELDS);
@@ -624,7 +624,7 @@ TEST(Hardening, Defect7_StrayPhysToLogValueIsNamed) {
        [] {
          CCall c;
          c.plan[MOERT_PLAN_EXPERTS] = 1;
-         c.planm.sizes[0] = MOERT_DISPATCH_PLAN_FIELDS_MAX;
+         c.planm.sizes[0] = MOERT_PLAN_EXPERTS + 1;
          c.placed();
        }},
       {"share NaN", "placement: replica_share[1] = nan is not a finite share >= 0",
@@ -711,7 +711,7 @@ TEST(Hardening, Defect8_HostileDispatchCallsFailByName) {
          _mlir_ciface_moert_ep_dispatch_f32(&c.result, &c.xm, &c.im, &c.wm, &c.rm, nullptr);
        }},
       {"short plan", "dispatch: the plan must be a dense i64[9] (or i64[10] with the expert "
-                     "count), got i64[8]",
+                     "count, i64[11] with the replica selection), got i64[8]",
        [] {
          CCall c;
          c.planm.sizes[0] = 8;
@@ -770,7 +770,30 @@ TEST(Hardening, Defect8_HostileDispatchCallsFailByName) {
        [] {
          CCall c;
          c.plan[MOERT_PLAN_EXPERTS] = 3;
+         c.planm.sizes[0] = MOERT_PLAN_EXPERTS + 1;
+         c.dispatch();
+       }},
+      {"replica selection value",
+       "dispatch: plan field replica_selection = 2 (expected 0 static shares or 1 per batch)",
+       [] {
+         CCall c;
+         c.plan[MOERT_PLAN_REPLICA_SELECTION] = 2;
          c.planm.sizes[0] = MOERT_DISPATCH_PLAN_FIELDS_MAX;
+         c.placed();
+       }},
+      {"replica selection without a placement",
+       "dispatch: plan field replica_selection = 1 (per batch) needs a placement",
+       [] {
+         CCall c;
+         c.plan[MOERT_PLAN_EXPERTS] = 0;
+         c.plan[MOERT_PLAN_REPLICA_SELECTION] = 1;
+         c.planm.sizes[0] = MOERT_DISPATCH_PLAN_FIELDS_MAX;
+         c.dispatch();
+       }},
+      {"plan of 12 fields", "dispatch: the plan must be a dense i64[9]",
+       [] {
+         CCall c;
+         c.planm.sizes[0] = MOERT_DISPATCH_PLAN_FIELDS_MAX + 1;
          c.dispatch();
        }},
       {"expert_rank value", "dispatch: expert_rank[1] = 5 is not a rank in [0, 1)",

@@ -84,6 +84,24 @@ func.func @placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf3
 
 // -----
 
+// Tests that replicas chosen per batch extend the plan by the expert count (0: the runtime
+// infers it) and replica_selection = 1, after the nine fields of the plain plan.
+// CHECK-LABEL: func.func @per_batch
+// CHECK: %[[PLAN:.+]] = arith.constant dense<[16, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1]> : tensor<11xi64>
+// CHECK: %[[PC:.+]] = tensor.cast %[[PLAN]] : tensor<11xi64> to tensor<?xi64>
+// CHECK: call @moert_ep_dispatch_placed_f32(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[PC]])
+func.func @per_batch(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                     %p: tensor<10xi32>, %s: tensor<10xf32>) -> tensor<?x64xf32> {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w placement(%p, %s) per_batch_replicas
+      capacity = 16 ep = 2
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<10xi32>, tensor<10xf32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  %y = moe.ep_combine %r, %h : (tensor<?x64xf32>, i64) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
 // Tests that moe.agree_count becomes a plain C call naming its purpose (0 chunks, 1 phase tokens).
 // CHECK-DAG: func.func private @moert_agree_max(i64, i64) -> i64
 // CHECK-LABEL: func.func @agree

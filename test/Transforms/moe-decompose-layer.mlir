@@ -264,6 +264,22 @@ func.func @placed(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %w13: tensor<5x64
 
 // -----
 
+// Tests that the layer's per_batch_replicas passes to its dispatch.
+// CHECK-LABEL: func.func @per_batch(
+// CHECK: moe.ep_dispatch %{{.+}}, %{{.+}}, %{{.+}} placement(%{{.+}}, %{{.+}}) per_batch_replicas capacity = 32
+func.func @per_batch(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %w13: tensor<5x64x64xf32>,
+                     %w2: tensor<5x64x32xf32>, %p: tensor<10xi32>, %s: tensor<10xf32>)
+    -> tensor<?x64xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) placement(%p, %s) per_batch_replicas
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 16 : i64}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<5x64x64xf32>, tensor<5x64x32xf32>,
+          tensor<10xi32>, tensor<10xf32>) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
 // Tests that --moe-decompose-layer=row-tile=16 pads each expert's rows to a multiple of 16: the
 // dispatch has row_tile = 16 and, for static T = 4, k = 2 and 8 experts, T*k + 8*15 = 128 rows;
 // its expert_offsets [9] feed both grouped_matmuls, and combine brings the 4 tokens back. Without

@@ -120,6 +120,14 @@ cl::opt<int64_t> physicalExperts(
              "--slots): the entry takes phys_to_log[P] and replica_share[P] "
              "instead of expert_rank, and each rank holds P/ep slots. 0: none"),
     cl::init(0), cl::cat(category));
+cl::opt<std::string> replicaSelection(
+    "replica-selection",
+    cl::desc("With --physical-experts, how a choice picks one of its expert's "
+             "replicas: static (by replica_share, per rank) or per-batch (the "
+             "ranks share each batch's expert counts and split every "
+             "replicated expert's choices so that the busiest rank is least "
+             "busy; replica_share is then not read)"),
+    cl::init("static"), cl::cat(category));
 cl::opt<std::string> entry("entry", cl::desc("Name of the layer function"),
                            cl::init("moe_layer"), cl::cat(category));
 cl::opt<Emit> emit(
@@ -152,7 +160,9 @@ cl::opt<Target> target(
                clEnumValN(Target::Cuda, "cuda", "CUDA kernels (PTX) + host")),
     cl::cat(category));
 
-moe::ParallelLayout layout() { return {ep, maxTokensPerRank, tp, physicalExperts}; }
+moe::ParallelLayout layout() {
+  return {ep, maxTokensPerRank, tp, physicalExperts, replicaSelection == "per-batch"};
+}
 
 int fail(const llvm::Twine &message) {
   llvm::errs() << "moe-compile: error: " << message << "\n";
@@ -294,6 +304,12 @@ std::optional<std::string> optionProblem() {
                          physicalExperts.getValue()).str();
   if (physicalExperts > 0 && ep == 1)
     return "--physical-experts places experts on EP ranks: it needs --ep > 1";
+  if (replicaSelection != "static" && replicaSelection != "per-batch")
+    return "--replica-selection must be static or per-batch, got '" +
+           replicaSelection + "'";
+  if (replicaSelection == "per-batch" && physicalExperts == 0)
+    return "--replica-selection=per-batch chooses among a placement's replicas: "
+           "it needs --physical-experts";
   if (dtype != "f32" && dtype != "bf16")
     return "--dtype must be f32 or bf16, got '" + dtype + "'";
   if (routerDtype != "f32" && routerDtype != "bf16")
@@ -316,7 +332,7 @@ std::optional<std::string> optionProblem() {
   if (!inputFile.empty()) {
     // An .mlir input carries its layout and types in the IR.
     const cl::Option *layoutOptions[] = {&ep, &tp, &dtype, &physicalExperts,
-                                         &routerDtype};
+                                         &routerDtype, &replicaSelection};
     for (const cl::Option *option : layoutOptions)
       if (given(*option))
         return ("--" + option->ArgStr + " applies to --config inputs; an .mlir "

@@ -75,6 +75,9 @@ struct ParallelLayout {
   /// phys_to_log[P] and replica_share[P] instead of expert_rank, and each
   /// rank holds P/ep slots.
   int64_t physicalExperts = 0;
+  /// With a placement: replicas chosen per batch from every rank's expert
+  /// counts (moe.layer's per_batch_replicas) instead of by replica_share.
+  bool perBatchReplicas = false;
 };
 
 /// Builds a module with one public function `funcName` computing the layer

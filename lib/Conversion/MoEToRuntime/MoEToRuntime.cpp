@@ -174,6 +174,10 @@ struct ConvertMoEToRuntimePass
       auto size = sizes ? dyn_cast_or_null<IntegerAttr>(sizes.get(name)) : IntegerAttr();
       fields.push_back(size ? size.getInt() : 0);
     }
+    // Replicas chosen per batch: the optional fields experts (0: the
+    // runtime infers it) and replica selection (1).
+    if (op.getPerBatchReplicas())
+      fields.append({0, 1});
     auto type = RankedTensorType::get({int64_t(fields.size())}, b.getI64Type());
     Value plan = arith::ConstantOp::create(
         b, DenseElementsAttr::get(type, ArrayRef<int64_t>(fields)));

@@ -101,7 +101,14 @@ typedef struct {
  *  - experts (optional 10th field; a plan may have 9 or 10 values): the
  *    layer's logical expert count E. With expert_rank it must equal its
  *    length; with a placement it bounds phys_to_log's values and the ids
- *    (without it the runtime infers E from phys_to_log, docs/Runtime.md).
+ *    (without it the runtime infers E from phys_to_log, docs/Runtime.md);
+ *  - replica_selection (optional 11th field, after experts, which may then
+ *    be 0: inferred): 0 static shares; 1 per batch (placement only): the
+ *    ranks all-gather their choices per expert, every rank computes the
+ *    same split of each replicated expert's choices over its replicas that
+ *    makes the batch's busiest rank least busy (an integer max flow), and
+ *    rank r's choices of an expert fill that split's replicas in rank
+ *    order; replica_share is not read.
  * Every field is checked against the runtime's limits (docs/Runtime.md) and
  * every workspace product for overflow before anything is allocated.
  * A rank that breaks the plan (too many tokens or rows, bad ids) makes every
@@ -120,9 +127,10 @@ enum {
   MOERT_PLAN_RECV_BYTES = 6,
   MOERT_PLAN_EXPERT_ROWS_BYTES = 7,
   MOERT_PLAN_COMBINE_BYTES = 8,
-  MOERT_PLAN_EXPERTS = 9, /* optional */
+  MOERT_PLAN_EXPERTS = 9,            /* optional */
+  MOERT_PLAN_REPLICA_SELECTION = 10, /* optional, after experts */
   MOERT_DISPATCH_PLAN_FIELDS = 9,
-  MOERT_DISPATCH_PLAN_FIELDS_MAX = 10
+  MOERT_DISPATCH_PLAN_FIELDS_MAX = 11
 };
 void _mlir_ciface_moert_ep_dispatch_f32(moert_dispatch_result *result,
                                         moert_memref2d *x, moert_memref2d *ids,

@@ -1019,6 +1019,18 @@ func.func @ep_dispatch_c6_both(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: 
 
 // -----
 
+// Tests that ep_dispatch_c10: replicas chosen per batch need a placement.
+func.func @ep_dispatch_c10(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                           %er: tensor<8xi32>) {
+  // expected-error @+1 {{ep_dispatch_c10: per_batch_replicas chooses among a placement's replicas: it needs placement(...)}}
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er per_batch_replicas capacity = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  return
+}
+
+// -----
+
 // Tests that ep_dispatch_c6: one share per slot.
 func.func @ep_dispatch_c6_shares(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
                                  %p: tensor<10xi32>, %s: tensor<8xf32>) {
@@ -1693,6 +1705,20 @@ func.func @layer_c16_swiglu(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
          {swiglu_limit = 7.0 : f32}
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
           tensor<8x64x32xf32>) -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_c17: replicas chosen per batch need a placement.
+func.func @layer_c17(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                     %w13: tensor<4x64x64xf32>, %w2: tensor<4x64x32xf32>, %er: tensor<8xi32>) {
+  // expected-error @+1 {{layer_c17: per_batch_replicas chooses among a placement's replicas: it needs placement(...)}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er) per_batch_replicas
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 16 : i64}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>,
+          tensor<4x64x32xf32>, tensor<8xi32>) -> tensor<?x64xf32>
   return
 }
 

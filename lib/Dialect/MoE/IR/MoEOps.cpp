@@ -209,6 +209,9 @@ LogicalResult LayerOp::verify() {
   if (getY().getType() != getX().getType())
     return emitOpError() << "layer_c1: result type " << getY().getType()
                          << " must equal the type of x " << getX().getType();
+  if (getPerBatchReplicas() && !getPhysToLog())
+    return emitOpError() << "layer_c17: per_batch_replicas chooses among a "
+                            "placement's replicas: it needs placement(...)";
   FailureOr<int64_t> experts = verifyRouterWeight(op, getX(), getRouterWeight());
   if (failed(experts) ||
       failed(verifyRoutingForExperts(op, getRouting(), *experts,
@@ -604,6 +607,9 @@ LogicalResult EpDispatchOp::verify() {
   if (static_cast<bool>(getExpertRank()) == static_cast<bool>(getPhysToLog()))
     return emitOpError() << "ep_dispatch_c6: give expert_rank or a placement, "
                             "not both or neither";
+  if (getPerBatchReplicas() && !getPhysToLog())
+    return emitOpError() << "ep_dispatch_c10: per_batch_replicas chooses among "
+                            "a placement's replicas: it needs placement(...)";
   Value map = getExpertRank() ? getExpertRank() : getPhysToLog();
   if (failed(expectRank(op, "ep_dispatch_c1", getExpertRank() ? "expert_rank" : "phys_to_log",
                         map, 1)))

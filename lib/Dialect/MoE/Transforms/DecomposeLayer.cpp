@@ -254,7 +254,7 @@ struct MoEDecomposeLayerPass
           b.getI64IntegerAttr(maxTokens * ep), b.getI64IntegerAttr(ep),
           b.getI64IntegerAttr(maxTokens),
           decode ? b.getI64IntegerAttr(fixed.slotsPerPeer) : IntegerAttr(),
-          DispatchQuantizationAttr());
+          DispatchQuantizationAttr(), layer.getPerBatchReplicasAttr());
       expertInput = exchange.getReceived();
       ids = exchange.getLocalIds();
       weights = exchange.getLocalWeights();

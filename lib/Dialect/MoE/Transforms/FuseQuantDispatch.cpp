@@ -36,7 +36,7 @@ void feedCodesToTheGemm(EpDispatchOp op, int64_t groups) {
       op.getLocalWeights().getType(), b.getI64Type(), op.getX(), op.getExpertIds(),
       op.getExpertWeights(), op.getExpertRank(), op.getPhysToLog(), op.getReplicaShare(),
       op.getCapacityAttr(), op.getEpAttr(), op.getMaxTokensAttr(), op.getSlotsAttr(),
-      op.getQuantizationAttr());
+      op.getQuantizationAttr(), op.getPerBatchReplicasAttr());
   b.setInsertionPoint(local);
   auto rowsOf = [&](Value rows, Type element, int64_t width) {
     auto type = local.getDispatched().getType();

@@ -54,7 +54,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     `replica_share[P]` (f32) the share of its expert's tokens each slot takes.
     A rank then holds `P/ep` slots (`w13[P/ep, 2I, H]`), and a token's choice
     goes to one replica of its expert, picked from the shares by the choice's
-    index (see `moe.ep_dispatch`).
+    index (see `moe.ep_dispatch`); with `per_batch_replicas`, from the batch's
+    expert counts on all ranks instead.
     `phase = decode` (set by `moe-specialize-phase`) selects the decode
     layout: at most `max_tokens_per_rank` tokens, fixed capacity per expert,
     masked rows, no counts exchanged; without it (or with `prefill`) counts
@@ -93,7 +94,8 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     OptionalAttr<MoE_PhaseAttr>:$phase,
     UnitAttr:$score_input,
     OptionalAttr<F32Attr>:$swiglu_alpha,
-    OptionalAttr<F32Attr>:$swiglu_limit
+    OptionalAttr<F32Attr>:$swiglu_limit,
+    UnitAttr:$per_batch_replicas
   );
   let results = (outs MoE_FloatTensor:$y);
   let assemblyFormat = [{
@@ -104,6 +106,7 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     (`shared_gate` `(` $shared_gate^ `)`)?
     (`expert_rank` `(` $expert_rank^ `)`)?
     (`placement` `(` $phys_to_log^ `,` $replica_share `)`)?
+    (`per_batch_replicas` $per_batch_replicas^)?
     `routing` $routing `activation` $activation (`score_input` $score_input^)?
     `layout` $layout
     attr-dict `:` functional-type(operands, results)
@@ -310,6 +313,12 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch", [AttrSizedOperandSegments]> {
     order) goes to the replica whose interval of cumulative shares holds
     `frac((n + 0.5) * 0.6180339887)`: deterministic, stateless given `n`, and
     in proportion to the shares. Replicas with share 0 get nothing.
+    With `per_batch_replicas` the shares are not read: the ranks all-gather
+    each one's choices per expert, every rank computes the same split of
+    each replicated expert's choices over its replicas that makes the
+    batch's most loaded rank least loaded (an integer max flow), and rank
+    `r`'s choices of an expert fill that split's replicas in rank order,
+    after those of ranks `0..r-1`.
     With `quantization`, the pack step quantizes each row to FP8 E4M3 with
     per-group scales (`fp8_e4m3_g128`: groups of 128, f32 scales;
     `fp8_e4m3_g32_ue8m0`: groups of 32, power-of-two scales rounded up) so
@@ -341,14 +350,16 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch", [AttrSizedOperandSegments]> {
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$ep,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$max_tokens,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$slots,
-                       OptionalAttr<MoE_DispatchQuantizationAttr>:$quantization);
+                       OptionalAttr<MoE_DispatchQuantizationAttr>:$quantization,
+                       UnitAttr:$per_batch_replicas);
   let results = (outs MoE_RowsTensor:$received,
                       Optional<MoE_F32Tensor>:$received_scales,
                       MoE_I32Tensor:$local_ids, MoE_F32Tensor:$local_weights,
                       I64:$handle);
   let assemblyFormat = [{
     $x `,` $expert_ids `,` $expert_weights (`,` $expert_rank^)?
-    (`placement` `(` $phys_to_log^ `,` $replica_share `)`)? `capacity` `=` $capacity
+    (`placement` `(` $phys_to_log^ `,` $replica_share `)`)?
+    (`per_batch_replicas` $per_batch_replicas^)? `capacity` `=` $capacity
     (`ep` `=` $ep^)? (`max_tokens` `=` $max_tokens^)? (`slots` `=` $slots^)?
     (`quantization` $quantization^)? attr-dict `:` functional-type(operands, results)
   }];
