@@ -110,7 +110,7 @@ BatchSelection moert::selectReplicas(const Placement &placement,
   int64_t total = shared;
   for (int64_t f : fixed)
     total += f;
-  out.peak = std::max(mostFixed, (total + ranks - 1) / ranks);
+  out.peak = std::max(mostFixed, total / ranks + (total % ranks != 0));
   if (replicated.empty())
     return out;
 

@@ -194,11 +194,14 @@ Status ExpertParallel::selectForBatch(const DispatchInput &in, const Placement &
                                 experts * int64_t(sizeof(int64_t)), all.data()))
     return e;
   // Every rank checks the same counts, so a bad one fails all of them alike.
+  // The sum of them all bounds every sum the selection forms.
   std::vector<int64_t> total(size_t(experts), 0);
+  int64_t everything = 0;
   for (int r = 0; r < ranks; ++r)
     for (int64_t e = 0; e < experts; ++e) {
       int64_t count = all[r * experts + e];
-      if (count < 0 || !checkedAdd(total[e], count, total[e])) {
+      if (count < 0 || !checkedAdd(total[e], count, total[e]) ||
+          !checkedAdd(everything, count, everything)) {
         MessageStream os;
         os << "dispatch: rank " << r << " announced " << count << " choices of expert "
            << e << " (replica selection); nothing was written";
