@@ -1,6 +1,6 @@
 //===- runtime_plan_fuzzer.cpp - fuzzes the runtime's dispatch checks -----===//
 //
-// Bytes -> a dispatch plan (9 or 10 i64 fields) and call shapes -> the
+// Bytes -> a dispatch plan (9, 10 or 11 i64 fields) and call shapes -> the
 // runtime's checks (runtime/lib/PlanCheck.cpp), both the pure one
 // (checkDispatchPlan: fields and shapes) and the one over memref
 // descriptors as compiled code passes them (checkDispatchArgs: sizes,
@@ -105,6 +105,7 @@ void checkAccepted(const PlanFields &plan, const DispatchShape &shape,
   require(plan.quantization >= 0 && plan.quantization <= 2);
   require(!shape.keepCodes || plan.quantization != 0);
   require(plan.ranks == 0 || plan.ranks == shape.ranks);
+  require(plan.replicaSelection == 0 || (plan.replicaSelection == 1 && shape.placed));
   const int64_t limit = plan.slots ? plan.slots : plan.maxTokens;
   require(!limit || shape.tokens <= limit);
   const int64_t group = plan.quantization == 1 ? 128 : plan.quantization == 2 ? 32 : 0;
@@ -161,14 +162,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int64_t values[MOERT_DISPATCH_PLAN_FIELDS_MAX];
   for (int64_t &v : values)
     v = in.value();
-  const int64_t count = (in.byte() & 1) ? MOERT_DISPATCH_PLAN_FIELDS_MAX
-                                         : MOERT_DISPATCH_PLAN_FIELDS;
+  const int64_t count = MOERT_DISPATCH_PLAN_FIELDS + in.byte() % 3;
   PlanFields plan;
   if (readPlan(values, count, plan))
-    broken(); // 9 and 10 fields are both plans
+    broken(); // 9, 10 and 11 fields are all plans
   (void)planHash(plan);
   PlanFields ignored;
-  if (!readPlan(values, in.byte() % 12 == 3 ? 8 : 11, ignored))
+  if (!readPlan(values, in.byte() % 12 == 3 ? 8 : 12, ignored))
     broken(); // any other count is not
   DispatchShape shape;
   shape.tokens = in.value();
@@ -206,13 +206,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int64_t &v : storage)
     v = 0;
   const uint8_t planShape = in.byte();
-  planRef.offset = planShape % 23;                 // offset + 10 <= 32
-  planRef.sizes[0] = (planShape & 0x80) ? in.value() : 9 + (planShape >> 5) % 2;
+  planRef.offset = planShape % 22;                 // offset + 11 <= 32
+  planRef.sizes[0] = (planShape & 0x80) ? in.value() : 9 + (planShape >> 5) % 3;
   planRef.strides[0] = (planShape & 0x40) ? in.value() : 1;
   for (int64_t i = 0; i < MOERT_DISPATCH_PLAN_FIELDS_MAX; ++i)
     storage[planRef.offset + i] = values[i];
   planRef.aligned = planRef.allocated = (nulls & 0x20) ? nullptr : storage;
-  if (planRef.sizes[0] > 10 && planRef.aligned)
+  if (planRef.sizes[0] > MOERT_DISPATCH_PLAN_FIELDS_MAX && planRef.aligned)
     planRef.aligned = planRef.allocated = dummy; // never read: the count is wrong
 
   DispatchArgs args;
@@ -240,7 +240,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             weights.sizes[1] == ids.sizes[1] && checked.shape.topK == ids.sizes[1]);
     require(checked.shape.mapLength == map.sizes[0]);
     require(!args.placed || share.sizes[0] == map.sizes[0]);
-    require(planRef.sizes[0] == 9 || planRef.sizes[0] == 10);
+    require(planRef.sizes[0] >= 9 && planRef.sizes[0] <= MOERT_DISPATCH_PLAN_FIELDS_MAX);
     require(std::memcmp(&checked.plan.capacity, &storage[planRef.offset], 8) == 0);
     const moert_memref2d *all2[] = {&x, &ids, &weights};
     const int64_t bytes2[] = {args.elementBytes, 4, 4};
