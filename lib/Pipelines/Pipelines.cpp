@@ -26,6 +26,9 @@ std::string toLinalg(bool dedupeTp, StringRef quantization, bool fp8Gemm = true,
 }
 constexpr const char *kToBuffers =
     "canonicalize,cse,"
+    // An op whose result is inserted into an empty tensor (e.g. the
+    // activation of the used rows) writes into it in place, not into a copy.
+    "eliminate-empty-tensors,"
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
     "canonicalize";

@@ -23,11 +23,20 @@ Status initialize(bool &initializedHere);
 /// A dup of MPI_COMM_WORLD that returns errors instead of aborting.
 MPI_Comm duplicateWorld();
 
-/// Polls `requests` until all complete or `deadline` passes, without
-/// sleeping: a few polls back to back, then a sched_yield between polls
-/// ($MOERT_WAIT_SPINS polls before yielding; docs/Runtime.md).
+/// How a wait polls once it has lasted a while.
+enum class LongWait {
+  Yield, ///< data: keep polling, giving the core away between polls
+  Rest,  ///< waiting for peers to arrive: sleep briefly between polls
+};
+
+/// Polls `requests` until all complete or `deadline` passes: a few polls
+/// back to back, then a sched_yield between polls ($MOERT_WAIT_SPINS polls
+/// before yielding; docs/Runtime.md). With LongWait::Rest, a wait past
+/// 1 ms sleeps 50 us between polls, so that a rank waiting for a slower one
+/// leaves it the core (ranks sharing cores), at a cost of at most 50 us
+/// after a wait that was already 20 times longer.
 Status waitAll(std::vector<MPI_Request> &requests, Clock::time_point deadline,
-               const char *what);
+               const char *what, LongWait longWait = LongWait::Yield);
 
 /// Sends `mine` to every rank of `control` and receives theirs into `all`
 /// (point to point, polled against `deadline`). On timeout, `missing` lists

@@ -19,8 +19,13 @@
 // CHECK-SAME: -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
 // CHECK: %[[H:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]] offsets %[[OFF]]
 // CHECK-SAME: -> tensor<?x64xf32>
-// CHECK: %[[A:.+]] = moe.activation %[[H]] kind swiglu
+// The activation runs on the rows the experts use, offsets[8] of them:
+// CHECK: %[[END:.+]] = tensor.extract %[[OFF]][%{{.+}}] : tensor<9xi32>
+// CHECK: %[[N:.+]] = arith.index_cast %[[END]] : i32 to index
+// CHECK: %[[USED:.+]] = tensor.extract_slice %[[H]][0, 0] [%[[N]], 64] [1, 1]
+// CHECK: %[[AU:.+]] = moe.activation %[[USED]] kind swiglu
 // CHECK-SAME: -> tensor<?x32xf32>
+// CHECK: %[[A:.+]] = tensor.insert_slice %[[AU]] into %{{.+}}[0, 0] [%[[N]], 32] [1, 1]
 // CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]] offsets %[[OFF]]
 // CHECK-SAME: -> tensor<?x64xf32>
 // CHECK: %[[Y:.+]] = moe.combine %[[O]], %[[SLOT]], %[[WTS]]
@@ -80,7 +85,9 @@ func.func @layer_static_bias(%x: tensor<4x16xf32>, %wr: tensor<8x16xf32>,
 // CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]], %[[OFF:.+]] = moe.dispatch %[[X]], %[[IDS]] num_experts = 32 :
 // CHECK-SAME: tensor<33xi32>)
 // CHECK: %[[H:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]] offsets %[[OFF]]
-// CHECK: %[[A:.+]] = moe.activation %[[H]] kind swiglu
+// CHECK: %[[USED:.+]] = tensor.extract_slice %[[H]][0, 0]
+// CHECK: %[[AU:.+]] = moe.activation %[[USED]] kind swiglu
+// CHECK: %[[A:.+]] = tensor.insert_slice %[[AU]]
 // CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]] offsets %[[OFF]]
 // CHECK: %[[ROUTED:.+]] = moe.combine %[[O]], %[[SLOT]], %[[WTS]]
 // CHECK-DAG: %[[ZERO:.+]] = arith.constant 0 : i32
@@ -181,7 +188,9 @@ func.func @layer_score_input(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
 // CHECK: %[[ROWS:.+]], %[[RE:.+]], %[[SLOT:.+]], %[[OFF:.+]] = moe.dispatch %[[RX]], %[[LIDS]] num_experts = 2 :
 // CHECK-SAME: -> (tensor<?x16xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<3xi32>)
 // CHECK: %[[G:.+]] = moe.grouped_matmul %[[ROWS]], %[[W13]], %[[RE]] offsets %[[OFF]]
-// CHECK: %[[A:.+]] = moe.activation %[[G]]
+// CHECK: %[[USED:.+]] = tensor.extract_slice %[[G]][0, 0]
+// CHECK: %[[AU:.+]] = moe.activation %[[USED]]
+// CHECK: %[[A:.+]] = tensor.insert_slice %[[AU]]
 // CHECK: %[[O:.+]] = moe.grouped_matmul %[[A]], %[[W2]], %[[RE]] offsets %[[OFF]]
 // CHECK: %[[P:.+]] = moe.combine %[[O]], %[[SLOT]], %[[LW]]
 // CHECK: %[[Y:.+]] = moe.ep_combine %[[P]], %[[H]] : (tensor<?x16xf32>, i64) -> tensor<?x16xf32>
@@ -346,7 +355,9 @@ func.func @layer_decode_row_tile(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>,
 // CHECK:   arith.addf
 // CHECK:   arith.select
 // CHECK:   arith.truncf
-// CHECK: %[[ACT:.+]] = moe.activation %[[GUB]] kind clamped_swiglu {swiglu_alpha = 1.702000e+00 : f32, swiglu_limit = 7.000000e+00 : f32}
+// CHECK: %[[USED:.+]] = tensor.extract_slice %[[GUB]][0, 0]
+// CHECK: %[[AU:.+]] = moe.activation %[[USED]] kind clamped_swiglu {swiglu_alpha = 1.702000e+00 : f32, swiglu_limit = 7.000000e+00 : f32}
+// CHECK: %[[ACT:.+]] = tensor.insert_slice %[[AU]]
 // CHECK: %[[DOWN:.+]] = moe.grouped_matmul %[[ACT]]
 // CHECK: %[[DOWNB:.+]] = linalg.generic {{.+}} ins(%[[DOWN]], %[[ROWEXP]]
 // CHECK:   tensor.extract %[[B2]]

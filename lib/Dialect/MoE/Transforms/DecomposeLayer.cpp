@@ -83,9 +83,44 @@ Value addExpertBias(ImplicitLocOpBuilder &b, Value out, Value rowExpert, Value b
       });
 }
 
+/// The activation of the rows the experts use: the first offsets[E] rows
+/// (packed layout; with expert parallelism the rest are choices of other
+/// ranks, three quarters of the rows on 4 ranks). The other rows of the
+/// result are left unwritten: the down GEMM reads only its experts' rows.
+Value activateUsedRows(ImplicitLocOpBuilder &b, Value gateUp, Value offsets,
+                       int64_t width, LayerOp layer) {
+  auto type = cast<RankedTensorType>(gateUp.getType());
+  auto activate = [&](Value input) -> Value {
+    auto inputType = cast<RankedTensorType>(input.getType());
+    return ActivationOp::create(
+        b, RankedTensorType::get({inputType.getDimSize(0), width}, type.getElementType()),
+        input, layer.getActivationAttr(), layer.getSwigluAlphaAttr(),
+        layer.getSwigluLimitAttr());
+  };
+  // A static row count is the masked (decode) layout, whose rows are all
+  // its experts', or a test's shape (a static 0 rows has no slice).
+  if (!offsets || !type.isDynamicDim(0))
+    return activate(gateUp);
+  int64_t experts = cast<RankedTensorType>(offsets.getType()).getDimSize(0) - 1;
+  Value end = arith::IndexCastOp::create(
+      b, b.getIndexType(),
+      tensor::ExtractOp::create(b, offsets,
+                                ValueRange{arith::ConstantIndexOp::create(b, experts)}));
+  SmallVector<OpFoldResult> zero(2, b.getIndexAttr(0)), one(2, b.getIndexAttr(1));
+  Value used = tensor::ExtractSliceOp::create(
+      b, RankedTensorType::get({ShapedType::kDynamic, type.getDimSize(1)}, type.getElementType()),
+      gateUp, zero, SmallVector<OpFoldResult>{end, b.getIndexAttr(type.getDimSize(1))}, one);
+  Value rows = tensor::DimOp::create(b, gateUp, 0);
+  Value all = tensor::EmptyOp::create(
+      b, SmallVector<OpFoldResult>{rows, b.getIndexAttr(width)}, type.getElementType());
+  return tensor::InsertSliceOp::create(
+      b, activate(used), all, zero, SmallVector<OpFoldResult>{end, b.getIndexAttr(width)}, one);
+}
+
 /// gate/up GEMM, activation, down GEMM over rows whose expert is `rowExpert`.
+/// `everyRowUsed`: no row lies past the experts' (the shared expert).
 Value buildExpertMLP(ImplicitLocOpBuilder &b, Value rows, Value rowExpert,
-                     Value offsets, ExpertWeights w) {
+                     Value offsets, ExpertWeights w, bool everyRowUsed = false) {
   int64_t n = cast<RankedTensorType>(rows.getType()).getDimSize(0);
   auto w13Shape = cast<RankedTensorType>(w.w13.getType()).getShape();
   auto w2Shape = cast<RankedTensorType>(w.w2.getType()).getShape();
@@ -93,10 +128,8 @@ Value buildExpertMLP(ImplicitLocOpBuilder &b, Value rows, Value rowExpert,
                                          rows, w.w13, rowExpert, /*scales=*/Value(), offsets);
   if (w.w13Bias)
     gateUp = addExpertBias(b, gateUp, rowExpert, w.w13Bias);
-  Value act = ActivationOp::create(b, withShape(rows, {n, w13Shape[1] / 2}), gateUp,
-                                   w.layer.getActivationAttr(),
-                                   w.layer.getSwigluAlphaAttr(),
-                                   w.layer.getSwigluLimitAttr());
+  Value act = activateUsedRows(b, gateUp, everyRowUsed ? Value() : offsets,
+                               w13Shape[1] / 2, w.layer);
   Value out = GroupedMatmulOp::create(b, withShape(rows, {n, w2Shape[1]}), act, w.w2,
                                       rowExpert, /*scales=*/Value(), offsets);
   if (w.w2Bias)
@@ -125,7 +158,8 @@ Value buildSharedExpert(ImplicitLocOpBuilder &b, LayerOp layer) {
       b, RankedTensorType::get({2}, b.getI32Type()), ValueRange{zero, tokenCount});
   return buildExpertMLP(b, x, allZero, offsets,
                         {addExpertDim(layer.getSharedW13()),
-                         addExpertDim(layer.getSharedW2()), Value(), Value(), layer});
+                         addExpertDim(layer.getSharedW2()), Value(), Value(), layer},
+                        /*everyRowUsed=*/true);
 }
 
 /// Qwen2-MoE's gate on the shared expert: `shared[t] * sigmoid(gate . x[t])`,
