@@ -210,7 +210,13 @@ Status ExpertParallel::selectForBatch(const DispatchInput &in, const Placement &
       if (r < coll.rank())
         before[e] += count;
     }
-  selection = selectReplicas(placement, total, ranks);
+  try {
+    selection = selectReplicas(placement, total, ranks);
+  } catch (const std::exception &e) {
+    // The others go on to their next collective, whose agreement carries this.
+    return coll.failTogether(in.slots ? "dispatch.payload" : "dispatch.counts",
+                             outOfMemory("dispatch: replica selection", e));
+  }
   const int64_t perRank = placement.slotsPerRank();
   int64_t here = 0;
   for (int64_t p = coll.rank() * perRank; p < (coll.rank() + 1) * perRank; ++p)
