@@ -46,8 +46,8 @@ LogicalResult addPipeline(OpPassManager &pm, StringRef text) {
 LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
                                     const CpuPipelineOptions &options) {
   // The GEMMs, routing and dispatch get the tiled, vectorized, threaded
-  // strategy; the rest (activation, combine) become parallel loops over
-  // their parallel dimensions that LLVM's O3 vectorizes. Thread loops
+  // strategy; the rest (activation, combine) become loops parallel over
+  // rows (moe-parallel-outer-loop) whose inner loops LLVM's O3 vectorizes. Thread loops
   // (scf.forall, scf.parallel) become OpenMP worksharing loops; each output
   // element is still computed by one thread, whatever the thread count.
   std::string strategy = llvm::formatv(
@@ -61,6 +61,7 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
                      kToBuffers +
                      ",buffer-deallocation-pipeline,"
                      "func.func(convert-linalg-to-parallel-loops),"
+                     "moe-parallel-outer-loop,moe-approximate-activation-exp,"
                      "scf-forall-to-parallel,convert-scf-to-openmp,"
                      // Inlines the worksharing loops' alloca scopes (they hold no
                      // allocas), which the CFG lowering cannot split.

@@ -5,6 +5,11 @@
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::moe {
+/// The unit attribute that marks a math.exp whose result only feeds an
+/// activation: moe-approximate-activation-exp may replace it by a
+/// polynomial.
+inline constexpr const char kApproximableExp[] = "moe.approximable";
+
 #define GEN_PASS_DECL
 #include "moe/Conversion/Passes.h.inc"
 

@@ -86,6 +86,38 @@ def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def MoEParallelOuterLoop : Pass<"moe-parallel-outer-loop"> {
+  let summary = "Keeps only the outer dimension of each scf.parallel parallel";
+  let description = [{
+    `convert-linalg-to-parallel-loops` makes every parallel dimension of an
+    elementwise op (the activation, the combine, fills) one `scf.parallel`;
+    `convert-scf-to-openmp` then collapses them into one linear loop whose
+    every iteration divides its index back into (row, column), and LLVM
+    vectorizes nothing. This pass keeps the outer dimension as the
+    `scf.parallel` (the rows, split among threads) and turns the others into
+    an `scf.for` nest inside it, so the innermost loop walks a contiguous
+    row. An `scf.parallel` inside another (the inner parallel dimensions
+    of an op with a reduction between them, e.g. the combine's loops
+    (token, choice, column)) becomes an `scf.for` nest. Loops with
+    reductions are left alone. Each element is still computed once, by one
+    thread.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect"];
+}
+
+def MoEApproximateActivationExp : Pass<"moe-approximate-activation-exp"> {
+  let summary = "Replaces the activations' exp by upstream's polynomial approximation";
+  let description = [{
+    The `math.exp` ops that `convert-moe-to-linalg` marks `moe.approximable`
+    (the sigmoid of SwiGLU and clamped SwiGLU; never routing's, whose scores
+    choose experts) become MLIR's polynomial approximation
+    (`populateMathPolynomialApproximationPatterns`): plain arithmetic that
+    LLVM vectorizes, where a call of libm's `expf` keeps the loop scalar.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
   let summary = "Lower moe.ep_dispatch / moe.ep_combine to calls into libmoert";
   let description = [{

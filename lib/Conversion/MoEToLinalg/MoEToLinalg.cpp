@@ -47,9 +47,14 @@ Value addIf(OpBuilder &b, Location loc, Value cond, Value value, Value acc) {
     return arith::AddFOp::create(b, loc, acc, picked);
   return arith::AddIOp::create(b, loc, acc, picked);
 }
-Value sigmoid(OpBuilder &b, Location loc, Value v) {
+/// `approximable`: the exp may become a polynomial (an activation's,
+/// moe-approximate-activation-exp); routing keeps the exact one, since its
+/// scores decide the chosen experts.
+Value sigmoid(OpBuilder &b, Location loc, Value v, bool approximable = false) {
   Value one = constF32(b, loc, 1.0);
-  Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, v));
+  auto e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, v));
+  if (approximable)
+    e->setAttr(kApproximableExp, b.getUnitAttr());
   return arith::DivFOp::create(b, loc, one, arith::AddFOp::create(b, loc, one, e));
 }
 
@@ -535,7 +540,7 @@ struct ActivationLowering : OpRewritePattern<ActivationOp> {
                                         nb, loc, input, ValueRange{idx[0], upCol}));
           Value v;
           if (!alpha) {
-            Value silu = arith::MulFOp::create(nb, loc, gate, sigmoid(nb, loc, gate));
+            Value silu = arith::MulFOp::create(nb, loc, gate, sigmoid(nb, loc, gate, true));
             v = arith::MulFOp::create(nb, loc, silu, up);
           } else {
             auto constant = [&](float c) -> Value {
@@ -546,7 +551,7 @@ struct ActivationLowering : OpRewritePattern<ActivationOp> {
             Value upBelowHi = arith::MinimumFOp::create(nb, loc, up, hi);
             up = arith::MaximumFOp::create(nb, loc, upBelowHi, lo);
             Value scaled = arith::MulFOp::create(nb, loc, gate, constant(*alpha));
-            Value glu = arith::MulFOp::create(nb, loc, gate, sigmoid(nb, loc, scaled));
+            Value glu = arith::MulFOp::create(nb, loc, gate, sigmoid(nb, loc, scaled, true));
             v = arith::MulFOp::create(nb, loc, glu,
                                       arith::AddFOp::create(nb, loc, up, constant(1.0f)));
           }
@@ -568,18 +573,20 @@ struct CombineLowering : OpRewritePattern<CombineOp> {
     OpFoldResult tokens = tensor::getMixedSize(b, b.getLoc(), op.getSlot(), 0);
     OpFoldResult hidden = tensor::getMixedSize(b, b.getLoc(), op.getExpertOut(), 1);
     Value expertOut = op.getExpertOut();
-    // y[t,h] = sum_j weights[t,j] * expert_out[slot[t,j], h]
+    // y[t,h] = sum_j weights[t,j] * expert_out[slot[t,j], h], loops (t, j, h):
+    // the innermost loop walks one row of expert_out and of y, which LLVM
+    // vectorizes; the sum still adds the choices in order j = 0, 1, ...
     Value acc = buildGeneric(
         b, {op.getSlot(), op.getWeights()},
         buildFilled(b, {tokens, hidden}, b.getF32FloatAttr(0)),
-        {Dims{0, 2}, Dims{0, 2}, Dims{0, 1}}, 3, {2},
+        {Dims{0, 1}, Dims{0, 1}, Dims{0, 2}}, 3, {1},
         [expertOut](OpBuilder &nb, Location loc, ValueRange idx, ValueRange a) -> Value {
           // A negative slot (masked layout) adds nothing; read row 0 instead.
           Value none = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt,
                                              a[0], constI32(nb, loc, 0));
           Value slot = arith::SelectOp::create(nb, loc, none, constI32(nb, loc, 0), a[0]);
           Value row = tensor::ExtractOp::create(
-              nb, loc, expertOut, ValueRange{i32ToIndex(nb, loc, slot), idx[1]});
+              nb, loc, expertOut, ValueRange{i32ToIndex(nb, loc, slot), idx[2]});
           Value p = arith::MulFOp::create(nb, loc, a[1], toF32(nb, loc, row));
           Value sum = arith::AddFOp::create(nb, loc, a[2], p);
           return arith::SelectOp::create(nb, loc, none, a[2], sum);
