@@ -28,8 +28,8 @@ struct OuterDimensionOnly : OpRewritePattern<scf::ParallelOp> {
                          op.getStep(), [&](OpBuilder &inner, Location, ValueRange ivs) {
                            IRMapping map;
                            map.map(op.getInductionVars(), ivs);
-                           for (Operation &nested : op.getBody()->without_terminator())
-                             inner.clone(nested, map);
+                           for (Operation &bodyOp : op.getBody()->without_terminator())
+                             inner.clone(bodyOp, map);
                          });
       rewriter.eraseOp(op);
       return success();
@@ -48,8 +48,8 @@ struct OuterDimensionOnly : OpRewritePattern<scf::ParallelOp> {
                 map.map(ivs[0], outerIv[0]);
                 for (auto [from, to] : llvm::zip(ArrayRef<Value>(ivs).drop_front(), innerIvs))
                   map.map(from, to);
-                for (Operation &nested : op.getBody()->without_terminator())
-                  inner.clone(nested, map);
+                for (Operation &bodyOp : op.getBody()->without_terminator())
+                  inner.clone(bodyOp, map);
               });
         });
     outer->setAttrs(op->getDiscardableAttrDictionary());
