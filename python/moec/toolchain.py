@@ -50,10 +50,11 @@ def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
                     "--tp", str(tp), "--dispatch-quant", dispatch_quant,
                     "--decode-max-tokens", str(decode_max_tokens),
                     "--physical-experts", str(physical_experts),
-                    "--replica-selection", replica_selection,
                     f"--fp8-gemm={'true' if fp8_gemm else 'false'}",
                     "--row-tile", str(row_tile), "--cpu", cpu,
                     *([] if tp_dedupe else ["--no-tp-dedupe"]),
+                    *([] if replica_selection == "static"
+                      else ["--replica-selection", replica_selection]),
                     *([] if packed_min_rows is None
                       else ["--packed-min-rows", str(packed_min_rows)]),
                     "--plan", str(plan_path), "-o", str(library)],
