@@ -1,6 +1,7 @@
 # The NCCL communicator and the mgpu* wrappers that MLIR's gpu-to-llvm
 # lowering calls. Included from CMakeLists.txt when MOERT_ENABLE_CUDA is ON;
-# without a CUDA toolkit (or NCCL) the parts are skipped, not an error.
+# without a CUDA toolkit the parts are skipped, not an error; without NCCL
+# (or MPI) only the wrappers are built.
 
 if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
   set(CUDAToolkit_ROOT /usr/local/cuda)
@@ -8,16 +9,6 @@ endif()
 find_package(CUDAToolkit QUIET)
 if(NOT CUDAToolkit_FOUND)
   message(STATUS "moert: CUDA toolkit not found; building without NCCL and mgpu* wrappers")
-  return()
-endif()
-
-find_path(MOERT_NCCL_INCLUDE_DIR nccl.h
-  HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include)
-find_library(MOERT_NCCL_LIBRARY nccl
-  HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib64
-        ${CUDAToolkit_LIBRARY_ROOT}/lib)
-if(NOT MOERT_NCCL_INCLUDE_DIR OR NOT MOERT_NCCL_LIBRARY)
-  message(STATUS "moert: NCCL not found next to CUDA ${CUDAToolkit_VERSION}; building without NCCL and mgpu* wrappers")
   return()
 endif()
 
@@ -30,13 +21,22 @@ endif()
 # wrappers look its functions up through cudart at run time rather than
 # linking it, so the library still loads on machines without one.
 add_library(moert_cuda SHARED lib/CudaRuntimeWrappers.cpp)
-target_include_directories(moert_cuda PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/lib
-                                              ${MOERT_NCCL_INCLUDE_DIR})
+target_include_directories(moert_cuda PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/lib)
 target_link_libraries(moert_cuda PRIVATE moert CUDA::cudart)
 target_compile_options(moert_cuda PRIVATE -fexceptions)
 set_target_properties(moert_cuda PROPERTIES
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib
   BUILD_RPATH "$ORIGIN" INSTALL_RPATH "$ORIGIN")
+
+find_path(MOERT_NCCL_INCLUDE_DIR nccl.h
+  HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include)
+find_library(MOERT_NCCL_LIBRARY nccl
+  HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib64
+        ${CUDAToolkit_LIBRARY_ROOT}/lib)
+if(NOT MOERT_NCCL_INCLUDE_DIR OR NOT MOERT_NCCL_LIBRARY)
+  message(STATUS "moert: NCCL not found next to CUDA ${CUDAToolkit_VERSION}; building the mgpu* wrappers without the NCCL communicator")
+  return()
+endif()
 
 # NCCL bootstraps (ranks, unique id) and agrees on collectives over MPI.
 if(NOT MOERT_ENABLE_MPI)
@@ -44,6 +44,7 @@ if(NOT MOERT_ENABLE_MPI)
   return()
 endif()
 target_sources(moert_cuda PRIVATE lib/NCCLCommunicator.cpp)
+target_include_directories(moert_cuda PRIVATE ${MOERT_NCCL_INCLUDE_DIR})
 target_link_libraries(moert_cuda PRIVATE ${MOERT_NCCL_LIBRARY} MPI::MPI_CXX)
 target_compile_definitions(moert PRIVATE MOERT_HAVE_NCCL_LIBRARY)
 target_link_libraries(moert PRIVATE ${CMAKE_DL_LIBS})

@@ -91,6 +91,8 @@ void moe::registerMoECompilerDialects(DialectRegistry &registry) {
 
   registerBuiltinDialectTranslation(registry);
   registerGPUDialectTranslation(registry);
+  // #gpu.select_object: embeds the kernels and lowers launches to mgpu* calls.
+  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
   registerLLVMDialectTranslation(registry);
   registerNVVMDialectTranslation(registry);
   registerOpenMPDialectTranslation(registry);

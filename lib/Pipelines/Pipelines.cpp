@@ -86,14 +86,20 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
     setenv("CUDA_HOME", options.cudaPath.c_str(), /*overwrite=*/1);
   else if (!getenv("CUDA_HOME") && !getenv("CUDA_ROOT") && !getenv("CUDA_PATH"))
     setenv("CUDA_HOME", "/usr/local/cuda", /*overwrite=*/0);
+  // The host code only sizes buffers and launches: every buffer is a view of
+  // the caller's device workspace (moe-gpu-host-abi), every loop nest a
+  // kernel whose innermost dimension spreads over a block's threads.
   std::string text = llvm::formatv(
-      "{5}{0},func.func(convert-linalg-to-parallel-loops,gpu-map-parallel-loops),"
-      "convert-parallel-loops-to-gpu,canonicalize,"
+      "{5}{0},{6}func.func(convert-linalg-to-parallel-loops,"
+      "moe-gpu-block-threads{{threads={7}},gpu-map-parallel-loops),"
+      "convert-parallel-loops-to-gpu,canonicalize,{8}"
       "gpu-lower-to-nvvm-pipeline{{cubin-chip={1} cubin-features={2} "
-      "cubin-format={3} opt-level={4}}",
+      "cubin-format={3} opt-level={4}}{9}",
       kToBuffers, options.chip.getValue(), options.features.getValue(),
       options.format.getValue(), options.optLevel.getValue(),
-      toLinalg(/*dedupeTp=*/true, "none"));
+      toLinalg(/*dedupeTp=*/true, "none"), options.hostABI ? "moe-gpu-host-abi," : "",
+      options.blockThreads.getValue(), options.hostABI ? "moe-gpu-host-check," : "",
+      options.hostABI ? ",moe-gpu-launch-on-stream" : "");
   return addPipeline(pm, text);
 }
 

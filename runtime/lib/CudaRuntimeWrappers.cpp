@@ -208,6 +208,14 @@ void mgpuLaunchKernel(void *function, int64_t gridX, int64_t gridY,
                       int64_t blockZ, int32_t smem, void *stream,
                       void **params, void **extra, size_t /*paramsCount*/) {
   return guarded("mgpuLaunchKernel", [&] {
+    // A loop nest over no elements (no tokens, an expert-free slice) is no
+    // launch; the driver would reject a zero-sized grid.
+    if (gridX == 0 || gridY == 0 || gridZ == 0)
+      return;
+    if (gridX > 0x7fffffff || gridY > 65535 || gridZ > 65535)
+      die("mgpuLaunchKernel: grid " + std::to_string(gridX) + " x " +
+          std::to_string(gridY) + " x " + std::to_string(gridZ) +
+          " exceeds the device's limits (2^31-1 x 65535 x 65535)");
     useContext();
     auto kernel = static_cast<CUfunction>(function);
     // Above 48 KiB, dynamic shared memory must be opted into per kernel.

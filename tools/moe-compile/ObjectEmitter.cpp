@@ -156,7 +156,7 @@ Error moe_compile::writeObjectsInParallel(std::unique_ptr<Module> module,
 }
 
 Error moe_compile::linkShared(ArrayRef<std::string> objectPaths, StringRef path,
-                              StringRef runtimeDir, StringRef runtimeRpath) {
+                              StringRef runtimeDir, StringRef runtimeRpath, bool cuda) {
   ErrorOr<std::string> cc = sys::findProgramByName("cc");
   if (!cc)
     return emitterError("cannot link a shared library: no 'cc' on PATH");
@@ -168,7 +168,12 @@ Error moe_compile::linkShared(ArrayRef<std::string> objectPaths, StringRef path,
   // Every layer allocates through the runtime (its heap is measured).
   SmallVector<StringRef> args = {*cc, "-shared", "-o", path};
   args.append(objectPaths.begin(), objectPaths.end());
-  args.append({libDir, rpath, ompDir, ompRpath, "-lmoert", "-lomp", "-lm"});
+  // A GPU layer's host code only launches kernels through the mgpu* entries
+  // of libmoert_cuda (which find the driver at run time); no OpenMP.
+  if (cuda)
+    args.append({libDir, rpath, "-lmoert_cuda", "-lmoert"});
+  else
+    args.append({libDir, rpath, ompDir, ompRpath, "-lmoert", "-lomp", "-lm"});
   if (sys::fs::exists(MOE_BUILTINS_LIB))
     args.push_back(MOE_BUILTINS_LIB);
   std::string message;

@@ -46,8 +46,11 @@ llvm::Error writeObjectsInParallel(std::unique_ptr<llvm::Module> module,
 /// the system C compiler driver (`cc`), against libmoert in `runtimeDir` and
 /// LLVM's OpenMP runtime (the layer's threads). The library finds libmoert
 /// at `runtimeRpath` when given (e.g. "$ORIGIN"), else in `runtimeDir`.
+/// A `cuda` layer links libmoert_cuda (the mgpu* launch entries) instead of
+/// OpenMP.
 llvm::Error linkShared(llvm::ArrayRef<std::string> objectPaths, llvm::StringRef path,
-                       llvm::StringRef runtimeDir, llvm::StringRef runtimeRpath = "");
+                       llvm::StringRef runtimeDir, llvm::StringRef runtimeRpath = "",
+                       bool cuda = false);
 
 } // namespace moe_compile
 

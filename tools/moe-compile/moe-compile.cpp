@@ -134,9 +134,10 @@ cl::opt<Emit> emit(
     "emit", cl::desc("What to produce"), cl::init(Emit::Shared),
     cl::values(clEnumValN(Emit::Mlir, "mlir", "moe dialect IR"),
                clEnumValN(Emit::Lowered, "lowered", "IR after the pipeline"),
-               clEnumValN(Emit::LLVMIR, "llvmir", "LLVM IR (cpu)"),
-               clEnumValN(Emit::Object, "obj", "object file (cpu)"),
-               clEnumValN(Emit::Shared, "shared", "shared library (cpu)")),
+               clEnumValN(Emit::LLVMIR, "llvmir", "LLVM IR of the host code"),
+               clEnumValN(Emit::Object, "obj", "object file (with --target cuda: "
+                                               "host code with the kernels embedded)"),
+               clEnumValN(Emit::Shared, "shared", "shared library")),
     cl::cat(category));
 cl::opt<std::string> cpu(
     "cpu",
@@ -157,8 +158,17 @@ cl::opt<int64_t> packedMinRows(
 cl::opt<Target> target(
     "target", cl::desc("Where the layer runs"), cl::init(Target::Cpu),
     cl::values(clEnumValN(Target::Cpu, "cpu", "host code"),
-               clEnumValN(Target::Cuda, "cuda", "CUDA kernels (PTX) + host")),
+               clEnumValN(Target::Cuda, "cuda",
+                          "CUDA kernels (a fatbin for --chip) + host code that "
+                          "enqueues them on the caller's stream")),
     cl::cat(category));
+cl::opt<std::string> chip(
+    "chip",
+    cl::desc("With --target cuda, the GPU to build the kernels for: sm_90a "
+             "(H100/H200, default), sm_90, sm_89 or sm_80"),
+    cl::init("sm_90a"), cl::cat(category));
+
+constexpr llvm::StringLiteral kChips[] = {"sm_90a", "sm_90", "sm_89", "sm_80"};
 
 moe::ParallelLayout layout() {
   return {ep, maxTokensPerRank, tp, physicalExperts, replicaSelection == "per-batch"};
@@ -321,8 +331,13 @@ std::optional<std::string> optionProblem() {
            "needs --dispatch-quant";
   if (noTpDedupe && tp == 1)
     return "--no-tp-dedupe needs --tp > 1";
-  if (target == Target::Cuda && emit != Emit::Mlir && emit != Emit::Lowered)
-    return "--target=cuda produces IR with embedded PTX: use --emit=lowered";
+  if (target == Target::Cuda && ep > 1)
+    return "--target=cuda builds one-rank layers for now: the expert-parallel "
+           "exchange of device buffers is not lowered yet (use --ep 1)";
+  if (target == Target::Cuda && !llvm::is_contained(kChips, chip.getValue()))
+    return "--chip must be one of sm_90a, sm_90, sm_89, sm_80, got '" + chip + "'";
+  if (target == Target::Cpu && given(chip))
+    return "--chip applies to --target cuda";
   if ((emit == Emit::Object || emit == Emit::Shared) && outputFile == "-")
     return "--emit=obj and --emit=shared need -o <path>";
   if (!planFile.empty() && configFile.empty())
@@ -541,9 +556,11 @@ int compileLayer(const char *argv0) {
   cpuOptions.dispatchQuantization = dispatchQuant;
   cpuOptions.dedupeTp = !noTpDedupe;
   cpuOptions.fp8Gemm = fp8Gemm;
-  LogicalResult built =
-      target == Target::Cpu ? moe::buildCpuPipeline(pm, cpuOptions)
-                            : moe::buildCudaPipeline(pm, moe::CudaPipelineOptions());
+  moe::CudaPipelineOptions cudaOptions;
+  cudaOptions.chip = chip;
+  cudaOptions.format = "fatbin";
+  LogicalResult built = target == Target::Cpu ? moe::buildCpuPipeline(pm, cpuOptions)
+                                              : moe::buildCudaPipeline(pm, cudaOptions);
   if (failed(built) || failed(pm.run(*module)))
     return fail("lowering failed");
   if (emit == Emit::Lowered)
@@ -584,7 +601,7 @@ int compileLayer(const char *argv0) {
   if (emit == Emit::Object)
     return publish(objects[0]);
   if (llvm::Error e = moe_compile::linkShared(objects, library, runtimeLibDir(argv0),
-                                              layerRuntimeRpath))
+                                              layerRuntimeRpath, target == Target::Cuda))
     return fail(llvm::toString(std::move(e)));
   return publish(library);
 }

@@ -9,6 +9,9 @@ namespace mlir::moe {
 /// activation: moe-approximate-activation-exp may replace it by a
 /// polynomial.
 inline constexpr const char kApproximableExp[] = "moe.approximable";
+/// The unit argument attribute that marks a GPU entry's CUstream argument
+/// (moe-gpu-host-abi adds it, moe-gpu-launch-on-stream reads it).
+inline constexpr const char kGpuStreamArg[] = "moe.gpu_stream";
 
 #define GEN_PASS_DECL
 #include "moe/Conversion/Passes.h.inc"

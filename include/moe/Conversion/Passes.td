@@ -146,4 +146,77 @@ def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def MoEGPUHostABI : Pass<"moe-gpu-host-abi", "::mlir::ModuleOp"> {
+  let summary = "Gives a layer's entry the GPU calling convention: device buffers, one workspace, a stream";
+  let description = [{
+    Runs on buffers, before the loops become kernels. Each public function
+    with a body becomes a GPU entry that a caller (PyTorch, an engine) can
+    enqueue on its own stream:
+
+    - a returned memref becomes a trailing out-parameter (the caller's
+      device buffer): the buffer returned is replaced by it;
+    - every `memref.alloc` becomes a `memref.view` into one trailing
+      `memref<?xi8>` workspace argument, at offsets aligned to 256 bytes
+      that are computed on entry from the arguments' shapes; an entry
+      whose workspace is smaller than it needs fails (`cf.assert`) before
+      it launches anything. `memref.dealloc`s go;
+    - `memref.copy` becomes `linalg.copy`, which becomes a kernel like
+      every other loop nest;
+    - a trailing `!llvm.ptr` argument marked `moe.gpu_stream` carries the
+      caller's `CUstream`, on which `moe-gpu-launch-on-stream` enqueues
+      every launch.
+
+    A function `<entry>_workspace_bytes(tokens: index) -> index` gives the
+    workspace an entry needs for `tokens` rows of its input. A buffer whose
+    size depends on anything but argument shapes (a value read from memory,
+    a loop's index) is an error at that buffer: the host cannot read device
+    memory.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::cf::ControlFlowDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def MoEGPUBlockThreads : Pass<"moe-gpu-block-threads"> {
+  let summary = "Splits each outermost scf.parallel into blocks and threads";
+  let description = [{
+    Tiles the innermost dimension of every outermost `scf.parallel` by
+    `threads` (fewer when the dimension is statically smaller) and the
+    others by 1, with constant inner bounds and a guard
+    (`scf::tileParallelLoop`), so that `gpu-map-parallel-loops` maps the
+    tiles to blocks and the elements of a tile to the block's threads.
+    Consecutive threads take consecutive elements of the innermost
+    (contiguous) dimension: their loads and stores coalesce.
+  }];
+  let options = [
+    Option<"threads", "threads", "int64_t", "128",
+           "Threads per block along the innermost parallel dimension">,
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect"];
+}
+
+def MoEGPUHostCheck : Pass<"moe-gpu-host-check", "::mlir::ModuleOp"> {
+  let summary = "Fails where host code would touch a device buffer";
+  let description = [{
+    After `convert-parallel-loops-to-gpu`, every load and store of a
+    buffer must be inside a `gpu.launch`: the entry's buffers are device
+    memory. A `memref.load`, `memref.store`, `memref.copy` or vector
+    transfer left on the host is an error at that op.
+  }];
+}
+
+def MoEGPULaunchOnStream : Pass<"moe-gpu-launch-on-stream", "::mlir::ModuleOp"> {
+  let summary = "Enqueues every kernel launch on the entry's stream argument";
+  let description = [{
+    Runs after `gpu-to-llvm`. Each `gpu.launch_func` inside an `llvm.func`
+    with an argument marked `moe.gpu_stream` gets that argument as its
+    async object: the translation to LLVM IR then emits one
+    `mgpuLaunchKernel` on the caller's stream, with no stream creation, no
+    synchronisation and no destruction around it. A launch in a function
+    without a stream argument is an error.
+  }];
+}
+
 #endif // MOE_CONVERSION_PASSES_TD

@@ -76,14 +76,25 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
   Option<int> optLevel{*this, "opt-level",
                        llvm::cl::desc("Optimization level for the kernels"),
                        llvm::cl::init(3)};
+  Option<int64_t> blockThreads{
+      *this, "block-threads",
+      llvm::cl::desc("Threads per block along a kernel's innermost dimension"),
+      llvm::cl::init(128)};
+  Option<bool> hostABI{
+      *this, "host-abi",
+      llvm::cl::desc("Give entries the GPU calling convention (device buffers, "
+                     "one workspace, the caller's stream; off: the bare "
+                     "upstream lowering, host buffers)"),
+      llvm::cl::init(true)};
 };
 
 /// moe ops -> linalg on tensors -> bufferized loops -> LLVM dialect.
 LogicalResult buildCpuPipeline(OpPassManager &pm,
                                const CpuPipelineOptions &options);
 
-/// moe ops -> linalg -> parallel loops mapped to GPU kernels -> NVVM -> PTX,
-/// with host code in the LLVM dialect.
+/// moe ops -> linalg -> parallel loops mapped to blocks x threads of GPU
+/// kernels -> NVVM -> PTX/cubin, with host code in the LLVM dialect that
+/// enqueues them on the caller's stream (moe-gpu-host-abi).
 LogicalResult buildCudaPipeline(OpPassManager &pm,
                                 const CudaPipelineOptions &options);
 

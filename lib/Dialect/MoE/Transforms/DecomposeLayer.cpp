@@ -315,9 +315,14 @@ struct MoEDecomposeLayerPass
         RankedTensorType::get({localExperts + 1}, i32), expertInput, ids,
         b.getI64IntegerAttr(localExperts), capacity, tile);
 
+    // One rank without padding: every dispatched row is a choice of a local
+    // expert, and no row count need be read back from the dispatch (on a
+    // GPU, a read of device memory by the host).
+    const bool everyRowUsed = ep == 1 && !tile;
     Value expertOut = buildExpertMLP(
         b, dispatch.getDispatched(), dispatch.getRowExpert(), dispatch.getExpertOffsets(),
-        {layer.getW13(), layer.getW2(), layer.getW13Bias(), layer.getW2Bias(), layer});
+        {layer.getW13(), layer.getW2(), layer.getW13Bias(), layer.getW2Bias(), layer},
+        everyRowUsed);
     Value y = CombineOp::create(b, inputType, expertOut, dispatch.getSlot(),
                                 weights);
     if (handle)

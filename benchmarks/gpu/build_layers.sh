@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Compiles the layers that gpu_layers.py checks and times on a GPU machine
+# (which has no MLIR): the two tiny examples (f32 and bf16) and a
+# Qwen3-30B-A3B- and a DeepSeek-V3-shaped layer (bf16), each as a CUDA
+# library for --chip, with its plan report and a manifest.
+# Usage: benchmarks/gpu/build_layers.sh [out-dir (default benchmarks/gpu/layers)] [chip]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-benchmarks/gpu/layers}
+chip=${2:-sm_90a}
+compile=build/bin/moe-compile
+mkdir -p "$out"
+entries=()
+add() {  # name config dtype tokens
+  local name=$1 config=$2 dtype=$3 tokens=$4
+  "$compile" --config "$config" --dtype "$dtype" --target cuda --chip "$chip" \
+    --max-tokens-per-rank 4096 --plan "$out/$name.plan.json" -o "$out/$name.so"
+  entries+=("{\"name\": \"$name\", \"library\": \"$name.so\", \"plan\": \"$name.plan.json\", \"tokens\": [$tokens]}")
+}
+add qwen3-tiny-f32 examples/qwen3-moe-tiny/config.json f32 "1, 7, 64, 4096"
+add qwen3-tiny-bf16 examples/qwen3-moe-tiny/config.json bf16 "1, 7, 64, 4096"
+add deepseek-tiny-f32 examples/deepseek-v3-tiny/config.json f32 "1, 7, 64, 4096"
+add deepseek-tiny-bf16 examples/deepseek-v3-tiny/config.json bf16 "1, 7, 64, 4096"
+add qwen3-30b-a3b-bf16 examples/full-size/qwen3-30b-a3b.json bf16 "1, 7, 64, 4096"
+add deepseek-v3-bf16 examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096"
+{
+  echo "{\"chip\": \"$chip\", \"layers\": ["
+  (IFS=,; echo "${entries[*]}")
+  echo "]}"
+} >"$out/manifest.json"
+echo "wrote $out/manifest.json (${#entries[@]} layers)"

@@ -1,0 +1,344 @@
+"""Checks and times moe-compile's CUDA layers on one GPU, against PyTorch.
+
+For a machine with a GPU, PyTorch and no MLIR: the libraries come from
+benchmarks/gpu/build_layers.sh (run where the compiler is) and the mgpu*
+runtime (libmoert_cuda) is built there from source (run_gpu_layers.sh).
+
+For each layer of the manifest and each token count it
+- calls the library's entry on PyTorch's current stream with device
+  pointers and one workspace of `<entry>_workspace_bytes(T)` bytes,
+- compares the output with a float64 PyTorch reference written from the
+  HuggingFace model definitions (routing, groups, SwiGLU, shared expert),
+- times it with CUDA events (warm-up, then repeated runs, median and min)
+  side by side with PyTorch in the layer's dtype (a per-expert loop, and
+  torch._grouped_mm where it exists) and with the floors: the bytes of
+  the expert weights the batch touches over the HBM bandwidth, and the
+  FLOPs over the tensor-core peak,
+- checks that the entry returns before the GPU finishes (no host
+  synchronisation), runs on a side stream, and leaks no device memory.
+Prints a table and writes a JSON file.
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+# Peak figures of the cards this runs on (dense bf16 tensor cores, HBM).
+PEAKS = {
+    "H100": {"hbm_bytes_per_s": 3.35e12, "bf16_flops": 989e12},
+    "H200": {"hbm_bytes_per_s": 4.8e12, "bf16_flops": 989e12},
+}
+TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+
+
+# ---------------------------------------------------------------- the library
+class Descriptor:
+    """MLIR's strided memref descriptor of a contiguous CUDA tensor."""
+
+    _types = {}
+
+    @classmethod
+    def of(cls, tensor):
+        rank = tensor.dim()
+        if rank not in cls._types:
+            cls._types[rank] = type(f"Memref{rank}", (ctypes.Structure,), {"_fields_": [
+                ("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p),
+                ("offset", ctypes.c_int64), ("sizes", ctypes.c_int64 * rank),
+                ("strides", ctypes.c_int64 * rank)]})
+        assert tensor.is_contiguous()
+        desc = cls._types[rank]()
+        desc.allocated = desc.aligned = tensor.data_ptr()
+        desc.offset = 0
+        for i in range(rank):
+            desc.sizes[i] = tensor.shape[i]
+            desc.strides[i] = tensor.stride(i)
+        return desc
+
+
+class GpuLayer:
+    """`_mlir_ciface_<entry>(inputs..., out, workspace, stream)` of a library."""
+
+    def __init__(self, path, plan):
+        self.lib = ctypes.CDLL(str(path))
+        symbol = plan["entry_point"]["symbol"]
+        self.fn = getattr(self.lib, symbol)
+        self.fn.restype = None
+        self.workspace_fn = getattr(self.lib, symbol.removeprefix("_mlir_ciface_") + "_workspace_bytes")
+        self.workspace_fn.restype = ctypes.c_int64
+        self.workspace_fn.argtypes = [ctypes.c_int64]
+
+    def workspace_bytes(self, tokens):
+        return int(self.workspace_fn(tokens))
+
+    def prepare(self, inputs, out, workspace):
+        """The argument list of a call (descriptors kept alive by the list)."""
+        descs = [Descriptor.of(t) for t in list(inputs) + [out, workspace]]
+        return descs, [ctypes.byref(d) for d in descs]
+
+    def call(self, args, stream=None):
+        stream = stream or torch.cuda.current_stream()
+        self.fn(*args, ctypes.c_void_p(stream.cuda_stream))
+
+
+# ---------------------------------------------------------------- reference
+def route(x, p, plan):
+    """(ids [T,k], weights [T,k]) in float64, from the HF definitions:
+    scores by softmax or sigmoid, DeepSeek's correction bias moving the
+    choice only, group-limited choice by the sum of each group's two best
+    scores, weights from the unbiased scores, normalised and scaled."""
+    r = plan["routing"]
+    logits = x @ p["router_weight"].double().T
+    if "router_bias" in p:
+        logits = logits + p["router_bias"].double()
+    scores = torch.softmax(logits, -1) if r["score"] == "softmax" else torch.sigmoid(logits)
+    choice = scores + p["correction_bias"].double() if "correction_bias" in p else scores
+    groups = r.get("n_group", 1) or 1
+    if groups > 1:
+        t, e = choice.shape
+        grouped = choice.view(t, groups, e // groups)
+        best = 1 if r.get("group_score") == "max" else 2
+        group_score = grouped.topk(best, -1).values.sum(-1)
+        keep = torch.zeros(t, groups, dtype=torch.bool, device=x.device)
+        keep.scatter_(1, group_score.topk(r["topk_group"], -1).indices, True)
+        choice = choice.masked_fill(~keep.repeat_interleave(e // groups, 1), -math.inf)
+    ids = torch.sort(choice, dim=-1, descending=True, stable=True).indices[:, : r["top_k"]]
+    weights = scores.gather(1, ids)
+    if r.get("normalize"):
+        weights = weights / weights.sum(-1, keepdim=True)
+    return ids, weights * r.get("routed_scaling_factor", 1.0)
+
+
+def swiglu_mlp(rows, w13, w2):
+    h = rows @ w13.T
+    gate, up = h.chunk(2, -1)
+    return (torch.nn.functional.silu(gate) * up) @ w2.T
+
+
+def reference(x, p, plan):
+    """The MoE block in float64 (weights widened one expert at a time)."""
+    xs = x.double()
+    ids, weights = route(xs, p, plan)
+    y = torch.zeros_like(xs)
+    for expert in ids.unique().tolist():
+        tok, slot = (ids == expert).nonzero(as_tuple=True)
+        out = swiglu_mlp(xs[tok], p["w13"][expert].double(), p["w2"][expert].double())
+        y.index_add_(0, tok, out * weights[tok, slot, None])
+    if "shared_w13" in p:
+        shared = swiglu_mlp(xs, p["shared_w13"].double(), p["shared_w2"].double())
+        if "shared_gate" in p:
+            shared = shared * torch.sigmoid(xs @ p["shared_gate"].double().T)
+        y += shared
+    return y, ids
+
+
+# ---------------------------------------------------------------- peers
+def torch_loop(x, p, plan, ids_weights=None):
+    """PyTorch in the layer's dtype: routing, then a loop over the experts
+    that have tokens (what HF's eager MoE blocks do)."""
+    ids, weights = ids_weights or route(x.float().double(), p, plan)
+    weights = weights.to(x.dtype)
+    y = torch.zeros_like(x)
+    for expert in ids.unique().tolist():
+        tok, slot = (ids == expert).nonzero(as_tuple=True)
+        out = swiglu_mlp(x[tok], p["w13"][expert], p["w2"][expert])
+        y.index_add_(0, tok, out * weights[tok, slot, None])
+    if "shared_w13" in p:
+        y += swiglu_mlp(x, p["shared_w13"], p["shared_w2"])
+    return y
+
+
+def torch_grouped(x, p, plan, transposed, ids_weights=None):
+    """The experts as two torch._grouped_mm calls over expert-sorted rows."""
+    ids, weights = ids_weights or route(x.float().double(), p, plan)
+    k = ids.shape[1]
+    flat = ids.flatten()
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=plan["experts"])
+    offsets = torch.cumsum(counts, 0).to(torch.int32)
+    rows = x[order // k]
+    h = torch._grouped_mm(rows, transposed["w13"], offs=offsets)
+    gate, up = h.chunk(2, -1)
+    out = torch._grouped_mm(torch.nn.functional.silu(gate) * up, transposed["w2"], offs=offsets)
+    y = torch.zeros_like(x)
+    y.index_add_(0, order // k, out * weights.flatten()[order, None].to(x.dtype))
+    if "shared_w13" in p:
+        y += swiglu_mlp(x, p["shared_w13"], p["shared_w2"])
+    return y
+
+
+# ---------------------------------------------------------------- measuring
+def time_gpu(fn, runs, budget_s):
+    """Median and min of CUDA-event times in ms (warm-up first); fewer runs
+    (at least 3) when one run would take the budget."""
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    first = start.elapsed_time(end)
+    runs = max(3, min(runs, int(budget_s * 1000 / max(first, 1e-3))))
+    times = []
+    for _ in range(runs):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times), min(times), runs
+
+
+def make_inputs(plan, tokens, generator):
+    dtype = TORCH_DTYPES[plan["element_type"]]
+    h, i = plan["hidden_size"], plan["intermediate_size"]
+    p = {}
+    for param in plan["entry_point"]["parameters"]:
+        name, shape = param["name"], [tokens if s < 0 else s for s in param["shape"]]
+        fan_in = {"w2": i, "shared_w2": plan.get("shared_intermediate_size") or i}.get(name, h)
+        scale = 0.1 if name == "correction_bias" else 1.0 if name == "x" else fan_in ** -0.5
+        # Drawn in the parameter's own dtype: a DeepSeek-V3 layer's experts
+        # are 22 GB in bf16, and would not fit twice in f32.
+        p[name] = torch.randn(shape, generator=generator, device="cuda",
+                              dtype=TORCH_DTYPES[param["dtype"]]).mul_(scale)
+    return p
+
+
+def touched_weight_bytes(plan, ids, p):
+    per_expert = p["w13"][0].numel() * p["w13"].element_size() + p["w2"][0].numel() * p["w2"].element_size()
+    shared = sum(p[n].numel() * p[n].element_size() for n in ("shared_w13", "shared_w2") if n in p)
+    return ids.unique().numel() * per_expert + shared + p["router_weight"].numel() * p["router_weight"].element_size()
+
+
+def flops(plan, tokens, p):
+    h, i = plan["hidden_size"], plan["intermediate_size"]
+    routed = 2 * tokens * plan["top_k"] * 3 * h * i
+    shared = 2 * tokens * 3 * h * (plan.get("shared_intermediate_size") or 0) if "shared_w13" in p else 0
+    return routed + shared + 2 * tokens * h * plan["experts"]
+
+
+def check_layer(entry, root, args, peaks, results):
+    plan = json.loads((root / entry["plan"]).read_text())
+    layer = GpuLayer(root / entry["library"], plan)
+    dtype = TORCH_DTYPES[plan["element_type"]]
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    tokens_list = [t for t in entry["tokens"] if not args.tokens or t in args.tokens]
+    for tokens in tokens_list:
+        row = {"layer": entry["name"], "tokens": tokens, "dtype": plan["element_type"]}
+        results.append(row)
+        try:
+            p = make_inputs(plan, tokens, generator)
+            inputs = [p[param["name"]] for param in plan["entry_point"]["parameters"]]
+            out = torch.full((tokens, plan["hidden_size"]), float("nan"), dtype=dtype, device="cuda")
+            row["workspace_bytes"] = layer.workspace_bytes(tokens)
+            workspace = torch.empty(max(row["workspace_bytes"], 1), dtype=torch.uint8, device="cuda")
+            keep, call_args = layer.prepare(inputs, out, workspace)
+            torch.cuda.synchronize()
+            layer.call(call_args)
+            torch.cuda.synchronize()
+            ref, ids = reference(p["x"], p, plan)
+            scale = ref.abs().max().item() or 1.0
+            row["max_abs_error_rel"] = (out.double() - ref).abs().max().item() / scale
+            row["empty_experts"] = plan["experts"] - ids.unique().numel()
+            row["ok"] = bool(math.isfinite(row["max_abs_error_rel"]) and
+                             row["max_abs_error_rel"] <= args.tolerance[plan["element_type"]])
+            # The same call on a side stream, ordered after its inputs' writes.
+            side = torch.cuda.Stream()
+            out2 = torch.full_like(out, float("nan"))
+            keep2, call_args2 = layer.prepare(inputs, out2, workspace)
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                layer.call(call_args2, side)
+            side.synchronize()
+            row["side_stream_equal"] = bool(torch.equal(out2, out))
+            if args.check_only:
+                continue
+            # No host synchronisation: the call returns while the GPU works.
+            torch.cuda.synchronize()
+            torch.cuda._sleep(50_000_000)  # keeps the GPU busy ~20-50 ms
+            t0 = time.perf_counter()
+            layer.call(call_args)
+            row["host_call_ms"] = (time.perf_counter() - t0) * 1e3
+            torch.cuda.synchronize()
+            free_before = torch.cuda.mem_get_info()[0]
+            ours = time_gpu(lambda: layer.call(call_args), args.runs, args.budget_s)
+            row["ours_ms"], row["ours_min_ms"], row["runs"] = ours
+            row["leaked_bytes"] = free_before - torch.cuda.mem_get_info()[0]
+            routing = route(p["x"].float().double(), p, plan)
+            row["torch_loop_ms"] = time_gpu(lambda: torch_loop(p["x"], p, plan, routing),
+                                            args.runs, args.budget_s)[0]
+            if hasattr(torch, "_grouped_mm") and dtype == torch.bfloat16:
+                # [E, K, N] views of the [E, N, K] weights (K contiguous).
+                transposed = {n: p[n].transpose(1, 2) for n in ("w13", "w2")}
+                try:
+                    row["torch_grouped_ms"] = time_gpu(
+                        lambda: torch_grouped(p["x"], p, plan, transposed, routing),
+                        args.runs, args.budget_s)[0]
+                except RuntimeError as e:  # shapes the kernel does not take
+                    row["torch_grouped_error"] = str(e).splitlines()[0][:120]
+            row["hbm_floor_ms"] = touched_weight_bytes(plan, ids, p) / peaks["hbm_bytes_per_s"] * 1e3
+            row["compute_floor_ms"] = flops(plan, tokens, p) / peaks["bf16_flops"] * 1e3
+            row["hbm_floor_share"] = row["hbm_floor_ms"] / row["ours_ms"]
+        except Exception as e:  # report and go on: one device session
+            row["ok"] = False
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        finally:
+            print(format_row(row), flush=True)
+            p = inputs = out = workspace = keep = call_args = None
+            torch.cuda.empty_cache()
+
+
+def format_row(row):
+    def f(key, fmt="{:.3f}"):
+        v = row.get(key)
+        return fmt.format(v) if isinstance(v, (int, float)) else "-"
+    if "error" in row:
+        return f"{row['layer']:<20} T={row['tokens']:<5} ERROR {row['error']}"
+    return (f"{row['layer']:<20} T={row['tokens']:<5} ok={row.get('ok')!s:<5} "
+            f"err={f('max_abs_error_rel', '{:.2e}')} side={row.get('side_stream_equal')!s:<5} "
+            f"ours={f('ours_ms')} ms (min {f('ours_min_ms')}) torch-loop={f('torch_loop_ms')} "
+            f"grouped_mm={f('torch_grouped_ms')} hbm-floor={f('hbm_floor_ms', '{:.4f}')} "
+            f"compute-floor={f('compute_floor_ms', '{:.4f}')} floor-share={f('hbm_floor_share', '{:.4f}')} "
+            f"host-call={f('host_call_ms')} ms leak={row.get('leaked_bytes', '-')} "
+            f"ws={row.get('workspace_bytes', '-')} empty-experts={row.get('empty_experts', '-')}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=Path, default=Path("benchmarks/gpu/layers"),
+                        help="directory with manifest.json (build_layers.sh)")
+    parser.add_argument("--only", default="", help="comma-separated layer names")
+    parser.add_argument("--tokens", default="", help="comma-separated token counts (default: the manifest's)")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--budget-s", type=float, default=2.0, help="timing budget per measurement")
+    parser.add_argument("--check-only", action="store_true", help="correctness only, no timing")
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    args = parser.parse_args()
+    args.tokens = [int(t) for t in args.tokens.split(",") if t]
+    args.tolerance = {"f32": 1e-4, "bf16": 2e-2}
+    name = torch.cuda.get_device_name()
+    peaks = next((v for k, v in PEAKS.items() if k in name), PEAKS["H100"])
+    print(f"# {name}, torch {torch.__version__}, peaks {peaks}", flush=True)
+    manifest = json.loads((args.layers / "manifest.json").read_text())
+    only = set(filter(None, args.only.split(",")))
+    results = []
+    for entry in manifest["layers"]:
+        if not only or entry["name"] in only:
+            check_layer(entry, args.layers, args, peaks, results)
+    if args.json:
+        args.json.write_text(json.dumps({"device": name, "torch": torch.__version__,
+                                         "date": time.strftime("%Y-%m-%d"), "rows": results}, indent=1))
+    bad = [r for r in results if not r.get("ok")]
+    print(f"# {len(results) - len(bad)} of {len(results)} correct", flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,332 @@
+//===- GPUHostABI.cpp - device buffers, one workspace, the caller's stream ===//
+#include "moe/Conversion/Passes.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <functional>
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_MOEGPUHOSTABI
+#include "moe/Conversion/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+
+namespace {
+/// Every buffer starts at a multiple of this many bytes of the workspace
+/// (cudaMalloc's alignment; enough for 128-bit vector accesses).
+constexpr int64_t kBufferAlignment = 256;
+
+/// How a `memref.dim` of a function argument is materialized: in the entry
+/// itself (the dim op), or in the size function (a constant, or its
+/// `tokens` argument for a dynamic extent).
+using ArgumentDim =
+    std::function<FailureOr<Value>(OpBuilder &, Location, BlockArgument, int64_t)>;
+
+/// Recomputes `size`, an index computed from the entry's argument shapes, at
+/// the builder's insertion point. Fails at the op that makes it depend on
+/// anything else.
+class SizeMaterializer {
+public:
+  SizeMaterializer(Block &entry, ArgumentDim argumentDim)
+      : entry(entry), argumentDim(argumentDim) {}
+
+  FailureOr<Value> materialize(OpBuilder &b, Value size, Operation *user) {
+    if (Value known = map.lookupOrNull(size))
+      return known;
+    Location loc = user->getLoc();
+    if (auto argument = dyn_cast<BlockArgument>(size))
+      return blame(user, "a loop's or block's argument");
+    Operation *op = size.getDefiningOp();
+    if (auto dim = dyn_cast<memref::DimOp>(op)) {
+      std::optional<int64_t> index = dim.getConstantIndex();
+      if (!index)
+        return blame(op, "a dimension whose index is not a constant");
+      FailureOr<Value> extent = dimOf(b, loc, dim.getSource(), *index, op);
+      if (failed(extent))
+        return failure();
+      map.map(size, *extent);
+      return *extent;
+    }
+    if (!isa<arith::ArithDialect, affine::AffineDialect>(op->getDialect()) ||
+        op->getNumRegions() != 0)
+      return blame(op, "an operation other than arithmetic on shapes");
+    for (Value operand : op->getOperands())
+      if (failed(materialize(b, operand, op)))
+        return failure();
+    Operation *clone = b.clone(*op, map);
+    return clone->getResult(cast<OpResult>(size).getResultNumber());
+  }
+
+  /// Extent `index` of `buffer`, through the view-like ops that bufferization
+  /// leaves between an argument or an allocation and its users.
+  FailureOr<Value> dimOf(OpBuilder &b, Location loc, Value buffer, int64_t index,
+                         Operation *user) {
+    auto type = cast<MemRefType>(buffer.getType());
+    if (!type.isDynamicDim(index))
+      return Value(arith::ConstantIndexOp::create(b, loc, type.getDimSize(index)));
+    if (auto argument = dyn_cast<BlockArgument>(buffer)) {
+      if (argument.getOwner() != &entry)
+        return blame(user, "the shape of a loop's or block's argument");
+      return argumentDim(b, loc, argument, index);
+    }
+    Operation *op = buffer.getDefiningOp();
+    if (auto alloc = dyn_cast<memref::AllocOp>(op))
+      return materialize(b, alloc.getDynamicSizes()[type.getDynamicDimIndex(index)], op);
+    if (auto expand = dyn_cast<memref::ExpandShapeOp>(op))
+      return ofFoldResult(b, loc, expand.getMixedOutputShape()[index], op);
+    if (auto subview = dyn_cast<memref::SubViewOp>(op)) {
+      // A rank-reducing subview drops unit extents: count the kept ones.
+      llvm::SmallBitVector dropped = subview.getDroppedDims();
+      SmallVector<OpFoldResult> sizes = subview.getMixedSizes();
+      for (int64_t i = 0, kept = 0, e = sizes.size(); i < e; ++i) {
+        if (dropped.test(i))
+          continue;
+        if (kept++ == index)
+          return ofFoldResult(b, loc, sizes[i], op);
+      }
+    }
+    if (auto collapse = dyn_cast<memref::CollapseShapeOp>(op)) {
+      Value product = arith::ConstantIndexOp::create(b, loc, 1);
+      for (int64_t source : collapse.getReassociationIndices()[index]) {
+        FailureOr<Value> extent = dimOf(b, loc, collapse.getSrc(), source, op);
+        if (failed(extent))
+          return failure();
+        product = arith::MulIOp::create(b, loc, product, *extent);
+      }
+      return product;
+    }
+    if (auto cast = dyn_cast<memref::CastOp>(op))
+      return dimOf(b, loc, cast.getSource(), index, op);
+    return blame(op, "the shape of a buffer this pass cannot trace");
+  }
+
+private:
+  FailureOr<Value> ofFoldResult(OpBuilder &b, Location loc, OpFoldResult size,
+                                Operation *user) {
+    if (auto attr = dyn_cast<Attribute>(size))
+      return Value(arith::ConstantIndexOp::create(b, loc, cast<IntegerAttr>(attr).getInt()));
+    return materialize(b, cast<Value>(size), user);
+  }
+
+  FailureOr<Value> blame(Operation *op, StringRef what) {
+    op->emitError("moe-gpu-host-abi: a buffer's size depends on ")
+        << what << "; the workspace is sized on the host from argument shapes";
+    return failure();
+  }
+
+  Block &entry;
+  ArgumentDim argumentDim;
+  IRMapping map;
+};
+
+/// Bytes of one element, or nullopt for types a workspace view cannot hold.
+std::optional<int64_t> elementBytes(Type type) {
+  if (type.isIndex())
+    return 8;
+  if (type.isIntOrFloat())
+    return (type.getIntOrFloatBitWidth() + 7) / 8;
+  return std::nullopt;
+}
+
+/// The aligned byte offsets of `allocs` in the workspace and the total,
+/// computed at the builder's insertion point.
+FailureOr<std::pair<SmallVector<Value>, Value>>
+layOut(OpBuilder &b, Location loc, ArrayRef<memref::AllocOp> allocs,
+       SizeMaterializer &sizes) {
+  SmallVector<Value> offsets;
+  Value offset = arith::ConstantIndexOp::create(b, loc, 0);
+  Value alignMinusOne = arith::ConstantIndexOp::create(b, loc, kBufferAlignment - 1);
+  Value alignMask = arith::ConstantIndexOp::create(b, loc, -kBufferAlignment);
+  for (memref::AllocOp alloc : allocs) {
+    MemRefType type = alloc.getType();
+    std::optional<int64_t> bytes = elementBytes(type.getElementType());
+    if (!bytes || !type.getLayout().isIdentity() || type.getMemorySpace())
+      return alloc.emitError("moe-gpu-host-abi: a workspace buffer needs an "
+                             "integer or float element and the identity layout, got ")
+             << type;
+    Value size = arith::ConstantIndexOp::create(b, loc, *bytes);
+    for (int64_t i = 0; i < type.getRank(); ++i) {
+      FailureOr<Value> extent = sizes.dimOf(b, loc, alloc, i, alloc);
+      if (failed(extent))
+        return failure();
+      size = arith::MulIOp::create(b, loc, size, *extent);
+    }
+    offsets.push_back(offset);
+    Value padded = arith::AddIOp::create(b, loc, size, alignMinusOne);
+    offset = arith::AddIOp::create(
+        b, loc, offset, arith::AndIOp::create(b, loc, padded, alignMask));
+  }
+  return std::make_pair(offsets, offset);
+}
+
+struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
+  void runOnOperation() override {
+    SmallVector<func::FuncOp> entries;
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (!func.isExternal())
+        entries.push_back(func);
+    for (func::FuncOp func : entries) {
+      if (!func.isPublic()) {
+        func.emitError("moe-gpu-host-abi: a private function with a body would "
+                       "need its own workspace; the GPU target supports entries only");
+        return signalPassFailure();
+      }
+      if (failed(convert(func)))
+        return signalPassFailure();
+    }
+  }
+
+  LogicalResult convert(func::FuncOp func) {
+    if (!func.getBody().hasOneBlock())
+      return func.emitError("moe-gpu-host-abi: an entry with several blocks");
+    Block &body = func.getBody().front();
+    OpBuilder b(func.getContext());
+    Location loc = func.getLoc();
+    if (failed(resultsToOutParameters(func, b)))
+      return failure();
+
+    // Copies become kernels; a buffer copied onto itself needs none.
+    SmallVector<memref::CopyOp> copies;
+    func.walk([&](memref::CopyOp copy) { copies.push_back(copy); });
+    for (memref::CopyOp copy : copies) {
+      b.setInsertionPoint(copy);
+      if (copy.getSource() != copy.getTarget())
+        linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(), copy.getTarget());
+      copy.erase();
+    }
+
+    SmallVector<memref::AllocOp> allocs;
+    func.walk([&](memref::AllocOp alloc) { allocs.push_back(alloc); });
+    Type bytes = MemRefType::get({ShapedType::kDynamic}, b.getI8Type());
+    unsigned workspaceIndex = func.getNumArguments();
+    if (failed(func.insertArgument(workspaceIndex, bytes, {}, loc)) ||
+        failed(func.insertArgument(workspaceIndex + 1, LLVM::LLVMPointerType::get(b.getContext()),
+                                   b.getDictionaryAttr(b.getNamedAttr(
+                                       moe::kGpuStreamArg, b.getUnitAttr())),
+                                   loc)))
+      return func.emitError("moe-gpu-host-abi: cannot add the workspace and stream arguments");
+    Value workspace = body.getArgument(workspaceIndex);
+
+    b.setInsertionPointToStart(&body);
+    SizeMaterializer inEntry(body, [](OpBuilder &b, Location loc, BlockArgument argument,
+                                      int64_t index) -> FailureOr<Value> {
+      return Value(memref::DimOp::create(b, loc, argument, index));
+    });
+    auto layout = layOut(b, loc, allocs, inEntry);
+    if (failed(layout))
+      return failure();
+    auto [offsets, total] = *layout;
+    Value available = memref::DimOp::create(b, loc, workspace, 0);
+    cf::AssertOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, total, available),
+        (func.getSymName() + ": the workspace is smaller than " + func.getSymName() +
+         "_workspace_bytes(tokens)")
+            .str());
+    for (auto [alloc, offset] : llvm::zip(allocs, offsets)) {
+      b.setInsertionPoint(alloc);
+      Value view = memref::ViewOp::create(b, alloc.getLoc(), alloc.getType(), workspace,
+                                          offset, alloc.getDynamicSizes());
+      alloc.replaceAllUsesWith(view);
+      alloc.erase();
+    }
+    SmallVector<memref::DeallocOp> deallocs;
+    func.walk([&](memref::DeallocOp dealloc) { deallocs.push_back(dealloc); });
+    for (memref::DeallocOp dealloc : deallocs)
+      dealloc.erase();
+    return buildWorkspaceBytes(func, workspaceIndex);
+  }
+
+  /// Returned buffers become trailing arguments that the caller owns.
+  LogicalResult resultsToOutParameters(func::FuncOp func, OpBuilder &b) {
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    for (auto [i, result] : llvm::enumerate(ret.getOperands())) {
+      auto type = dyn_cast<MemRefType>(result.getType());
+      if (!type)
+        return func.emitError("moe-gpu-host-abi: result ")
+               << i << " is not a buffer; GPU entries return buffers only";
+      unsigned index = func.getNumArguments();
+      if (failed(func.insertArgument(index, type, {}, func.getLoc())))
+        return func.emitError("moe-gpu-host-abi: cannot add an out-parameter");
+      Value out = func.getArgument(index);
+      auto alloc = result.getDefiningOp<memref::AllocOp>();
+      if (alloc && alloc.getType() == type) {
+        alloc.replaceAllUsesWith(out);
+        alloc.erase();
+        continue;
+      }
+      b.setInsertionPoint(ret);
+      linalg::CopyOp::create(b, ret.getLoc(), result, out);
+    }
+    ret->setOperands({});
+    func.setFunctionType(
+        FunctionType::get(func.getContext(), func.getArgumentTypes(), {}));
+    return success();
+  }
+
+  /// `<entry>_workspace_bytes(tokens) -> index`, where `tokens` is every
+  /// dynamic extent of the entry's buffer arguments (the rows of x and of
+  /// the output).
+  LogicalResult buildWorkspaceBytes(func::FuncOp entry, unsigned workspaceIndex) {
+    SmallVector<memref::ViewOp> views;
+    entry.walk([&](memref::ViewOp view) {
+      if (view.getSource() == entry.getArgument(workspaceIndex))
+        views.push_back(view);
+    });
+    OpBuilder b(entry);
+    Location loc = entry.getLoc();
+    b.setInsertionPointAfter(entry);
+    auto func = func::FuncOp::create(
+        b, loc, (entry.getSymName() + "_workspace_bytes").str(),
+        b.getFunctionType({b.getIndexType()}, {b.getIndexType()}));
+    Block *body = func.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    Value tokens = body->getArgument(0);
+    Block &entryBlock = entry.getBody().front();
+    SizeMaterializer sizes(entryBlock, [&](OpBuilder &b, Location loc, BlockArgument argument,
+                                           int64_t index) -> FailureOr<Value> {
+      if (index != 0) {
+        emitError(loc, "moe-gpu-host-abi: argument ")
+            << argument.getArgNumber()
+            << " has a dynamic extent other than its rows; only the token count may vary";
+        return failure();
+      }
+      return tokens;
+    });
+    // The size function lays out the same buffers in the same order: the
+    // views' result types and sizes are the allocations'.
+    Value total = arith::ConstantIndexOp::create(b, loc, 0);
+    Value alignMinusOne = arith::ConstantIndexOp::create(b, loc, kBufferAlignment - 1);
+    Value alignMask = arith::ConstantIndexOp::create(b, loc, -kBufferAlignment);
+    for (memref::ViewOp view : views) {
+      MemRefType type = view.getType();
+      Value size = arith::ConstantIndexOp::create(b, loc, *elementBytes(type.getElementType()));
+      unsigned dynamic = 0;
+      for (int64_t i = 0; i < type.getRank(); ++i) {
+        Value extent;
+        if (!type.isDynamicDim(i)) {
+          extent = arith::ConstantIndexOp::create(b, loc, type.getDimSize(i));
+        } else {
+          FailureOr<Value> computed = sizes.materialize(b, view.getSizes()[dynamic++], view);
+          if (failed(computed))
+            return failure();
+          extent = *computed;
+        }
+        size = arith::MulIOp::create(b, loc, size, extent);
+      }
+      Value padded = arith::AddIOp::create(b, loc, size, alignMinusOne);
+      total = arith::AddIOp::create(b, loc, total,
+                                    arith::AndIOp::create(b, loc, padded, alignMask));
+    }
+    func::ReturnOp::create(b, loc, total);
+    return success();
+  }
+};
+} // namespace
