@@ -55,7 +55,12 @@ if cuda_toolkit:
     config.environment["CUDA_HOME"] = cuda_toolkit
     if os.path.isfile(os.path.join(cuda_toolkit, "bin", "ptxas")):
         config.available_features.add("cuda-toolkit")
+        # cuobjdump, ptxas for the tests that inspect kernels.
+        llvm_config.with_environment("PATH", os.path.join(cuda_toolkit, "bin"), append_path=True)
 
 # Execution tests that need an NVIDIA GPU opt in with `REQUIRES: cuda-gpu`.
 if os.path.exists("/dev/nvidiactl") or os.environ.get("MOE_TEST_CUDA_GPU"):
     config.available_features.add("cuda-gpu")
+
+import sys
+config.substitutions.append(("%python", sys.executable))

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -320,18 +321,37 @@ def main():
     parser.add_argument("--budget-s", type=float, default=2.0, help="timing budget per measurement")
     parser.add_argument("--check-only", action="store_true", help="correctness only, no timing")
     parser.add_argument("--json", type=Path, help="write the rows here")
+    parser.add_argument("--in-process", action="store_true", help="all layers in this process")
     args = parser.parse_args()
     args.tokens = [int(t) for t in args.tokens.split(",") if t]
     args.tolerance = {"f32": 1e-4, "bf16": 2e-2}
     name = torch.cuda.get_device_name()
     peaks = next((v for k, v in PEAKS.items() if k in name), PEAKS["H100"])
-    print(f"# {name}, torch {torch.__version__}, peaks {peaks}", flush=True)
+    if not args.only or "," in args.only:
+        print(f"# {name}, torch {torch.__version__}, peaks {peaks}", flush=True)
     manifest = json.loads((args.layers / "manifest.json").read_text())
     only = set(filter(None, args.only.split(",")))
     results = []
-    for entry in manifest["layers"]:
-        if not only or entry["name"] in only:
+    entries = [e for e in manifest["layers"] if not only or e["name"] in only]
+    if len(entries) == 1 or args.in_process:
+        for entry in entries:
             check_layer(entry, args.layers, args, peaks, results)
+    else:
+        # One process per layer: a failure inside compiled code ends the
+        # process (it has no error path), and the other layers still run.
+        for entry in entries:
+            rows = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpu_layers.{entry['name']}.json"
+            rows.unlink(missing_ok=True)
+            command = [sys.executable, __file__, "--layers", str(args.layers), "--only", entry["name"],
+                       "--runs", str(args.runs), "--budget-s", str(args.budget_s), "--json", str(rows)]
+            command += ["--tokens", ",".join(map(str, args.tokens))] if args.tokens else []
+            command += ["--check-only"] if args.check_only else []
+            code = subprocess.run(command).returncode
+            if rows.exists():
+                results += json.loads(rows.read_text())["rows"]
+            else:
+                results.append({"layer": entry["name"], "ok": False,
+                                "error": f"the process ended with code {code} (see above)"})
     if args.json:
         args.json.write_text(json.dumps({"device": name, "torch": torch.__version__,
                                          "date": time.strftime("%Y-%m-%d"), "rows": results}, indent=1))

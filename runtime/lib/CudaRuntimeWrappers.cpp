@@ -186,10 +186,17 @@ void *mgpuModuleLoadJIT(void *data, int optLevel) {
   });
 }
 
+/// Runs from a library's destructors, possibly after the driver has shut
+/// down at process exit (it then unloaded every module itself).
 void mgpuModuleUnload(void *module) {
   return guarded("mgpuModuleUnload", [&] {
+    CUcontext current = nullptr;
+    if (driver().cuCtxGetCurrent_(&current) == CUDA_ERROR_DEINITIALIZED)
+      return;
     useContext();
-    CU(cuModuleUnload, static_cast<CUmodule>(module));
+    CUresult result = driver().cuModuleUnload_(static_cast<CUmodule>(module));
+    if (result != CUDA_ERROR_DEINITIALIZED)
+      check(result, "cuModuleUnload");
   });
 }
 

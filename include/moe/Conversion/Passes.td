@@ -186,9 +186,11 @@ def MoEGPUBlockThreads : Pass<"moe-gpu-block-threads"> {
     `threads` (fewer when the dimension is statically smaller) and the
     others by 1, with constant inner bounds and a guard
     (`scf::tileParallelLoop`), so that `gpu-map-parallel-loops` maps the
-    tiles to blocks and the elements of a tile to the block's threads.
-    Consecutive threads take consecutive elements of the innermost
-    (contiguous) dimension: their loads and stores coalesce.
+    tiles to blocks and the elements of a tile to the block's threads. The
+    tile's loop lists the tiled dimension first, so that it becomes thread
+    x (a block has at most 64 threads in z): consecutive threads take
+    consecutive elements of the innermost (contiguous) dimension, and
+    their loads and stores coalesce.
   }];
   let options = [
     Option<"threads", "threads", "int64_t", "128",

@@ -4,6 +4,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/IR/IRMapping.h"
 
 #include "llvm/Support/MathExtras.h"
 
@@ -33,9 +34,40 @@ struct MoEGPUBlockThreadsPass
     for (scf::ParallelOp loop : outermost) {
       SmallVector<int64_t> tiles(loop.getNumLoops(), 1);
       tiles.back() = threadsFor(loop);
-      if (tiles.back() > 1)
-        scf::tileParallelLoop(loop, tiles, /*noMinMaxBounds=*/true);
+      if (tiles.back() == 1)
+        continue;
+      auto [outer, inner] = scf::tileParallelLoop(loop, tiles, /*noMinMaxBounds=*/true);
+      innermostFirst(inner);
     }
+  }
+
+  /// gpu-map-parallel-loops gives a loop's dimensions threads x, y, z in
+  /// order; the tiled (innermost) dimension goes first, to thread x: it may
+  /// have up to 1024 threads there (64 in z), and consecutive lanes of a
+  /// warp take consecutive elements.
+  static void innermostFirst(scf::ParallelOp loop) {
+    unsigned n = loop.getNumLoops();
+    if (n < 2)
+      return;
+    auto rotate = [n](ValueRange values) {
+      SmallVector<Value> rotated = {values[n - 1]};
+      llvm::append_range(rotated, values.take_front(n - 1));
+      return rotated;
+    };
+    OpBuilder b(loop);
+    auto rotated = scf::ParallelOp::create(
+        b, loop.getLoc(), rotate(loop.getLowerBound()), rotate(loop.getUpperBound()),
+        rotate(loop.getStep()), [&](OpBuilder &body, Location, ValueRange ivs) {
+          IRMapping map;
+          ValueRange old = loop.getInductionVars();
+          map.map(old[n - 1], ivs[0]);
+          for (unsigned i = 0; i + 1 < n; ++i)
+            map.map(old[i], ivs[i + 1]);
+          for (Operation &op : loop.getBody()->without_terminator())
+            body.clone(op, map);
+        });
+    rotated->setAttrs(loop->getDiscardableAttrDictionary());
+    loop.erase();
   }
 
   /// `threads`, or the next power of two above a smaller static trip count.

@@ -1,23 +1,38 @@
 // Compile-only: --moe-cuda-pipeline turns each parallel loop nest into a
 // kernel and embeds its PTX (format isa) in a gpu.binary. No GPU is needed.
+// The host code allocates nothing (every buffer is a view of the caller's
+// workspace) and creates, synchronises and destroys no stream: each launch
+// is enqueued on the entry's stream argument.
 // RUN: moe-opt %s -split-input-file --moe-cuda-pipeline \
-// RUN:   | FileCheck %s --implicit-check-not=moe. --implicit-check-not=linalg. \
+// RUN:   | FileCheck %s --implicit-check-not='{{moe\.[a-z_]+ }}' --implicit-check-not=linalg. \
 // RUN:       --implicit-check-not=tensor. --implicit-check-not=memref. \
-// RUN:       --implicit-check-not=scf.
+// RUN:       --implicit-check-not=scf. --implicit-check-not=malloc \
+// RUN:       --implicit-check-not=mgpuStream --implicit-check-not=mgpuMemAlloc
 // Every kernel binary is PTX for sm_90.
 // RUN: moe-opt %s -split-input-file --moe-cuda-pipeline | grep 'gpu.binary' \
 // RUN:   | not grep -v -e '.target sm_90'
+// Every kernel has more than one thread per block, along x.
+// RUN: moe-opt %s -split-input-file --moe-cuda-pipeline | grep -o 'maxntid [0-9]*, [0-9]*, [0-9]*' \
+// RUN:   | not grep -v -E 'maxntid ([2-9]|[1-9][0-9]+), 1, 1'
 // The chip and PTX features are options of the pipeline.
 // RUN: moe-opt %s -split-input-file '--moe-cuda-pipeline=chip=sm_80 features=+ptx70' \
 // RUN:   | FileCheck %s --check-prefix=SM80
 
-// Tests that a softmax top-2 f32 layer gives llvm host code launching kernels with sm_90 PTX 8.x.
+// Tests that a softmax top-2 f32 layer gives llvm host code launching kernels with sm_90 PTX 8.x:
+// the entry takes x, the weights, then the output y, the workspace (i8) and the stream; it checks
+// the workspace's size before the first launch. The first kernel (router logits [T, 4]) has a
+// thread per expert.
 // CHECK-LABEL: module attributes {gpu.container_module}
 // CHECK: llvm.func @qwen_layer(
-// CHECK: gpu.launch_func @[[K0:qwen_layer_kernel]]::@qwen_layer_kernel blocks in ({{.+}}) threads in ({{.+}}) : i64 args(
-// CHECK: gpu.launch_func @[[K1:qwen_layer_kernel_0]]::@qwen_layer_kernel blocks in
+// CHECK-SAME: %[[STREAM:arg[0-9]+]]: !llvm.ptr {moe.gpu_stream}) attributes {llvm.emit_c_interface}
+// CHECK: llvm.icmp "ule"
+// CHECK: llvm.cond_br
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @[[K0:qwen_layer_kernel]]::@qwen_layer_kernel blocks in ({{.+}}) threads in ({{.+}}) : i64 args(
+// CHECK: gpu.launch_func <%[[STREAM]] : !llvm.ptr> @[[K1:qwen_layer_kernel_0]]::@qwen_layer_kernel blocks in
 // CHECK: llvm.return
-// CHECK: llvm.func @_mlir_ciface_qwen_layer(
+// CHECK: llvm.call @puts
+// CHECK: llvm.call @abort
+// CHECK: llvm.func @_mlir_ciface_qwen_layer(%{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr {moe.gpu_stream})
 // CHECK: llvm.call @qwen_layer(
 // CHECK: gpu.binary @[[K0]] [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
 // CHECK-SAME: assembly = "
@@ -25,11 +40,13 @@
 // CHECK-SAME: .target sm_90
 // CHECK-SAME: .address_size 64
 // CHECK-SAME: .visible .entry qwen_layer_kernel(
-// CHECK-SAME: .param .u64 .ptr .align 1 qwen_layer_kernel_param_1
+// CHECK-SAME: .maxntid 4, 1, 1
 // CHECK-SAME: ret;
 // CHECK: gpu.binary @[[K1]] [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
 // CHECK-SAME: .target sm_90
 // CHECK-SAME: .visible .entry qwen_layer_kernel(
+// The workspace the entry needs for `tokens` rows of x.
+// CHECK: llvm.func @qwen_layer_workspace_bytes(%{{.+}}: i64) -> i64
 
 // SM80-LABEL: module attributes {gpu.container_module}
 // SM80: gpu.binary @qwen_layer_kernel [#gpu.object<#nvvm.target<O = 3, chip = "sm_80", features = "+ptx70">
@@ -52,7 +69,7 @@ func.func @qwen_layer(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
 // Tests that a DeepSeek-style bf16 layer gives sm_90 PTX that widens bf16 to f32 and rounds back.
 // CHECK-LABEL: module attributes {gpu.container_module}
 // CHECK: llvm.func @deepseek_layer(
-// CHECK: gpu.launch_func @deepseek_layer_kernel::@deepseek_layer_kernel
+// CHECK: gpu.launch_func <%{{.+}} : !llvm.ptr> @deepseek_layer_kernel::@deepseek_layer_kernel
 // CHECK: llvm.func @_mlir_ciface_deepseek_layer(
 // CHECK: gpu.binary @deepseek_layer_kernel [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
 // CHECK-SAME: .version 8.
