@@ -15,9 +15,11 @@ namespace {
 /// passes in their place: TP dedupe before decomposition, quantization after.
 /// Workspaces are planned last, once quantization has fixed the row bytes.
 std::string toLinalg(bool dedupeTp, StringRef quantization, bool fp8Gemm = true,
-                     StringRef cpuStrategy = "", int64_t rowTile = 1) {
+                     StringRef cpuStrategy = "", int64_t rowTile = 1,
+                     bool activateAllRows = false) {
   std::string text = dedupeTp ? "moe-dedupe-tp-dispatch," : "";
-  text += "moe-decompose-layer{row-tile=" + std::to_string(rowTile) + "},";
+  text += "moe-decompose-layer{row-tile=" + std::to_string(rowTile) +
+          (activateAllRows ? " activate-all-rows=true" : "") + "},";
   if (quantization != "none")
     text += "moe-fuse-quant-dispatch{scheme=" + quantization.str() +
             " gemm-consumes-fp8=" + (fp8Gemm ? "true" : "false") + "},";
@@ -90,16 +92,23 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
   // the caller's device workspace (moe-gpu-host-abi), every loop nest a
   // kernel whose innermost dimension spreads over a block's threads.
   std::string text = llvm::formatv(
-      "{5}{0},{6}func.func(convert-linalg-to-parallel-loops,"
+      "{5}{10}{0},{6}func.func(convert-linalg-to-parallel-loops,"
       "moe-gpu-block-threads{{threads={7}},gpu-map-parallel-loops),"
       "convert-parallel-loops-to-gpu,canonicalize,{8}"
       "gpu-lower-to-nvvm-pipeline{{cubin-chip={1} cubin-features={2} "
       "cubin-format={3} opt-level={4}}{9}",
       kToBuffers, options.chip.getValue(), options.features.getValue(),
       options.format.getValue(), options.optLevel.getValue(),
-      toLinalg(/*dedupeTp=*/true, "none"), options.hostABI ? "moe-gpu-host-abi," : "",
+      // Rows padded to the tensor-core GEMM's tiles of 16; the activation
+      // runs over them all, so that the host reads no row count.
+      options.hostABI ? toLinalg(/*dedupeTp=*/true, "none", /*fp8Gemm=*/true,
+                                 "convert-moe-to-gpu,", /*rowTile=*/16,
+                                 /*activateAllRows=*/true)
+                      : toLinalg(/*dedupeTp=*/true, "none"),
+      options.hostABI ? "moe-gpu-host-abi," : "",
       options.blockThreads.getValue(), options.hostABI ? "moe-gpu-host-check," : "",
-      options.hostABI ? ",moe-gpu-launch-on-stream" : "");
+      options.hostABI ? ",moe-gpu-launch-on-stream" : "",
+      options.hostABI ? "moe-gpu-router-matmul," : "");
   return addPipeline(pm, text);
 }
 

@@ -146,6 +146,52 @@ def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def ConvertMoEToGPU : Pass<"convert-moe-to-gpu"> {
+  let summary = "Lowers bf16 moe.grouped_matmul to a tensor-core kernel";
+  let description = [{
+    Each bf16 `moe.grouped_matmul` whose rows come in tiles of 16 that hold
+    one expert each (a `moe.dispatch` with `row_tile` a multiple of 16, or a
+    one-expert GEMM such as the shared expert) becomes one `gpu.launch`:
+    block (x, y) computes BN columns (32 per warp, up to 4 warps) of the 16
+    rows of row tile y, with `nvvm.mma.sync` m16n8k16 products (bf16 in, f32
+    accumulators) on fragments loaded from global memory, and rounds to
+    bf16. The tile's expert is `row_expert` of its first row; tiles past
+    `expert_offsets[E]` write zeros. N and K must be multiples of 32; other
+    GEMMs (f32, FP8 rows, other shapes) are left to `convert-moe-to-linalg`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::NVVM::NVVMDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def MoEGPURouterMatmul : Pass<"moe-gpu-router-matmul"> {
+  let summary = "Runs the router's bf16 logits GEMM on tensor cores";
+  let description = [{
+    The `linalg.generic` that `convert-moe-to-linalg` writes for the
+    router's logits, `logits[t, e] = sum_k f32(x[t, k]) * f32(w[e, k])`
+    into zeros with bf16 `x` and `w`, becomes the kernel of
+    `convert-moe-to-gpu` without experts: 16 rows by 32 columns per warp,
+    `nvvm.mma.sync` m16n8k16 with f32 accumulators, stored as f32 (the
+    products are exact, only the order of the sums differs). E and K must be
+    multiples of 32; other GEMMs are left alone.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::NVVM::NVVMDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def MoEGPUHostABI : Pass<"moe-gpu-host-abi", "::mlir::ModuleOp"> {
   let summary = "Gives a layer's entry the GPU calling convention: device buffers, one workspace, a stream";
   let description = [{

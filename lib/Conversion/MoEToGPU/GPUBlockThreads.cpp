@@ -31,6 +31,9 @@ struct MoEGPUBlockThreadsPass
       if (!loop->getParentOfType<scf::ParallelOp>())
         outermost.push_back(loop);
     });
+    for (scf::ParallelOp &loop : outermost)
+      while (scf::ParallelOp hoisted = hoistInnerParallel(loop))
+        loop = hoisted;
     for (scf::ParallelOp loop : outermost) {
       SmallVector<int64_t> tiles(loop.getNumLoops(), 1);
       tiles.back() = threadsFor(loop);
@@ -68,6 +71,63 @@ struct MoEGPUBlockThreadsPass
         });
     rotated->setAttrs(loop->getDiscardableAttrDictionary());
     loop.erase();
+  }
+
+  /// `parallel (i) { for (j) { parallel (k) { body } } }`, as linalg
+  /// lowers an op whose reduction dimension sits between parallel ones (the
+  /// combine's (token, choice, column)), becomes
+  /// `parallel (i, k) { for (j) { body } }`: the inner parallel dimension
+  /// gets threads instead of running in one thread per i. Legal because
+  /// each (i, k) is independent: k was parallel inside every j. Returns the
+  /// new loop, or null where the nest has another shape.
+  static scf::ParallelOp hoistInnerParallel(scf::ParallelOp outer) {
+    auto only = [](Block *body) -> Operation * {
+      return body->getOperations().size() == 2 ? &body->front() : nullptr;
+    };
+    auto middle = dyn_cast_or_null<scf::ForOp>(only(outer.getBody()));
+    if (!middle || middle.getNumRegionIterArgs() != 0 || outer.getNumReductions() != 0)
+      return {};
+    auto inner = dyn_cast_or_null<scf::ParallelOp>(only(middle.getBody()));
+    if (!inner || inner.getNumReductions() != 0)
+      return {};
+    auto definedOutside = [&](Value v) {
+      return !outer->isAncestor(v.getParentRegion()->getParentOp());
+    };
+    SmallVector<Value> bounds = {middle.getLowerBound(), middle.getUpperBound(),
+                                 middle.getStep()};
+    llvm::append_range(bounds, inner.getLowerBound());
+    llvm::append_range(bounds, inner.getUpperBound());
+    llvm::append_range(bounds, inner.getStep());
+    if (!llvm::all_of(bounds, definedOutside))
+      return {};
+    auto concat = [](ValueRange a, ValueRange b) {
+      SmallVector<Value> all(a);
+      llvm::append_range(all, b);
+      return all;
+    };
+    OpBuilder b(outer);
+    Location loc = outer.getLoc();
+    auto hoisted = scf::ParallelOp::create(
+        b, loc, concat(outer.getLowerBound(), inner.getLowerBound()),
+        concat(outer.getUpperBound(), inner.getUpperBound()),
+        concat(outer.getStep(), inner.getStep()),
+        [&](OpBuilder &nb, Location, ValueRange ivs) {
+          IRMapping map;
+          unsigned n = outer.getNumLoops();
+          map.map(outer.getInductionVars(), ivs.take_front(n));
+          map.map(inner.getInductionVars(), ivs.drop_front(n));
+          scf::ForOp::create(nb, loc, middle.getLowerBound(), middle.getUpperBound(),
+                             middle.getStep(), ValueRange{},
+                             [&](OpBuilder &fb, Location, Value j, ValueRange) {
+                               map.map(middle.getInductionVar(), j);
+                               for (Operation &op : inner.getBody()->without_terminator())
+                                 fb.clone(op, map);
+                               scf::YieldOp::create(fb, loc);
+                             });
+        });
+    hoisted->setAttrs(outer->getDiscardableAttrDictionary());
+    outer.erase();
+    return hoisted;
   }
 
   /// `threads`, or the next power of two above a smaller static trip count.

@@ -317,8 +317,9 @@ struct MoEDecomposeLayerPass
 
     // One rank without padding: every dispatched row is a choice of a local
     // expert, and no row count need be read back from the dispatch (on a
-    // GPU, a read of device memory by the host).
-    const bool everyRowUsed = ep == 1 && !tile;
+    // GPU, a read of device memory by the host). With padding, the padding
+    // rows are zeros, which activate-all-rows activates too.
+    const bool everyRowUsed = ep == 1 && (!tile || activateAllRows);
     Value expertOut = buildExpertMLP(
         b, dispatch.getDispatched(), dispatch.getRowExpert(), dispatch.getExpertOffsets(),
         {layer.getW13(), layer.getW2(), layer.getW13Bias(), layer.getW2Bias(), layer},

@@ -33,6 +33,10 @@ def MoEDecomposeLayer : Pass<"moe-decompose-layer"> {
     Option<"rowTile", "row-tile", "int64_t", "1",
            "Pad each expert's dispatched rows to a multiple of this (the row "
            "tile of the expert GEMM; 1: no padding, what the CPU GEMM wants)">,
+    Option<"activateAllRows", "activate-all-rows", "bool", "false",
+           "With one rank, activate every dispatched row, padding included "
+           "(zeros), rather than the first offsets[E]: no row count is read "
+           "back from the dispatch (on a GPU its host cannot read it)">,
   ];
   let dependentDialects = ["::mlir::tensor::TensorDialect",
                            "::mlir::linalg::LinalgDialect",

@@ -1,0 +1,443 @@
+//===- GroupedMatmulGPU.cpp - moe.grouped_matmul as a tensor-core kernel --===//
+//
+// A bf16 grouped GEMM over row tiles of one expert, as one `gpu.launch`:
+// block (x, y) computes columns [x*BN, (x+1)*BN) of the 16 rows of row tile
+// y. Each of its warps owns 32 columns: four m16n8k16 tensor-core products
+// (`nvvm.mma.sync`, bf16 in, f32 accumulators) per 16 of depth, fed by
+// 32-bit loads of the fragments straight from global memory (a quad of
+// lanes reads 16 contiguous bytes of a row). The rows come from a dispatch
+// whose `row_tile` is 16, so that no tile straddles two experts; the tile's
+// expert is `row_expert` of its first row. Tiles past `offsets[E]` (the
+// padding the layout allows but this batch does not use) write zeros.
+//
+// The same kernel without experts computes a dense bf16 GEMM with f32
+// results: the router's logits (`moe-gpu-router-matmul`).
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Conversion/Passes.h"
+#include "moe/Dialect/MoE/IR/MoEOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_CONVERTMOETOGPU
+#define GEN_PASS_DEF_MOEGPUROUTERMATMUL
+#include "moe/Conversion/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+/// Rows of a tile: the M of one m16n8k16 product.
+constexpr int64_t kTileRows = 16;
+/// Columns a warp owns: four n8 products.
+constexpr int64_t kWarpCols = 32;
+constexpr int64_t kWarpSize = 32;
+/// Depth per loop iteration: two k16 steps, whose loads are all issued
+/// before their products.
+constexpr int64_t kDepthStep = 32;
+/// Warps that share a tile's depth in the decode form.
+constexpr int64_t kSplit = 4;
+/// At most this many rows per expert (on average) take the decode form.
+constexpr int64_t kSplitMaxRowsPerExpert = 64;
+
+struct Kernel {
+  OpBuilder &b;
+  Location loc;
+  Value a, w, out, rowExpert, offsets; // buffers; no experts: w is [N, K]
+  Value rows;                           // index: rows of a and out
+  int64_t experts, cols, depth, warps;
+
+  bool grouped() const { return rowExpert != nullptr; }
+
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value lt(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
+  }
+  Value loadIndex(Value buffer, Value i) {
+    Value v = memref::LoadOp::create(b, loc, buffer, ValueRange{i});
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+  }
+
+  /// Two bf16 at [indices] (the last one even) as the i32 an mma operand
+  /// register holds.
+  Value load2(Value buffer, ValueRange indices) {
+    auto pair = VectorType::get({2}, b.getBF16Type());
+    auto load = vector::LoadOp::create(b, loc, pair, buffer, indices);
+    load.setAlignment(uint64_t(4));
+    Value bits = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), load);
+    return vector::ExtractOp::create(b, loc, bits, ArrayRef<int64_t>{0});
+  }
+
+  /// Two f32 results at [row, col], rounded to the output's type.
+  void store2(Value lo, Value hi, Value row, Value col) {
+    Value pair = vector::FromElementsOp::create(b, loc, VectorType::get({2}, b.getF32Type()),
+                                                ValueRange{lo, hi});
+    Type element = cast<MemRefType>(out.getType()).getElementType();
+    if (!element.isF32())
+      pair = arith::TruncFOp::create(b, loc, VectorType::get({2}, element), pair);
+    auto store = vector::StoreOp::create(b, loc, pair, out, ValueRange{row, col});
+    store.setAlignment(uint64_t(2 * element.getIntOrFloatBitWidth() / 8));
+  }
+
+  void ifThen(Value cond, function_ref<void()> then) {
+    auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    then();
+  }
+
+  void ifThenElse(Value cond, function_ref<void()> then, function_ref<void()> otherwise) {
+    auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    then();
+    b.setInsertionPointToStart(op.elseBlock());
+    otherwise();
+  }
+
+  /// The block's `blockCols` columns of its tile's rows (those inside
+  /// `rows`) become 0, each thread a column of every threads/blockCols-th row.
+  void zeroTile(Value tid, Value rowStart, Value blockCol0, int64_t threads, int64_t blockCols) {
+    Type element = cast<MemRefType>(out.getType()).getElementType();
+    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(element));
+    int64_t rowsAtOnce = threads / blockCols;
+    Value col = add(blockCol0, arith::RemUIOp::create(b, loc, tid, idx(blockCols)));
+    Value firstRow = add(rowStart, arith::DivUIOp::create(b, loc, tid, idx(blockCols)));
+    for (int64_t i = 0; i < kTileRows; i += rowsAtOnce) {
+      Value row = add(firstRow, idx(i));
+      ifThen(lt(row, rows), [&] { memref::StoreOp::create(b, loc, zero, out, ValueRange{row, col}); });
+    }
+  }
+
+  /// Few rows per expert (decode): each warp takes a quarter of the depth
+  /// of the same 32 columns, so that four times as many blocks stream the
+  /// weights, each over a quarter of the loop; many rows (prefill): each
+  /// warp its own 32 columns over the whole depth, so that a block reads
+  /// each weight once for 16 rows. The host chooses from the row count.
+  void build() {
+    if (depth % (kSplit * kDepthStep) != 0) {
+      launch(/*split=*/false);
+      return;
+    }
+    // Rows per expert: N - E * 15 of the padded rows are choices.
+    int64_t perExpert = kSplitMaxRowsPerExpert;
+    Value limit = grouped() ? idx(experts * (perExpert + kTileRows - 1)) : idx(perExpert);
+    auto choice = scf::IfOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, rows, limit),
+        /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(choice.thenBlock());
+    launch(/*split=*/true);
+    b.setInsertionPointToStart(choice.elseBlock());
+    launch(/*split=*/false);
+  }
+
+  void launch(bool split) {
+    int64_t threads = (split ? kSplit : warps) * kWarpSize;
+    int64_t blockCols = split ? kWarpCols : kWarpCols * warps;
+    Value one = idx(1);
+    // ceil(rows / 16) row tiles.
+    Value rowTiles = arith::DivUIOp::create(b, loc, add(rows, idx(kTileRows - 1)), idx(kTileRows));
+    SmallVector<Type> shared;
+    if (split)
+      shared.push_back(MemRefType::get(
+          {kSplit, 16, kWarpSize}, b.getF32Type(), MemRefLayoutAttrInterface{},
+          gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup)));
+    auto launch = gpu::LaunchOp::create(b, loc, idx(cols / blockCols), rowTiles, one,
+                                        idx(threads), one, one, nullptr, nullptr, {}, shared);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    Value tid = launch.getThreadIds().x;
+    Value rowStart = mul(launch.getBlockIds().y, idx(kTileRows));
+    Value blockCol0 = mul(launch.getBlockIds().x, idx(blockCols));
+    Value partials = split ? Value(launch.getWorkgroupAttributions()[0]) : Value();
+    if (!grouped()) {
+      products(tid, rowStart, blockCol0, Value(), partials);
+      gpu::TerminatorOp::create(b, loc);
+      return;
+    }
+    auto zero = [&] { zeroTile(tid, rowStart, blockCol0, threads, blockCols); };
+    Value used = loadIndex(offsets, idx(experts));
+    ifThenElse(
+        lt(rowStart, used),
+        [&] {
+          Value expertI32 = memref::LoadOp::create(b, loc, rowExpert, ValueRange{rowStart});
+          Value expert = arith::IndexCastOp::create(b, loc, b.getIndexType(), expertI32);
+          Value valid = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::sge, expertI32,
+              arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
+          ifThenElse(
+              valid, [&] { products(tid, rowStart, blockCol0, expert, partials); }, zero);
+        },
+        zero);
+    gpu::TerminatorOp::create(b, loc);
+  }
+
+  /// The warp's 16 x 32 products: four accumulators of four f32 each, over
+  /// the whole depth, or (with `partials`, shared memory) over its quarter,
+  /// summed by warp 0 after a barrier. Then stored by rows g and g + 8.
+  void products(Value tid, Value rowStart, Value blockCol0, Value expert, Value partials) {
+    Value warp = arith::DivUIOp::create(b, loc, tid, idx(kWarpSize));
+    Value lane = arith::RemUIOp::create(b, loc, tid, idx(kWarpSize));
+    Value group = arith::DivUIOp::create(b, loc, lane, idx(4)); // row / column in a fragment
+    Value pairCol = mul(arith::RemUIOp::create(b, loc, lane, idx(4)), idx(2));
+    Value col0 = partials ? blockCol0 : add(blockCol0, mul(warp, idx(kWarpCols)));
+    int64_t span = partials ? depth / kSplit : depth;
+    Value kBegin = partials ? mul(warp, idx(span)) : idx(0);
+    // Rows g and g + 8 of the tile; past the end they read the last row
+    // (a zero product is discarded) and are not stored.
+    Value row0 = add(rowStart, group), row1 = add(row0, idx(8));
+    Value last = arith::SubIOp::create(b, loc, rows, idx(1));
+    Value readRow0 = arith::MinUIOp::create(b, loc, row0, last);
+    Value readRow1 = arith::MinUIOp::create(b, loc, row1, last);
+
+    Type f32 = b.getF32Type();
+    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+    SmallVector<Value> init(16, zero);
+    auto resultType = LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+    auto loop = scf::ForOp::create(
+        b, loc, kBegin, add(kBegin, idx(span)), idx(kDepthStep), init,
+        [&](OpBuilder &nb, Location, Value k0, ValueRange acc) {
+          OpBuilder::InsertionGuard inner(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          SmallVector<Value> next(acc.begin(), acc.end());
+          // All loads of both k16 steps first: more of them in flight.
+          SmallVector<SmallVector<Value>> aFrag, bFrag;
+          for (int64_t step = 0; step < kDepthStep / 16; ++step) {
+            Value k = add(add(k0, idx(16 * step)), pairCol);
+            Value kHigh = add(k, idx(8));
+            aFrag.push_back({load2(a, {readRow0, k}), load2(a, {readRow1, k}),
+                             load2(a, {readRow0, kHigh}), load2(a, {readRow1, kHigh})});
+            for (int64_t j = 0; j < 4; ++j) {
+              Value n = add(col0, add(idx(8 * j), group));
+              auto at = [&](Value depthIndex) {
+                return expert ? SmallVector<Value>{expert, n, depthIndex}
+                              : SmallVector<Value>{n, depthIndex};
+              };
+              bFrag.push_back({load2(w, at(k)), load2(w, at(kHigh))});
+            }
+          }
+          for (int64_t step = 0; step < kDepthStep / 16; ++step)
+            for (int64_t j = 0; j < 4; ++j) {
+              ValueRange c = ValueRange(next).slice(4 * j, 4);
+              auto mma = NVVM::MmaOp::create(
+                  b, loc, resultType, aFrag[step], bFrag[4 * step + j], c,
+                  ArrayRef<int64_t>{16, 8, 16}, std::nullopt, std::nullopt,
+                  std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16, NVVM::MMATypes::bf16},
+                  std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
+              for (int64_t i = 0; i < 4; ++i)
+                next[4 * j + i] = LLVM::ExtractValueOp::create(b, loc, mma, i);
+            }
+          scf::YieldOp::create(b, loc, next);
+        });
+    auto store = [&](ValueRange c) {
+      // c0, c1: row g, columns 2q, 2q+1 of the n8 tile; c2, c3: row g + 8.
+      for (int64_t j = 0; j < 4; ++j) {
+        Value col = add(col0, add(idx(8 * j), pairCol));
+        ValueRange tile = c.slice(4 * j, 4);
+        ifThen(lt(row0, rows), [&] { store2(tile[0], tile[1], row0, col); });
+        ifThen(lt(row1, rows), [&] { store2(tile[2], tile[3], row1, col); });
+      }
+    };
+    if (!partials) {
+      store(loop.getResults());
+      return;
+    }
+    for (int64_t v = 0; v < 16; ++v)
+      memref::StoreOp::create(b, loc, loop.getResult(v), partials, ValueRange{warp, idx(v), lane});
+    gpu::BarrierOp::create(b, loc);
+    ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, warp, idx(0)), [&] {
+      SmallVector<Value> sums;
+      for (int64_t v = 0; v < 16; ++v) {
+        Value sum = loop.getResult(v);
+        for (int64_t other = 1; other < kSplit; ++other)
+          sum = arith::AddFOp::create(
+              b, loc, sum,
+              memref::LoadOp::create(b, loc, partials, ValueRange{idx(other), idx(v), lane}));
+        sums.push_back(sum);
+      }
+      store(sums);
+    });
+  }
+};
+
+Value readBuffer(OpBuilder &b, Location loc, Value tensor) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
+  strides.back() = 1;
+  auto layout = StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides);
+  return bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get(type.getShape(), type.getElementType(), layout), tensor,
+      /*read_only=*/true);
+}
+
+/// Whether no row tile of 16 can hold rows of two experts: the offsets come
+/// from a dispatch that pads each expert to 16 rows, or there is one expert.
+bool tilesHoldOneExpert(GroupedMatmulOp op) {
+  if (op.getWeight().getType().getDimSize(0) == 1)
+    return true;
+  auto dispatch = op.getExpertOffsets().getDefiningOp<DispatchOp>();
+  return dispatch && !dispatch.getCapacity() && dispatch.getRowTile() &&
+         *dispatch.getRowTile() % kTileRows == 0;
+}
+
+struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GroupedMatmulOp op, PatternRewriter &rewriter) const override {
+    auto inType = op.getInput().getType();
+    auto wType = op.getWeight().getType();
+    if (op.getScales() || !op.getExpertOffsets())
+      return rewriter.notifyMatchFailure(op, "needs the grouped layout, no FP8");
+    if (!inType.getElementType().isBF16() || !wType.getElementType().isBF16())
+      return rewriter.notifyMatchFailure(op, "bf16 tensor cores only");
+    if (!wType.hasStaticShape() || inType.isDynamicDim(1))
+      return rewriter.notifyMatchFailure(op, "needs static E, N and K");
+    int64_t cols = wType.getDimSize(1), depth = wType.getDimSize(2);
+    int64_t warps = 4;
+    while (warps > 1 && cols % (warps * kWarpCols) != 0)
+      warps /= 2;
+    if (cols % (warps * kWarpCols) != 0 || depth % kDepthStep != 0)
+      return rewriter.notifyMatchFailure(op, "N must be a multiple of 32 and K of 32");
+    if (!tilesHoldOneExpert(op))
+      return rewriter.notifyMatchFailure(op, "rows not padded to tiles of 16 per expert");
+
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    Value rows = tensor::DimOp::create(b, loc, op.getInput(), 0);
+    auto outType = MemRefType::get({inType.getDimSize(0), cols}, b.getBF16Type());
+    Value out = memref::AllocOp::create(b, loc, outType,
+                                        outType.isDynamicDim(0) ? ValueRange{rows} : ValueRange{});
+    Kernel kernel{b,
+                  loc,
+                  readBuffer(b, loc, op.getInput()),
+                  readBuffer(b, loc, op.getWeight()),
+                  out,
+                  readBuffer(b, loc, op.getRowExpert()),
+                  readBuffer(b, loc, op.getExpertOffsets()),
+                  rows,
+                  wType.getDimSize(0),
+                  cols,
+                  depth,
+                  warps};
+    kernel.build();
+    Value result = bufferization::ToTensorOp::create(
+        b, loc, RankedTensorType::get(outType.getShape(), b.getBF16Type()), out,
+        /*restrict=*/true, /*writable=*/true);
+    if (result.getType() != op.getType())
+      result = tensor::CastOp::create(b, loc, op.getType(), result);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// `logits[t, e] = sum_k f32(x[t, k]) * f32(w[e, k])` over bf16 x and w
+/// into zeros: the router's GEMM as convert-moe-to-linalg writes it.
+struct RouterMatmulToGPU : OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp op, PatternRewriter &rewriter) const override {
+    if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 || !op.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(op, "not a two-input tensor op");
+    MLIRContext *ctx = op.getContext();
+    AffineExpr t, e, k;
+    bindDims(ctx, t, e, k);
+    SmallVector<AffineMap> maps = {AffineMap::get(3, 0, {t, k}, ctx),
+                                   AffineMap::get(3, 0, {e, k}, ctx),
+                                   AffineMap::get(3, 0, {t, e}, ctx)};
+    if (op.getIndexingMapsArray() != maps ||
+        op.getIteratorTypesArray() !=
+            SmallVector<utils::IteratorType>{utils::IteratorType::parallel,
+                                             utils::IteratorType::parallel,
+                                             utils::IteratorType::reduction})
+      return rewriter.notifyMatchFailure(op, "not x[t,k] * w[e,k] -> out[t,e]");
+    Value x = op.getDpsInputs()[0], w = op.getDpsInputs()[1];
+    auto xType = cast<RankedTensorType>(x.getType());
+    auto wType = cast<RankedTensorType>(w.getType());
+    auto outType = cast<RankedTensorType>(op.getResult(0).getType());
+    if (!xType.getElementType().isBF16() || !wType.getElementType().isBF16() ||
+        !outType.getElementType().isF32() || !wType.hasStaticShape())
+      return rewriter.notifyMatchFailure(op, "bf16 x and w, f32 out, static w");
+    if (!isMultiplyAccumulate(op.getRegion().front()) || !isZeroFill(op.getDpsInits()[0]))
+      return rewriter.notifyMatchFailure(op, "not a sum of products into zeros");
+    int64_t cols = wType.getDimSize(0), depth = wType.getDimSize(1);
+    int64_t warps = 4;
+    while (warps > 1 && cols % (warps * kWarpCols) != 0)
+      warps /= 2;
+    if (cols % (warps * kWarpCols) != 0 || depth % kDepthStep != 0)
+      return rewriter.notifyMatchFailure(op, "N must be a multiple of 32 and K of 32");
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    Value rows = tensor::DimOp::create(b, loc, x, 0);
+    auto bufferType = MemRefType::get(outType.getShape(), b.getF32Type());
+    Value out = memref::AllocOp::create(b, loc, bufferType,
+                                        bufferType.isDynamicDim(0) ? ValueRange{rows} : ValueRange{});
+    Kernel kernel{b,   loc,  readBuffer(b, loc, x), readBuffer(b, loc, w), out, Value(), Value(),
+                  rows, 0,    cols,                  depth,                 warps};
+    kernel.build();
+    rewriter.replaceOp(op, bufferization::ToTensorOp::create(b, loc, outType, out,
+                                                             /*restrict=*/true,
+                                                             /*writable=*/true));
+    return success();
+  }
+
+  /// extf, extf, mulf, addf onto the accumulator, yield (and unused
+  /// linalg.index ops, which the lowering leaves in every body).
+  static bool isMultiplyAccumulate(Block &body) {
+    SmallVector<StringRef> names;
+    for (Operation &op : body)
+      if (!isa<linalg::IndexOp>(op) || !op.use_empty())
+        names.push_back(op.getName().getStringRef());
+    auto yield = cast<linalg::YieldOp>(body.getTerminator());
+    auto add = yield.getValues()[0].getDefiningOp<arith::AddFOp>();
+    return names == SmallVector<StringRef>{"arith.extf", "arith.extf", "arith.mulf", "arith.addf",
+                                           "linalg.yield"} &&
+           add && llvm::is_contained(add->getOperands(), body.getArgument(2));
+  }
+
+  static bool isZeroFill(Value init) {
+    auto fill = init.getDefiningOp<linalg::FillOp>();
+    if (!fill)
+      return false;
+    auto constant = fill.getInputs()[0].getDefiningOp<arith::ConstantFloatOp>();
+    return constant && constant.value().isZero();
+  }
+};
+
+struct MoEGPURouterMatmulPass
+    : moe::impl::MoEGPURouterMatmulBase<MoEGPURouterMatmulPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<RouterMatmulToGPU>(&getContext());
+    SmallVector<Operation *> generics;
+    getOperation()->walk([&](linalg::GenericOp op) { generics.push_back(op); });
+    if (failed(applyOpPatternsGreedily(generics, std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<GroupedMatmulToGPU>(&getContext());
+    SmallVector<Operation *> gemms;
+    getOperation()->walk([&](GroupedMatmulOp op) { gemms.push_back(op); });
+    if (failed(applyOpPatternsGreedily(gemms, std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace

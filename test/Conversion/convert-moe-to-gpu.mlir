@@ -1,0 +1,67 @@
+// RUN: moe-opt %s -split-input-file --convert-moe-to-gpu | FileCheck %s
+
+// Tests that a bf16 grouped GEMM over rows padded to tiles of 16 becomes two tensor-core kernels
+// the host chooses between by the row count (N <= E * (64 + 15): at most 64 rows per expert):
+// the decode form (4 warps share the depth, 128 = 4 x 32, of 32 columns; partial sums meet in workgroup memory
+// after a barrier) and the prefill form (each warp its own 32 columns). Both read the tile's
+// expert from row_expert of its first row and skip tiles past offsets[E].
+// CHECK-LABEL: func.func @grouped
+// CHECK: %[[ROWS:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<?x128xbf16>
+// CHECK: %[[OUT:.+]] = memref.alloc(%[[ROWS]]) : memref<?x128xbf16>
+// CHECK: %[[LIMIT:.+]] = arith.constant 632 : index
+// CHECK: %[[FEW:.+]] = arith.cmpi ule, %[[ROWS]], %[[LIMIT]] : index
+// CHECK: scf.if %[[FEW]] {
+// CHECK: gpu.launch blocks(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[COLS32:.+]], %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) threads(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[T128:.+]], %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[SMEM:.+]] : memref<4x16x32xf32, #gpu.address_space<workgroup>>)
+// CHECK: memref.load %{{.+}}[%{{.+}}] : memref<9xi32
+// CHECK: memref.load %{{.+}}[%{{.+}}] : memref<?xi32
+// CHECK: scf.for
+// CHECK-COUNT-4: vector.load {{.+}} {alignment = 4 : i64} : memref<?x128xbf16
+// CHECK: nvvm.mma.sync A[{{.+}}] B[{{.+}}] C[{{.+}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
+// CHECK: memref.store %{{.+}}, %[[SMEM]]
+// CHECK: gpu.barrier
+// CHECK: arith.truncf %{{.+}} : vector<2xf32> to vector<2xbf16>
+// CHECK: } else {
+// CHECK: gpu.launch blocks
+// CHECK-NOT: workgroup(
+// CHECK: nvvm.mma.sync
+// CHECK-NOT: gpu.barrier
+// CHECK: bufferization.to_tensor %[[OUT]]
+// CHECK-NOT: moe.grouped_matmul
+func.func @grouped(%x: tensor<?x128xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8x128x128xbf16>)
+    -> tensor<?x128xbf16> {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 8 row_tile = 16
+    : (tensor<?x128xbf16>, tensor<?x2xi32>)
+      -> (tensor<?x128xbf16>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+  %h = moe.grouped_matmul %rows, %w, %re offsets %off
+    : (tensor<?x128xbf16>, tensor<8x128x128xbf16>, tensor<?xi32>, tensor<9xi32>) -> tensor<?x128xbf16>
+  return %h : tensor<?x128xbf16>
+}
+
+// -----
+
+// Tests that rows not padded to tiles of 16 (row_tile 1), f32 weights and a depth that is not a
+// multiple of 32 keep moe.grouped_matmul for convert-moe-to-linalg.
+// CHECK-LABEL: func.func @left_alone
+// CHECK-COUNT-3: moe.grouped_matmul
+// CHECK-NOT: gpu.launch
+func.func @left_alone(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8x128x64xbf16>,
+                      %xf: tensor<?x64xf32>, %wf: tensor<8x128x64xf32>,
+                      %x24: tensor<?x24xbf16>, %w24: tensor<8x128x24xbf16>)
+    -> (tensor<?x128xbf16>, tensor<?x128xf32>, tensor<?x128xbf16>) {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<?x64xbf16>, tensor<?x2xi32>)
+      -> (tensor<?x64xbf16>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+  %h = moe.grouped_matmul %rows, %w, %re offsets %off
+    : (tensor<?x64xbf16>, tensor<8x128x64xbf16>, tensor<?xi32>, tensor<9xi32>) -> tensor<?x128xbf16>
+  %rf, %ref, %sf, %of = moe.dispatch %xf, %ids num_experts = 8 row_tile = 16
+    : (tensor<?x64xf32>, tensor<?x2xi32>)
+      -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+  %hf = moe.grouped_matmul %rf, %wf, %ref offsets %of
+    : (tensor<?x64xf32>, tensor<8x128x64xf32>, tensor<?xi32>, tensor<9xi32>) -> tensor<?x128xf32>
+  %r24, %re24, %s24, %o24 = moe.dispatch %x24, %ids num_experts = 8 row_tile = 16
+    : (tensor<?x24xbf16>, tensor<?x2xi32>)
+      -> (tensor<?x24xbf16>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+  %h24 = moe.grouped_matmul %r24, %w24, %re24 offsets %o24
+    : (tensor<?x24xbf16>, tensor<8x128x24xbf16>, tensor<?xi32>, tensor<9xi32>) -> tensor<?x128xbf16>
+  return %h, %hf, %h24 : tensor<?x128xbf16>, tensor<?x128xf32>, tensor<?x128xbf16>
+}
