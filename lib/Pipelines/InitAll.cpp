@@ -33,6 +33,7 @@
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Index/IR/IndexDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Passes.h"
@@ -68,6 +69,8 @@ void moe::registerMoECompilerDialects(DialectRegistry &registry) {
                   gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect,
                   omp::OpenMPDialect>();
 
+  // The CUDA pipeline inlines a layer's phase variants into its entry.
+  func::registerInlinerExtension(registry);
   arith::registerBufferizableOpInterfaceExternalModels(registry);
   bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(
       registry);

@@ -88,6 +88,15 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
     setenv("CUDA_HOME", options.cudaPath.c_str(), /*overwrite=*/1);
   else if (!getenv("CUDA_HOME") && !getenv("CUDA_ROOT") && !getenv("CUDA_PATH"))
     setenv("CUDA_HOME", "/usr/local/cuda", /*overwrite=*/0);
+  if (options.stopAfterHostABI) {
+    // Bufferized entries with the GPU calling convention, before any kernel.
+    std::string text = "inline," +
+                       toLinalg(/*dedupeTp=*/true, "none", /*fp8Gemm=*/true,
+                                "convert-moe-to-gpu,", /*rowTile=*/16,
+                                /*activateAllRows=*/true) +
+                       "moe-gpu-router-matmul," + kToBuffers + ",moe-gpu-host-abi";
+    return addPipeline(pm, text);
+  }
   // The host code only sizes buffers and launches: every buffer is a view of
   // the caller's device workspace (moe-gpu-host-abi), every loop nest a
   // kernel whose innermost dimension spreads over a block's threads.
@@ -99,9 +108,11 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       "cubin-format={3} opt-level={4}}{9}",
       kToBuffers, options.chip.getValue(), options.features.getValue(),
       options.format.getValue(), options.optLevel.getValue(),
-      // Rows padded to the tensor-core GEMM's tiles of 16; the activation
-      // runs over them all, so that the host reads no row count.
-      options.hostABI ? toLinalg(/*dedupeTp=*/true, "none", /*fp8Gemm=*/true,
+      // Phase variants (moe-specialize-phase) are inlined into their entry,
+      // whose one workspace serves both. Rows are padded to the tensor-core
+      // GEMM's tiles of 16; the activation runs over them all, so that the
+      // host reads no row count.
+      options.hostABI ? "inline," + toLinalg(/*dedupeTp=*/true, "none", /*fp8Gemm=*/true,
                                  "convert-moe-to-gpu,", /*rowTile=*/16,
                                  /*activateAllRows=*/true)
                       : toLinalg(/*dedupeTp=*/true, "none"),

@@ -17,12 +17,16 @@
 #include "moe/Pipelines/Pipelines.h"
 #include "moe/Support/Limits.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/IR/Module.h"
@@ -334,6 +338,10 @@ std::optional<std::string> optionProblem() {
   if (target == Target::Cuda && ep > 1)
     return "--target=cuda builds one-rank layers for now: the expert-parallel "
            "exchange of device buffers is not lowered yet (use --ep 1)";
+  if (target == Target::Cuda && chunkBudget > 0)
+    return "--target=cuda does not chunk layers yet (--chunk-budget-bytes): a "
+           "chunk's buffers would be sized inside the chunk loop, which the "
+           "workspace, sized on entry, cannot follow";
   if (target == Target::Cuda && !llvm::is_contained(kChips, chip.getValue()))
     return "--chip must be one of sm_90a, sm_90, sm_89, sm_80, got '" + chip + "'";
   if (target == Target::Cpu && given(chip))
@@ -464,6 +472,41 @@ llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine) {
 
 int compileLayer(const char *argv0);
 
+/// What the plan report says of a GPU library: its calling convention and
+/// the workspace it needs at --max-tokens-per-rank (its
+/// `<entry>_workspace_bytes`, folded at that token count).
+llvm::Expected<llvm::json::Object> gpuReport(ModuleOp module) {
+  OwningOpRef<ModuleOp> clone = module.clone();
+  PassManager pm(module.getContext());
+  moe::CudaPipelineOptions options;
+  options.stopAfterHostABI = true;
+  if (failed(moe::buildCudaPipeline(pm, options)) || failed(pm.run(*clone)))
+    return llvm::createStringError("the GPU calling convention could not be built");
+  std::string name = entry + "_workspace_bytes";
+  auto size = clone->lookupSymbol<func::FuncOp>(name);
+  if (!size)
+    return llvm::createStringError("no " + name + " was built");
+  OpBuilder b(size.getBody());
+  Value tokens = arith::ConstantIndexOp::create(b, size.getLoc(), maxTokensPerRank);
+  size.getArgument(0).replaceAllUsesWith(tokens);
+  (void)applyPatternsGreedily(size, RewritePatternSet(module.getContext()));
+  IntegerAttr bytes;
+  auto ret = cast<func::ReturnOp>(size.getBody().front().getTerminator());
+  if (!matchPattern(ret.getOperand(0), m_Constant(&bytes)))
+    return llvm::createStringError(name + " did not fold to a constant");
+  return llvm::json::Object{
+      {"chip", chip.getValue()},
+      {"entry_abi", "device pointers: the parameters, then y[T,H] and the workspace (i8 "
+                    "memref), then the CUstream to enqueue on; no result; the call "
+                    "returns without synchronising"},
+      {"workspace_function", name + "(tokens) -> bytes"},
+      {"workspace_bytes_at_max_tokens", bytes.getInt()},
+      {"max_tokens", int64_t(maxTokensPerRank)},
+      {"kernels", "bf16 expert and router GEMMs on tensor cores (mma.sync m16n8k16), "
+                  "rows padded to tiles of 16 per expert; the rest one thread per "
+                  "element, 128 per block"}};
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerPassManagerCLOptions();
@@ -541,6 +584,12 @@ int compileLayer(const char *argv0) {
       return fail(llvm::toString(report.takeError()));
     if (target == Target::Cpu)
       (*report->getAsObject())["code_generation"] = codeGenerationReport(**machine);
+    else {
+      llvm::Expected<llvm::json::Object> gpu = gpuReport(*module);
+      if (!gpu)
+        return fail(llvm::toString(gpu.takeError()));
+      (*report->getAsObject())["gpu"] = std::move(*gpu);
+    }
     planText = llvm::formatv("{0:2}\n", *report);
   }
   if (emit == Emit::Mlir)

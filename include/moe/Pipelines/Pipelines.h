@@ -80,6 +80,12 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
       *this, "block-threads",
       llvm::cl::desc("Threads per block along a kernel's innermost dimension"),
       llvm::cl::init(128)};
+  Option<bool> stopAfterHostABI{
+      *this, "stop-after-host-abi",
+      llvm::cl::desc("Stop once the entries have the GPU calling convention "
+                     "(buffers, before kernels exist): moe-compile folds "
+                     "<entry>_workspace_bytes there for its plan report"),
+      llvm::cl::init(false)};
   Option<bool> hostABI{
       *this, "host-abi",
       llvm::cl::desc("Give entries the GPU calling convention (device buffers, "

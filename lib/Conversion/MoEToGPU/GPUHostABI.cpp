@@ -187,6 +187,20 @@ struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
   LogicalResult convert(func::FuncOp func) {
     if (!func.getBody().hasOneBlock())
       return func.emitError("moe-gpu-host-abi: an entry with several blocks");
+    // The runtime's expert-parallel entries read and write host buffers.
+    WalkResult calls = func.walk([&](func::CallOp call) {
+      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
+      if (callee && callee.isExternal()) {
+        call.emitError("moe-gpu-host-abi: ")
+            << call.getCallee()
+            << " exchanges host buffers; expert-parallel layers (ep > 1) are not lowered "
+               "for the GPU yet";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (calls.wasInterrupted())
+      return failure();
     Block &body = func.getBody().front();
     OpBuilder b(func.getContext());
     Location loc = func.getLoc();

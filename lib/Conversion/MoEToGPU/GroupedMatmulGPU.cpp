@@ -1,14 +1,13 @@
 //===- GroupedMatmulGPU.cpp - moe.grouped_matmul as a tensor-core kernel --===//
 //
-// A bf16 grouped GEMM over row tiles of one expert, as one `gpu.launch`:
-// block (x, y) computes columns [x*BN, (x+1)*BN) of the 16 rows of row tile
-// y. Each of its warps owns 32 columns: four m16n8k16 tensor-core products
-// (`nvvm.mma.sync`, bf16 in, f32 accumulators) per 16 of depth, fed by
-// 32-bit loads of the fragments straight from global memory (a quad of
-// lanes reads 16 contiguous bytes of a row). The rows come from a dispatch
-// whose `row_tile` is 16, so that no tile straddles two experts; the tile's
-// expert is `row_expert` of its first row. Tiles past `offsets[E]` (the
-// padding the layout allows but this batch does not use) write zeros.
+// A bf16 grouped GEMM over row tiles of one expert: a warp computes 16 rows
+// by 32 or 64 columns with m16n8k16 tensor-core products (`nvvm.mma.sync`,
+// bf16 in, f32 accumulators), fed by 32-bit loads of the fragments straight
+// from global memory (a quad of lanes reads 16 contiguous bytes of a row).
+// The rows come from a dispatch whose `row_tile` is 16, so that no tile
+// straddles two experts; a tile's expert is `row_expert` of its first row.
+// Tiles past `offsets[E]` (the padding the layout allows but this batch
+// does not use) write zeros. Two kernels, chosen on the host (see build()).
 //
 // The same kernel without experts computes a dense bf16 GEMM with f32
 // results: the router's logits (`moe-gpu-router-matmul`).
@@ -47,8 +46,9 @@ constexpr int64_t kWarpSize = 32;
 /// Depth per loop iteration: two k16 steps, whose loads are all issued
 /// before their products.
 constexpr int64_t kDepthStep = 32;
-/// Warps that share a tile's depth in the decode form.
-constexpr int64_t kSplit = 4;
+/// Warps of a block; in the decode form they share a tile's depth.
+constexpr int64_t kWarps = 4;
+constexpr int64_t kSplit = kWarps;
 /// At most this many rows per expert (on average) take the decode form.
 constexpr int64_t kSplitMaxRowsPerExpert = 64;
 
@@ -57,7 +57,7 @@ struct Kernel {
   Location loc;
   Value a, w, out, rowExpert, offsets; // buffers; no experts: w is [N, K]
   Value rows;                           // index: rows of a and out
-  int64_t experts, cols, depth, warps;
+  int64_t experts, cols, depth;
 
   bool grouped() const { return rowExpert != nullptr; }
 
@@ -123,11 +123,13 @@ struct Kernel {
     }
   }
 
-  /// Few rows per expert (decode): each warp takes a quarter of the depth
-  /// of the same 32 columns, so that four times as many blocks stream the
-  /// weights, each over a quarter of the loop; many rows (prefill): each
-  /// warp its own 32 columns over the whole depth, so that a block reads
-  /// each weight once for 16 rows. The host chooses from the row count.
+  /// Few rows per expert (decode): a block's four warps take a quarter of
+  /// the depth each of the same 16 x 32 outputs, so that four times as many
+  /// blocks stream the weights, each over a quarter of the loop. Many rows
+  /// (prefill): a block's four warps take four consecutive row tiles of the
+  /// same 64 columns over the whole depth, so that a weight read by one warp
+  /// serves the others (from L1) when their tiles have the same expert. The
+  /// host chooses from the row count.
   void build() {
     if (depth % (kSplit * kDepthStep) != 0) {
       launch(/*split=*/false);
@@ -147,30 +149,45 @@ struct Kernel {
   }
 
   void launch(bool split) {
-    int64_t threads = (split ? kSplit : warps) * kWarpSize;
-    int64_t blockCols = split ? kWarpCols : kWarpCols * warps;
+    int64_t threads = kWarps * kWarpSize;
+    int64_t blockCols = split ? kWarpCols : (cols % 64 == 0 ? 64 : 32);
+    int64_t blockTiles = split ? 1 : kWarps;
     Value one = idx(1);
-    // ceil(rows / 16) row tiles.
-    Value rowTiles = arith::DivUIOp::create(b, loc, add(rows, idx(kTileRows - 1)), idx(kTileRows));
+    // ceil(rows / (16 * tiles per block)) blocks of rows.
+    int64_t blockRows = kTileRows * blockTiles;
+    Value rowBlocks = arith::DivUIOp::create(b, loc, add(rows, idx(blockRows - 1)), idx(blockRows));
     SmallVector<Type> shared;
     if (split)
       shared.push_back(MemRefType::get(
           {kSplit, 16, kWarpSize}, b.getF32Type(), MemRefLayoutAttrInterface{},
           gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup)));
-    auto launch = gpu::LaunchOp::create(b, loc, idx(cols / blockCols), rowTiles, one,
+    auto launch = gpu::LaunchOp::create(b, loc, idx(cols / blockCols), rowBlocks, one,
                                         idx(threads), one, one, nullptr, nullptr, {}, shared);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&launch.getBody().front());
     Value tid = launch.getThreadIds().x;
-    Value rowStart = mul(launch.getBlockIds().y, idx(kTileRows));
-    Value blockCol0 = mul(launch.getBlockIds().x, idx(blockCols));
+    Value warp = arith::DivUIOp::create(b, loc, tid, idx(kWarpSize));
+    Value lane = arith::RemUIOp::create(b, loc, tid, idx(kWarpSize));
+    Value blockRow0 = mul(launch.getBlockIds().y, idx(blockRows));
+    // Decode: the block's tile; prefill: the warp's.
+    Value rowStart = split ? blockRow0 : add(blockRow0, mul(warp, idx(kTileRows)));
+    Value col0 = mul(launch.getBlockIds().x, idx(blockCols));
     Value partials = split ? Value(launch.getWorkgroupAttributions()[0]) : Value();
+    int64_t nTiles = blockCols / 8;
+    auto compute = [&](Value expert) {
+      products(warp, lane, rowStart, col0, nTiles, expert, partials);
+    };
     if (!grouped()) {
-      products(tid, rowStart, blockCol0, Value(), partials);
+      compute(Value());
       gpu::TerminatorOp::create(b, loc);
       return;
     }
-    auto zero = [&] { zeroTile(tid, rowStart, blockCol0, threads, blockCols); };
+    auto zero = [&] {
+      if (split)
+        zeroRows(tid, threads, rowStart, col0, blockCols);
+      else
+        zeroRows(lane, kWarpSize, rowStart, col0, blockCols);
+    };
     Value used = loadIndex(offsets, idx(experts));
     ifThenElse(
         lt(rowStart, used),
@@ -180,22 +197,34 @@ struct Kernel {
           Value valid = arith::CmpIOp::create(
               b, loc, arith::CmpIPredicate::sge, expertI32,
               arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
-          ifThenElse(
-              valid, [&] { products(tid, rowStart, blockCol0, expert, partials); }, zero);
+          ifThenElse(valid, [&] { compute(expert); }, zero);
         },
         zero);
     gpu::TerminatorOp::create(b, loc);
   }
 
-  /// The warp's 16 x 32 products: four accumulators of four f32 each, over
-  /// the whole depth, or (with `partials`, shared memory) over its quarter,
-  /// summed by warp 0 after a barrier. Then stored by rows g and g + 8.
-  void products(Value tid, Value rowStart, Value blockCol0, Value expert, Value partials) {
-    Value warp = arith::DivUIOp::create(b, loc, tid, idx(kWarpSize));
-    Value lane = arith::RemUIOp::create(b, loc, tid, idx(kWarpSize));
+  /// Rows [rowStart, rowStart + 16) (those inside `rows`) of `width` columns
+  /// from col0 become 0, written by `count` threads (index `thread`).
+  void zeroRows(Value thread, int64_t count, Value rowStart, Value col0, int64_t width) {
+    Type element = cast<MemRefType>(out.getType()).getElementType();
+    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(element));
+    for (int64_t i = 0; i < kTileRows * width; i += count) {
+      // Element i + thread of the 16 x width tile, row-major.
+      Value at = add(idx(i), thread);
+      Value row = add(rowStart, arith::DivUIOp::create(b, loc, at, idx(width)));
+      Value col = add(col0, arith::RemUIOp::create(b, loc, at, idx(width)));
+      ifThen(lt(row, rows), [&] { memref::StoreOp::create(b, loc, zero, out, ValueRange{row, col}); });
+    }
+  }
+
+  /// The warp's 16 x (8 * nTiles) products: nTiles accumulators of four f32
+  /// each, over the whole depth, or (with `partials`, shared memory) over its
+  /// quarter, summed by warp 0 after a barrier. Then stored by rows g and
+  /// g + 8.
+  void products(Value warp, Value lane, Value rowStart, Value col0, int64_t nTiles, Value expert,
+                Value partials) {
     Value group = arith::DivUIOp::create(b, loc, lane, idx(4)); // row / column in a fragment
     Value pairCol = mul(arith::RemUIOp::create(b, loc, lane, idx(4)), idx(2));
-    Value col0 = partials ? blockCol0 : add(blockCol0, mul(warp, idx(kWarpCols)));
     int64_t span = partials ? depth / kSplit : depth;
     Value kBegin = partials ? mul(warp, idx(span)) : idx(0);
     // Rows g and g + 8 of the tile; past the end they read the last row
@@ -204,10 +233,9 @@ struct Kernel {
     Value last = arith::SubIOp::create(b, loc, rows, idx(1));
     Value readRow0 = arith::MinUIOp::create(b, loc, row0, last);
     Value readRow1 = arith::MinUIOp::create(b, loc, row1, last);
-
     Type f32 = b.getF32Type();
     Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
-    SmallVector<Value> init(16, zero);
+    SmallVector<Value> init(4 * nTiles, zero);
     auto resultType = LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
     auto loop = scf::ForOp::create(
         b, loc, kBegin, add(kBegin, idx(span)), idx(kDepthStep), init,
@@ -222,7 +250,7 @@ struct Kernel {
             Value kHigh = add(k, idx(8));
             aFrag.push_back({load2(a, {readRow0, k}), load2(a, {readRow1, k}),
                              load2(a, {readRow0, kHigh}), load2(a, {readRow1, kHigh})});
-            for (int64_t j = 0; j < 4; ++j) {
+            for (int64_t j = 0; j < nTiles; ++j) {
               Value n = add(col0, add(idx(8 * j), group));
               auto at = [&](Value depthIndex) {
                 return expert ? SmallVector<Value>{expert, n, depthIndex}
@@ -232,10 +260,10 @@ struct Kernel {
             }
           }
           for (int64_t step = 0; step < kDepthStep / 16; ++step)
-            for (int64_t j = 0; j < 4; ++j) {
+            for (int64_t j = 0; j < nTiles; ++j) {
               ValueRange c = ValueRange(next).slice(4 * j, 4);
               auto mma = NVVM::MmaOp::create(
-                  b, loc, resultType, aFrag[step], bFrag[4 * step + j], c,
+                  b, loc, resultType, aFrag[step], bFrag[nTiles * step + j], c,
                   ArrayRef<int64_t>{16, 8, 16}, std::nullopt, std::nullopt,
                   std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16, NVVM::MMATypes::bf16},
                   std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
@@ -246,7 +274,7 @@ struct Kernel {
         });
     auto store = [&](ValueRange c) {
       // c0, c1: row g, columns 2q, 2q+1 of the n8 tile; c2, c3: row g + 8.
-      for (int64_t j = 0; j < 4; ++j) {
+      for (int64_t j = 0; j < nTiles; ++j) {
         Value col = add(col0, add(idx(8 * j), pairCol));
         ValueRange tile = c.slice(4 * j, 4);
         ifThen(lt(row0, rows), [&] { store2(tile[0], tile[1], row0, col); });
@@ -257,12 +285,12 @@ struct Kernel {
       store(loop.getResults());
       return;
     }
-    for (int64_t v = 0; v < 16; ++v)
+    for (int64_t v = 0; v < 4 * nTiles; ++v)
       memref::StoreOp::create(b, loc, loop.getResult(v), partials, ValueRange{warp, idx(v), lane});
     gpu::BarrierOp::create(b, loc);
     ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, warp, idx(0)), [&] {
       SmallVector<Value> sums;
-      for (int64_t v = 0; v < 16; ++v) {
+      for (int64_t v = 0; v < 4 * nTiles; ++v) {
         Value sum = loop.getResult(v);
         for (int64_t other = 1; other < kSplit; ++other)
           sum = arith::AddFOp::create(
@@ -308,10 +336,7 @@ struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
     if (!wType.hasStaticShape() || inType.isDynamicDim(1))
       return rewriter.notifyMatchFailure(op, "needs static E, N and K");
     int64_t cols = wType.getDimSize(1), depth = wType.getDimSize(2);
-    int64_t warps = 4;
-    while (warps > 1 && cols % (warps * kWarpCols) != 0)
-      warps /= 2;
-    if (cols % (warps * kWarpCols) != 0 || depth % kDepthStep != 0)
+    if (cols % kWarpCols != 0 || depth % kDepthStep != 0)
       return rewriter.notifyMatchFailure(op, "N must be a multiple of 32 and K of 32");
     if (!tilesHoldOneExpert(op))
       return rewriter.notifyMatchFailure(op, "rows not padded to tiles of 16 per expert");
@@ -332,8 +357,7 @@ struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
                   rows,
                   wType.getDimSize(0),
                   cols,
-                  depth,
-                  warps};
+                  depth};
     kernel.build();
     Value result = bufferization::ToTensorOp::create(
         b, loc, RankedTensorType::get(outType.getShape(), b.getBF16Type()), out,
@@ -375,10 +399,7 @@ struct RouterMatmulToGPU : OpRewritePattern<linalg::GenericOp> {
     if (!isMultiplyAccumulate(op.getRegion().front()) || !isZeroFill(op.getDpsInits()[0]))
       return rewriter.notifyMatchFailure(op, "not a sum of products into zeros");
     int64_t cols = wType.getDimSize(0), depth = wType.getDimSize(1);
-    int64_t warps = 4;
-    while (warps > 1 && cols % (warps * kWarpCols) != 0)
-      warps /= 2;
-    if (cols % (warps * kWarpCols) != 0 || depth % kDepthStep != 0)
+    if (cols % kWarpCols != 0 || depth % kDepthStep != 0)
       return rewriter.notifyMatchFailure(op, "N must be a multiple of 32 and K of 32");
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
@@ -387,7 +408,7 @@ struct RouterMatmulToGPU : OpRewritePattern<linalg::GenericOp> {
     Value out = memref::AllocOp::create(b, loc, bufferType,
                                         bufferType.isDynamicDim(0) ? ValueRange{rows} : ValueRange{});
     Kernel kernel{b,   loc,  readBuffer(b, loc, x), readBuffer(b, loc, w), out, Value(), Value(),
-                  rows, 0,    cols,                  depth,                 warps};
+                  rows, 0,    cols,                  depth};
     kernel.build();
     rewriter.replaceOp(op, bufferization::ToTensorOp::create(b, loc, outType, out,
                                                              /*restrict=*/true,
