@@ -35,6 +35,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
@@ -66,7 +67,7 @@ void moe::registerMoECompilerDialects(DialectRegistry &registry) {
                   scf::SCFDialect, cf::ControlFlowDialect,
                   bufferization::BufferizationDialect, affine::AffineDialect,
                   index::IndexDialect, ub::UBDialect, vector::VectorDialect,
-                  gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect,
+                  gpu::GPUDialect, NVVM::NVVMDialect, nvgpu::NVGPUDialect, LLVM::LLVMDialect,
                   omp::OpenMPDialect>();
 
   // The CUDA pipeline inlines a layer's phase variants into its entry.

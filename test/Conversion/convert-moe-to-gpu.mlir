@@ -20,11 +20,23 @@
 // CHECK: memref.store %{{.+}}, %[[SMEM]]
 // CHECK: gpu.barrier
 // CHECK: arith.truncf %{{.+}} : vector<2xf32> to vector<2xbf16>
+// The prefill form: blocks of four row tiles by 64 columns; where the four tiles share an expert,
+// two shared-memory stages of rows and weights, filled by cp.async and read by ldmatrix.
 // CHECK: } else {
-// CHECK: gpu.launch blocks
-// CHECK-NOT: workgroup(
+// CHECK: gpu.launch blocks{{.+}} workgroup(%[[SA:.+]] : memref<2x64x40xbf16, #gpu.address_space<workgroup>>, %[[SW:.+]] : memref<2x64x40xbf16, #gpu.address_space<workgroup>>)
+// CHECK: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// CHECK: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
+// CHECK: nvgpu.device_async_create_group
+// CHECK: scf.for
+// CHECK: nvgpu.device_async_wait %{{.+}} {numGroups = 1 : i32}
+// CHECK: gpu.barrier
+// CHECK: nvgpu.ldmatrix %[[SA]][{{.+}}] {numTiles = 4 : i32, transpose = false}
+// CHECK: nvgpu.ldmatrix %[[SW]][{{.+}}] {numTiles = 4 : i32, transpose = false}
 // CHECK: nvvm.mma.sync
-// CHECK-NOT: gpu.barrier
+// CHECK: gpu.barrier
+// CHECK: nvgpu.device_async_wait %{{.+}} {numGroups = 0 : i32}
+// Tiles of several experts: each warp its own, from global memory.
+// CHECK: nvvm.mma.sync
 // CHECK: bufferization.to_tensor %[[OUT]]
 // CHECK-NOT: moe.grouped_matmul
 func.func @grouped(%x: tensor<?x128xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8x128x128xbf16>)

@@ -23,6 +23,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -49,6 +50,8 @@ constexpr int64_t kDepthStep = 32;
 /// Warps of a block; in the decode form they share a tile's depth.
 constexpr int64_t kWarps = 4;
 constexpr int64_t kSplit = kWarps;
+/// Elements of a row of a shared-memory stage: 32 of depth and 8 of padding.
+constexpr int64_t kStageRow = 40;
 /// At most this many rows per expert (on average) take the decode form.
 constexpr int64_t kSplitMaxRowsPerExpert = 64;
 
@@ -156,11 +159,19 @@ struct Kernel {
     // ceil(rows / (16 * tiles per block)) blocks of rows.
     int64_t blockRows = kTileRows * blockTiles;
     Value rowBlocks = arith::DivUIOp::create(b, loc, add(rows, idx(blockRows - 1)), idx(blockRows));
+    auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
     SmallVector<Type> shared;
+    // Prefill with 64 columns: two stages of the block's 64 rows and 64
+    // weight rows by 32 of depth, rows padded to 40 elements (80 bytes) so
+    // that ldmatrix's eight row addresses fall in distinct banks.
+    const bool staged = !split && blockCols == 64;
     if (split)
-      shared.push_back(MemRefType::get(
-          {kSplit, 16, kWarpSize}, b.getF32Type(), MemRefLayoutAttrInterface{},
-          gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup)));
+      shared.push_back(
+          MemRefType::get({kSplit, 16, kWarpSize}, b.getF32Type(), MemRefLayoutAttrInterface{},
+                          workgroup));
+    if (staged)
+      shared.append(2, MemRefType::get({2, 64, kStageRow}, b.getBF16Type(),
+                                       MemRefLayoutAttrInterface{}, workgroup));
     auto launch = gpu::LaunchOp::create(b, loc, idx(cols / blockCols), rowBlocks, one,
                                         idx(threads), one, one, nullptr, nullptr, {}, shared);
     OpBuilder::InsertionGuard guard(b);
@@ -177,30 +188,191 @@ struct Kernel {
     auto compute = [&](Value expert) {
       products(warp, lane, rowStart, col0, nTiles, expert, partials);
     };
+    auto computeStaged = [&](Value expert) {
+      stagedProducts(tid, warp, lane, blockRow0, rowStart, col0, expert,
+                     launch.getWorkgroupAttributions()[0], launch.getWorkgroupAttributions()[1]);
+    };
     if (!grouped()) {
-      compute(Value());
+      staged ? computeStaged(Value()) : compute(Value());
       gpu::TerminatorOp::create(b, loc);
       return;
     }
-    auto zero = [&] {
-      if (split)
-        zeroRows(tid, threads, rowStart, col0, blockCols);
-      else
-        zeroRows(lane, kWarpSize, rowStart, col0, blockCols);
-    };
     Value used = loadIndex(offsets, idx(experts));
+    if (staged) {
+      // The block's four tiles share one expert (every tile of a
+      // prefill-sized expert but its last ones): shared-memory stages. Else
+      // each warp its own tile below. The branch is the same for the block.
+      Value first = memref::LoadOp::create(b, loc, rowExpert, ValueRange{blockRow0});
+      Value lastTile = add(blockRow0, idx(kTileRows * (kWarps - 1)));
+      Value same = arith::AndIOp::create(
+          b, loc, lt(lastTile, used),
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, first,
+                                arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0))));
+      auto shareOne = scf::IfOp::create(b, loc, same, /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard inner(b);
+        b.setInsertionPointToStart(shareOne.thenBlock());
+        // Tiles of one expert are contiguous: the first and last agree.
+        Value lastExpert = memref::LoadOp::create(b, loc, rowExpert, ValueRange{lastTile});
+        auto check = scf::IfOp::create(
+            b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, first, lastExpert),
+            /*withElseRegion=*/true);
+        b.setInsertionPointToStart(check.thenBlock());
+        computeStaged(arith::IndexCastOp::create(b, loc, b.getIndexType(), first));
+        b.setInsertionPointToStart(check.elseBlock());
+        perWarp(lane, rowStart, col0, blockCols, used, compute);
+        b.setInsertionPointToStart(shareOne.elseBlock());
+        perWarp(lane, rowStart, col0, blockCols, used, compute);
+      }
+      gpu::TerminatorOp::create(b, loc);
+      return;
+    }
+    if (split)
+      tileOfExpert(rowStart, used, [&] { zeroRows(tid, threads, rowStart, col0, blockCols); },
+                   compute);
+    else
+      perWarp(lane, rowStart, col0, blockCols, used, compute);
+    gpu::TerminatorOp::create(b, loc);
+  }
+
+  /// Each warp its own tile.
+  void perWarp(Value lane, Value rowStart, Value col0, int64_t blockCols, Value used,
+               function_ref<void(Value)> compute) {
+    tileOfExpert(rowStart, used, [&] { zeroRows(lane, kWarpSize, rowStart, col0, blockCols); },
+                 compute);
+  }
+
+  /// The products of the tile at rowStart with its expert's weights, or
+  /// zeros past the used rows or for a tile of no expert.
+  void tileOfExpert(Value rowStart, Value used, function_ref<void()> zero,
+                    function_ref<void(Value)> compute) {
     ifThenElse(
         lt(rowStart, used),
         [&] {
           Value expertI32 = memref::LoadOp::create(b, loc, rowExpert, ValueRange{rowStart});
-          Value expert = arith::IndexCastOp::create(b, loc, b.getIndexType(), expertI32);
           Value valid = arith::CmpIOp::create(
               b, loc, arith::CmpIPredicate::sge, expertI32,
               arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
-          ifThenElse(valid, [&] { compute(expert); }, zero);
+          ifThenElse(
+              valid,
+              [&] { compute(arith::IndexCastOp::create(b, loc, b.getIndexType(), expertI32)); },
+              zero);
         },
         zero);
-    gpu::TerminatorOp::create(b, loc);
+  }
+
+  /// Prefill, the block's 64 rows of one expert by 64 columns: per 32 of
+  /// depth, the 64 x 32 rows of `a` and of the weights go to shared memory
+  /// (cp.async, two 16-byte chunks of each per thread) while the warps
+  /// multiply the other stage; fragments come from ldmatrix (x4: an A
+  /// fragment, or the B fragments of two n8 tiles).
+  void stagedProducts(Value tid, Value warp, Value lane, Value blockRow0, Value rowStart,
+                      Value col0, Value expert, Value tileA, Value tileW) {
+    const int64_t steps = depth / kDepthStep;
+    Value last = arith::SubIOp::create(b, loc, rows, idx(1));
+    auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+    auto copyStage = [&](Value stage, Value k0) -> Value {
+      SmallVector<Value> tokens;
+      for (int64_t i = 0; i < 2; ++i) {
+        Value chunk = add(tid, idx(kWarps * kWarpSize * i));
+        Value row = arith::DivUIOp::create(b, loc, chunk, idx(4));
+        Value k = mul(arith::RemUIOp::create(b, loc, chunk, idx(4)), idx(8));
+        // Rows past the end read the last row; their products are not stored.
+        Value aRow = arith::MinUIOp::create(b, loc, add(blockRow0, row), last);
+        tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+            b, loc, tokenType, tileA, ValueRange{stage, row, k}, a, ValueRange{aRow, add(k0, k)},
+            b.getIndexAttr(8), Value(), b.getUnitAttr()));
+        Value n = add(col0, row);
+        SmallVector<Value> wAt = expert ? SmallVector<Value>{expert, n, add(k0, k)}
+                                        : SmallVector<Value>{n, add(k0, k)};
+        tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+            b, loc, tokenType, tileW, ValueRange{stage, row, k}, w, wAt, b.getIndexAttr(8),
+            Value(), b.getUnitAttr()));
+      }
+      return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+    };
+    auto fragments = VectorType::get({4, 2}, b.getBF16Type());
+    auto asI32 = [&](Value matrices, int64_t i) -> Value {
+      Value pair = vector::ExtractOp::create(b, loc, matrices, ArrayRef<int64_t>{i});
+      Value bits = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), pair);
+      return vector::ExtractOp::create(b, loc, bits, ArrayRef<int64_t>{0});
+    };
+    // ldmatrix x4 rows: A, lanes 0-15 rows 0-15 at k, 16-31 at k + 8; B,
+    // lanes 8m..8m+7 rows (m / 2) * 8 + 0..7 of the tile pair at k + (m % 2) * 8.
+    Value aRowInTile = add(mul(warp, idx(kTileRows)), arith::RemUIOp::create(b, loc, lane, idx(16)));
+    Value aK = mul(arith::DivUIOp::create(b, loc, lane, idx(16)), idx(8));
+    Value matrix = arith::DivUIOp::create(b, loc, lane, idx(8));
+    Value bRow = add(mul(arith::DivUIOp::create(b, loc, matrix, idx(2)), idx(8)),
+                     arith::RemUIOp::create(b, loc, lane, idx(8)));
+    Value bK = mul(arith::RemUIOp::create(b, loc, matrix, idx(2)), idx(8));
+
+    Type f32 = b.getF32Type();
+    const int64_t nTiles = 8;
+    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+    SmallVector<Value> init(4 * nTiles, zero);
+    auto resultType = LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+    Value firstCopy = copyStage(idx(0), idx(0));
+    auto loop = scf::ForOp::create(
+        b, loc, idx(0), idx(steps), idx(1), init,
+        [&](OpBuilder &nb, Location, Value step, ValueRange acc) {
+          OpBuilder::InsertionGuard inner(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value stage = arith::RemUIOp::create(b, loc, step, idx(2));
+          Value other = arith::SubIOp::create(b, loc, idx(1), stage);
+          // The next stage's copy (the last iteration repeats the last
+          // one, into the stage nobody reads any more).
+          Value nextK = arith::MinUIOp::create(b, loc, mul(add(step, idx(1)), idx(kDepthStep)),
+                                               idx(depth - kDepthStep));
+          Value pending = copyStage(other, nextK);
+          nvgpu::DeviceAsyncWaitOp::create(b, loc, pending, b.getI32IntegerAttr(1));
+          gpu::BarrierOp::create(b, loc);
+          SmallVector<Value> next(acc.begin(), acc.end());
+          for (int64_t half = 0; half < kDepthStep / 16; ++half) {
+            Value aFrag = nvgpu::LdMatrixOp::create(
+                b, loc, fragments, tileA, ValueRange{stage, aRowInTile, add(idx(16 * half), aK)},
+                false, 4);
+            SmallVector<Value> aRegs = {asI32(aFrag, 0), asI32(aFrag, 1), asI32(aFrag, 2),
+                                        asI32(aFrag, 3)};
+            for (int64_t pair = 0; pair < nTiles / 2; ++pair) {
+              Value bFrag = nvgpu::LdMatrixOp::create(
+                  b, loc, fragments, tileW,
+                  ValueRange{stage, add(idx(16 * pair), bRow), add(idx(16 * half), bK)}, false,
+                  4);
+              for (int64_t t = 0; t < 2; ++t) {
+                int64_t j = 2 * pair + t;
+                ValueRange c = ValueRange(next).slice(4 * j, 4);
+                auto mma = NVVM::MmaOp::create(
+                    b, loc, resultType, aRegs,
+                    ValueRange{asI32(bFrag, 2 * t), asI32(bFrag, 2 * t + 1)}, c,
+                    ArrayRef<int64_t>{16, 8, 16}, std::nullopt, std::nullopt,
+                    std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16, NVVM::MMATypes::bf16},
+                    std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
+                for (int64_t i = 0; i < 4; ++i)
+                  next[4 * j + i] = LLVM::ExtractValueOp::create(b, loc, mma, i);
+              }
+            }
+          }
+          // Every warp is done with this stage before it is copied over.
+          gpu::BarrierOp::create(b, loc);
+          scf::YieldOp::create(b, loc, next);
+        });
+    // The last iteration's copy lands before the block exits.
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, firstCopy, b.getI32IntegerAttr(0));
+    storeTile(loop.getResults(), lane, rowStart, col0, nTiles);
+  }
+
+  /// Accumulators c0, c1 (row g, columns 2q, 2q+1 of each n8 tile) and c2,
+  /// c3 (row g + 8) to the output, rows past the end left out.
+  void storeTile(ValueRange c, Value lane, Value rowStart, Value col0, int64_t nTiles) {
+    Value group = arith::DivUIOp::create(b, loc, lane, idx(4));
+    Value pairCol = mul(arith::RemUIOp::create(b, loc, lane, idx(4)), idx(2));
+    Value row0 = add(rowStart, group), row1 = add(row0, idx(8));
+    for (int64_t j = 0; j < nTiles; ++j) {
+      Value col = add(col0, add(idx(8 * j), pairCol));
+      ValueRange tile = c.slice(4 * j, 4);
+      ifThen(lt(row0, rows), [&] { store2(tile[0], tile[1], row0, col); });
+      ifThen(lt(row1, rows), [&] { store2(tile[2], tile[3], row1, col); });
+    }
   }
 
   /// Rows [rowStart, rowStart + 16) (those inside `rows`) of `width` columns
@@ -272,15 +444,7 @@ struct Kernel {
             }
           scf::YieldOp::create(b, loc, next);
         });
-    auto store = [&](ValueRange c) {
-      // c0, c1: row g, columns 2q, 2q+1 of the n8 tile; c2, c3: row g + 8.
-      for (int64_t j = 0; j < nTiles; ++j) {
-        Value col = add(col0, add(idx(8 * j), pairCol));
-        ValueRange tile = c.slice(4 * j, 4);
-        ifThen(lt(row0, rows), [&] { store2(tile[0], tile[1], row0, col); });
-        ifThen(lt(row1, rows), [&] { store2(tile[2], tile[3], row1, col); });
-      }
-    };
+    auto store = [&](ValueRange c) { storeTile(c, lane, rowStart, col0, nTiles); };
     if (!partials) {
       store(loop.getResults());
       return;
