@@ -147,17 +147,22 @@ def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
 }
 
 def ConvertMoEToGPU : Pass<"convert-moe-to-gpu"> {
-  let summary = "Lowers bf16 moe.grouped_matmul to a tensor-core kernel";
+  let summary = "Lowers bf16 moe.grouped_matmul to tensor-core kernels";
   let description = [{
     Each bf16 `moe.grouped_matmul` whose rows come in tiles of 16 that hold
     one expert each (a `moe.dispatch` with `row_tile` a multiple of 16, or a
-    one-expert GEMM such as the shared expert) becomes one `gpu.launch`:
-    block (x, y) computes BN columns (32 per warp, up to 4 warps) of the 16
-    rows of row tile y, with `nvvm.mma.sync` m16n8k16 products (bf16 in, f32
-    accumulators) on fragments loaded from global memory, and rounds to
-    bf16. The tile's expert is `row_expert` of its first row; tiles past
-    `expert_offsets[E]` write zeros. N and K must be multiples of 32; other
-    GEMMs (f32, FP8 rows, other shapes) are left to `convert-moe-to-linalg`.
+    one-expert GEMM such as the shared expert) becomes two `gpu.launch`es of
+    4 warps, one of which the host runs by the row count: a warp computes a
+    tile of 16 rows with `nvvm.mma.sync` m16n8k16 products (bf16 in, f32
+    accumulators) and rounds to bf16. With at most 64 rows per expert
+    (decode) the 4 warps split the depth of a 16 x 32 tile and meet in
+    workgroup memory after a barrier; otherwise (prefill) a block takes 4
+    row tiles by 64 columns and, where they share an expert, stages rows
+    and weights through workgroup memory (`nvgpu.device_async_copy`, two
+    stages, `nvgpu.ldmatrix`). A tile's expert is `row_expert` of its first
+    row; tiles past `expert_offsets[E]` write zeros. N and K must be
+    multiples of 32; other GEMMs (f32, FP8 rows, other shapes) are left to
+    `convert-moe-to-linalg`.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
@@ -176,11 +181,11 @@ def MoEGPURouterMatmul : Pass<"moe-gpu-router-matmul"> {
   let description = [{
     The `linalg.generic` that `convert-moe-to-linalg` writes for the
     router's logits, `logits[t, e] = sum_k f32(x[t, k]) * f32(w[e, k])`
-    into zeros with bf16 `x` and `w`, becomes the kernel of
-    `convert-moe-to-gpu` without experts: 16 rows by 32 columns per warp,
-    `nvvm.mma.sync` m16n8k16 with f32 accumulators, stored as f32 (the
-    products are exact, only the order of the sums differs). E and K must be
-    multiples of 32; other GEMMs are left alone.
+    into zeros with bf16 `x` and `w`, becomes the kernels of
+    `convert-moe-to-gpu` without experts (`nvvm.mma.sync` m16n8k16 with f32
+    accumulators), stored as f32: the products are exact, only the order of
+    the sums differs. E and K must be multiples of 32; other GEMMs are left
+    alone.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",

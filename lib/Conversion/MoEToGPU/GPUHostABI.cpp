@@ -42,7 +42,7 @@ public:
     if (Value known = map.lookupOrNull(size))
       return known;
     Location loc = user->getLoc();
-    if (auto argument = dyn_cast<BlockArgument>(size))
+    if (isa<BlockArgument>(size))
       return blame(user, "a loop's or block's argument");
     Operation *op = size.getDefiningOp();
     if (auto dim = dyn_cast<memref::DimOp>(op)) {

@@ -2,9 +2,10 @@
 //
 // A bf16 grouped GEMM over row tiles of one expert: a warp computes 16 rows
 // by 32 or 64 columns with m16n8k16 tensor-core products (`nvvm.mma.sync`,
-// bf16 in, f32 accumulators), fed by 32-bit loads of the fragments straight
-// from global memory (a quad of lanes reads 16 contiguous bytes of a row).
-// The rows come from a dispatch whose `row_tile` is 16, so that no tile
+// bf16 in, f32 accumulators), its fragments read from global memory (32-bit
+// loads: a quad of lanes reads 16 contiguous bytes of a row) or, in the
+// prefill form, from shared-memory stages (cp.async, ldmatrix). The rows
+// come from a dispatch whose `row_tile` is 16, so that no tile
 // straddles two experts; a tile's expert is `row_expert` of its first row.
 // Tiles past `offsets[E]` (the padding the layout allows but this batch
 // does not use) write zeros. Two kernels, chosen on the host (see build()).
