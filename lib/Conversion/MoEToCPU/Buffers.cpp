@@ -13,19 +13,6 @@
 using namespace mlir;
 using namespace mlir::moe;
 
-Value cpu::readBuffer(OpBuilder &b, Location loc, Value tensor) {
-  auto type = cast<RankedTensorType>(tensor.getType());
-  SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
-  if (!strides.empty())
-    strides.back() = 1;
-  auto layout =
-      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides);
-  auto memrefType =
-      MemRefType::get(type.getShape(), type.getElementType(), layout);
-  return bufferization::ToBufferOp::create(b, loc, memrefType, tensor,
-                                           /*read_only=*/true);
-}
-
 Value cpu::allocBuffer(OpBuilder &b, Location loc, RankedTensorType type,
                        ValueRange dynamicSizes) {
   auto memrefType = MemRefType::get(type.getShape(), type.getElementType());

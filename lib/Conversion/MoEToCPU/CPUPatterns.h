@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/PatternMatch.h"
+#include "moe/Conversion/ReadBuffer.h"
 
 namespace mlir::moe::cpu {
 
@@ -79,9 +80,7 @@ void populateCpuDispatchPatterns(RewritePatternSet &patterns,
 // new buffers with loops and hands them back as tensors.
 //===----------------------------------------------------------------------===//
 
-/// A read-only buffer of `tensor`: any offset and outer strides, unit
-/// innermost stride (what vector loads need).
-Value readBuffer(OpBuilder &b, Location loc, Value tensor);
+using moe::readBuffer;
 
 /// A new buffer with the shape of `type` (dynamic extents from `dynamicSizes`).
 Value allocBuffer(OpBuilder &b, Location loc, RankedTensorType type,

@@ -136,6 +136,20 @@ std::optional<int64_t> elementBytes(Type type) {
   return std::nullopt;
 }
 
+/// Advances a byte offset past buffers, each rounded up to the alignment.
+struct Aligner {
+  Aligner(OpBuilder &b, Location loc)
+      : minusOne(arith::ConstantIndexOp::create(b, loc, kBufferAlignment - 1)),
+        mask(arith::ConstantIndexOp::create(b, loc, -kBufferAlignment)) {}
+
+  Value advance(OpBuilder &b, Location loc, Value offset, Value bytes) const {
+    Value padded = arith::AddIOp::create(b, loc, bytes, minusOne);
+    return arith::AddIOp::create(b, loc, offset, arith::AndIOp::create(b, loc, padded, mask));
+  }
+
+  Value minusOne, mask;
+};
+
 /// The aligned byte offsets of `allocs` in the workspace and the total,
 /// computed at the builder's insertion point.
 FailureOr<std::pair<SmallVector<Value>, Value>>
@@ -143,8 +157,7 @@ layOut(OpBuilder &b, Location loc, ArrayRef<memref::AllocOp> allocs,
        SizeMaterializer &sizes) {
   SmallVector<Value> offsets;
   Value offset = arith::ConstantIndexOp::create(b, loc, 0);
-  Value alignMinusOne = arith::ConstantIndexOp::create(b, loc, kBufferAlignment - 1);
-  Value alignMask = arith::ConstantIndexOp::create(b, loc, -kBufferAlignment);
+  Aligner aligner(b, loc);
   for (memref::AllocOp alloc : allocs) {
     MemRefType type = alloc.getType();
     std::optional<int64_t> bytes = elementBytes(type.getElementType());
@@ -160,9 +173,7 @@ layOut(OpBuilder &b, Location loc, ArrayRef<memref::AllocOp> allocs,
       size = arith::MulIOp::create(b, loc, size, *extent);
     }
     offsets.push_back(offset);
-    Value padded = arith::AddIOp::create(b, loc, size, alignMinusOne);
-    offset = arith::AddIOp::create(
-        b, loc, offset, arith::AndIOp::create(b, loc, padded, alignMask));
+    offset = aligner.advance(b, loc, offset, size);
   }
   return std::make_pair(offsets, offset);
 }
@@ -317,8 +328,7 @@ struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
     // The size function lays out the same buffers in the same order: the
     // views' result types and sizes are the allocations'.
     Value total = arith::ConstantIndexOp::create(b, loc, 0);
-    Value alignMinusOne = arith::ConstantIndexOp::create(b, loc, kBufferAlignment - 1);
-    Value alignMask = arith::ConstantIndexOp::create(b, loc, -kBufferAlignment);
+    Aligner aligner(b, loc);
     for (memref::ViewOp view : views) {
       MemRefType type = view.getType();
       Value size = arith::ConstantIndexOp::create(b, loc, *elementBytes(type.getElementType()));
@@ -335,9 +345,7 @@ struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
         }
         size = arith::MulIOp::create(b, loc, size, extent);
       }
-      Value padded = arith::AddIOp::create(b, loc, size, alignMinusOne);
-      total = arith::AddIOp::create(b, loc, total,
-                                    arith::AndIOp::create(b, loc, padded, alignMask));
+      total = aligner.advance(b, loc, total, size);
     }
     func::ReturnOp::create(b, loc, total);
     return success();

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/Passes.h"
+#include "moe/Conversion/ReadBuffer.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -97,6 +98,19 @@ struct Kernel {
     store.setAlignment(uint64_t(2 * element.getIntOrFloatBitWidth() / 8));
   }
 
+  /// acc[4j..4j+4) += A x B over one m16n8k16 product (bf16 operands in
+  /// i32 registers, f32 accumulators).
+  void mma(SmallVector<Value> &acc, int64_t j, ValueRange aRegs, ValueRange bRegs) {
+    Type f32 = b.getF32Type();
+    auto mma = NVVM::MmaOp::create(
+        b, loc, LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32}), aRegs,
+        bRegs, ValueRange(acc).slice(4 * j, 4), ArrayRef<int64_t>{16, 8, 16}, std::nullopt,
+        std::nullopt, std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16, NVVM::MMATypes::bf16},
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
+    for (int64_t i = 0; i < 4; ++i)
+      acc[4 * j + i] = LLVM::ExtractValueOp::create(b, loc, mma, i);
+  }
+
   void ifThen(Value cond, function_ref<void()> then) {
     auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
@@ -111,20 +125,6 @@ struct Kernel {
     then();
     b.setInsertionPointToStart(op.elseBlock());
     otherwise();
-  }
-
-  /// The block's `blockCols` columns of its tile's rows (those inside
-  /// `rows`) become 0, each thread a column of every threads/blockCols-th row.
-  void zeroTile(Value tid, Value rowStart, Value blockCol0, int64_t threads, int64_t blockCols) {
-    Type element = cast<MemRefType>(out.getType()).getElementType();
-    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(element));
-    int64_t rowsAtOnce = threads / blockCols;
-    Value col = add(blockCol0, arith::RemUIOp::create(b, loc, tid, idx(blockCols)));
-    Value firstRow = add(rowStart, arith::DivUIOp::create(b, loc, tid, idx(blockCols)));
-    for (int64_t i = 0; i < kTileRows; i += rowsAtOnce) {
-      Value row = add(firstRow, idx(i));
-      ifThen(lt(row, rows), [&] { memref::StoreOp::create(b, loc, zero, out, ValueRange{row, col}); });
-    }
   }
 
   /// Few rows per expert (decode): a block's four warps take a quarter of
@@ -307,11 +307,9 @@ struct Kernel {
                      arith::RemUIOp::create(b, loc, lane, idx(8)));
     Value bK = mul(arith::RemUIOp::create(b, loc, matrix, idx(2)), idx(8));
 
-    Type f32 = b.getF32Type();
     const int64_t nTiles = 8;
     Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
     SmallVector<Value> init(4 * nTiles, zero);
-    auto resultType = LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
     Value firstCopy = copyStage(idx(0), idx(0));
     auto loop = scf::ForOp::create(
         b, loc, idx(0), idx(steps), idx(1), init,
@@ -339,18 +337,9 @@ struct Kernel {
                   b, loc, fragments, tileW,
                   ValueRange{stage, add(idx(16 * pair), bRow), add(idx(16 * half), bK)}, false,
                   4);
-              for (int64_t t = 0; t < 2; ++t) {
-                int64_t j = 2 * pair + t;
-                ValueRange c = ValueRange(next).slice(4 * j, 4);
-                auto mma = NVVM::MmaOp::create(
-                    b, loc, resultType, aRegs,
-                    ValueRange{asI32(bFrag, 2 * t), asI32(bFrag, 2 * t + 1)}, c,
-                    ArrayRef<int64_t>{16, 8, 16}, std::nullopt, std::nullopt,
-                    std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16, NVVM::MMATypes::bf16},
-                    std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
-                for (int64_t i = 0; i < 4; ++i)
-                  next[4 * j + i] = LLVM::ExtractValueOp::create(b, loc, mma, i);
-              }
+              for (int64_t t = 0; t < 2; ++t)
+                mma(next, 2 * pair + t, aRegs,
+                    ValueRange{asI32(bFrag, 2 * t), asI32(bFrag, 2 * t + 1)});
             }
           }
           // Every warp is done with this stage before it is copied over.
@@ -406,10 +395,8 @@ struct Kernel {
     Value last = arith::SubIOp::create(b, loc, rows, idx(1));
     Value readRow0 = arith::MinUIOp::create(b, loc, row0, last);
     Value readRow1 = arith::MinUIOp::create(b, loc, row1, last);
-    Type f32 = b.getF32Type();
     Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
     SmallVector<Value> init(4 * nTiles, zero);
-    auto resultType = LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
     auto loop = scf::ForOp::create(
         b, loc, kBegin, add(kBegin, idx(span)), idx(kDepthStep), init,
         [&](OpBuilder &nb, Location, Value k0, ValueRange acc) {
@@ -433,16 +420,8 @@ struct Kernel {
             }
           }
           for (int64_t step = 0; step < kDepthStep / 16; ++step)
-            for (int64_t j = 0; j < nTiles; ++j) {
-              ValueRange c = ValueRange(next).slice(4 * j, 4);
-              auto mma = NVVM::MmaOp::create(
-                  b, loc, resultType, aFrag[step], bFrag[nTiles * step + j], c,
-                  ArrayRef<int64_t>{16, 8, 16}, std::nullopt, std::nullopt,
-                  std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16, NVVM::MMATypes::bf16},
-                  std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
-              for (int64_t i = 0; i < 4; ++i)
-                next[4 * j + i] = LLVM::ExtractValueOp::create(b, loc, mma, i);
-            }
+            for (int64_t j = 0; j < nTiles; ++j)
+              mma(next, j, aFrag[step], bFrag[nTiles * step + j]);
           scf::YieldOp::create(b, loc, next);
         });
     auto store = [&](ValueRange c) { storeTile(c, lane, rowStart, col0, nTiles); };
@@ -467,16 +446,6 @@ struct Kernel {
     });
   }
 };
-
-Value readBuffer(OpBuilder &b, Location loc, Value tensor) {
-  auto type = cast<RankedTensorType>(tensor.getType());
-  SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
-  strides.back() = 1;
-  auto layout = StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides);
-  return bufferization::ToBufferOp::create(
-      b, loc, MemRefType::get(type.getShape(), type.getElementType(), layout), tensor,
-      /*read_only=*/true);
-}
 
 /// Whether no row tile of 16 can hold rows of two experts: the offsets come
 /// from a dispatch that pads each expert to 16 rows, or there is one expert.
