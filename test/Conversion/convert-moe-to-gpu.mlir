@@ -2,24 +2,27 @@
 
 // Tests that a bf16 grouped GEMM over rows padded to tiles of 16 becomes two tensor-core kernels
 // the host chooses between by the row count (N <= E * (64 + 15): at most 64 rows per expert):
-// the decode form (4 warps share the depth, 128 = 4 x 32, of 32 columns; partial sums meet in workgroup memory
-// after a barrier) and the prefill form (each warp its own 32 columns). Both read the tile's
-// expert from row_expert of its first row and skip tiles past offsets[E].
+// the decode form (a block's 4 warps take turns along the depth, 32 at a time, of 32 columns; each lane loads
+// 16 bytes of its A rows and weight rows at a time; partial sums meet in workgroup memory after
+// a barrier, an expert's padding rows become zeros) and the prefill form (below). Both read the
+// tile's expert from row_expert of its first row and skip tiles past offsets[E].
 // CHECK-LABEL: func.func @grouped
 // CHECK: %[[ROWS:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<?x128xbf16>
 // CHECK: %[[OUT:.+]] = memref.alloc(%[[ROWS]]) : memref<?x128xbf16>
 // CHECK: %[[LIMIT:.+]] = arith.constant 632 : index
 // CHECK: %[[FEW:.+]] = arith.cmpi ule, %[[ROWS]], %[[LIMIT]] : index
 // CHECK: scf.if %[[FEW]] {
-// CHECK: gpu.launch blocks(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[COLS32:.+]], %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) threads(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[T128:.+]], %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[SMEM:.+]] : memref<4x16x32xf32, #gpu.address_space<workgroup>>)
+// CHECK: gpu.launch blocks(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %c4, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) threads(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %c128, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[SMEM:.+]] : memref<4x16x32xf32, #gpu.address_space<workgroup>>)
 // CHECK: memref.load %{{.+}}[%{{.+}}] : memref<9xi32
 // CHECK: memref.load %{{.+}}[%{{.+}}] : memref<?xi32
 // CHECK: scf.for
-// CHECK-COUNT-4: vector.load {{.+}} {alignment = 4 : i64} : memref<?x128xbf16
+// CHECK-COUNT-2: vector.load {{.+}} {alignment = 16 : i64} : memref<?x128xbf16, {{.+}}>, vector<8xbf16>
+// CHECK-COUNT-4: vector.load {{.+}} {alignment = 16 : i64} : memref<8x128x128xbf16, {{.+}}>, vector<8xbf16>
 // CHECK: nvvm.mma.sync A[{{.+}}] B[{{.+}}] C[{{.+}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
 // CHECK: memref.store %{{.+}}, %[[SMEM]]
 // CHECK: gpu.barrier
-// CHECK: arith.truncf %{{.+}} : vector<2xf32> to vector<2xbf16>
+// CHECK: %[[SUM:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
+// CHECK: arith.truncf %[[SUM]] : f32 to bf16
 // The prefill form: blocks of four row tiles by 64 columns; where the four tiles share an expert,
 // two shared-memory stages of rows and weights, filled by cp.async and read by ldmatrix.
 // CHECK: } else {

@@ -147,8 +147,8 @@ func.func @dispatch_static(%x: tensor<3x16xf32>, %ids: tensor<3x2xi32>)
 // -----
 
 // Tests that moe.dispatch with row_tile = 4 pads each expert's count up to a multiple of 4 in
-// the offsets (exclusive prefix sums over [num_experts + 1]), sizes the rows T*k + E*(4-1) =
-// 6 + 12 = 18, and returns the offsets as its expert_offsets result.
+// the offsets (exclusive prefix sums over [num_experts + 1]), sizes the rows
+// T*k + min(E, T*k)*(4-1) = 6 + 4*3 = 18, and returns the offsets as its expert_offsets result.
 // CHECK-LABEL: func.func @dispatch_row_tile
 // CHECK: %[[COUNTS:.+]] = linalg.generic {{.*}} outs({{.*}} : tensor<4xi32>)
 // CHECK: %[[OFFSETS:.+]] = linalg.generic {{.*}} ins(%[[COUNTS]] : tensor<4xi32>) outs({{.*}} : tensor<5xi32>)
@@ -162,14 +162,10 @@ func.func @dispatch_static(%x: tensor<3x16xf32>, %ids: tensor<3x2xi32>)
 // CHECK: %[[PICK:.+]] = arith.select %[[BEFORE]], %[[PADDED]], %{{.+}} : i32
 // CHECK: arith.addi %[[ACC]], %[[PICK]] : i32
 // CHECK: } -> tensor<5xi32>
-// CHECK-DAG: %[[PAD:.+]] = arith.constant 12 : index
-// CHECK-DAG: %[[PAIRS:.+]] = arith.constant 6 : index
-// CHECK: %[[N:.+]] = arith.addi %[[PAIRS]], %[[PAD]] : index
+// CHECK: arith.constant 18 : index
 // CHECK: tensor.extract %[[OFFSETS]]
-// CHECK: linalg.fill ins(%{{.+}} : i32) outs(%{{.+}} : tensor<?xi32>)
-// CHECK: %[[ROWS:.+]] = tensor.cast %{{.+}} : tensor<?x16xf32> to tensor<18x16xf32>
-// CHECK: %[[RE:.+]] = tensor.cast %{{.+}} : tensor<?xi32> to tensor<18xi32>
-// CHECK: return %[[ROWS]], %[[RE]], %{{.+}}, %[[OFFSETS]] : tensor<18x16xf32>, tensor<18xi32>, tensor<3x2xi32>, tensor<5xi32>
+// CHECK: %[[RE:.+]] = linalg.fill ins(%{{.+}} : i32) outs(%{{.+}} : tensor<18xi32>)
+// CHECK: return %{{.+}}, %{{.+}}, %{{.+}}, %[[OFFSETS]] : tensor<18x16xf32>, tensor<18xi32>, tensor<3x2xi32>, tensor<5xi32>
 func.func @dispatch_row_tile(%x: tensor<3x16xf32>, %ids: tensor<3x2xi32>)
     -> (tensor<18x16xf32>, tensor<18xi32>, tensor<3x2xi32>, tensor<5xi32>) {
   %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 4 row_tile = 4
@@ -180,12 +176,16 @@ func.func @dispatch_row_tile(%x: tensor<3x16xf32>, %ids: tensor<3x2xi32>)
 
 // -----
 
-// Tests that with dynamic tokens the padded row count is T*k + E*(row_tile-1) at run time.
+// Tests that with dynamic tokens the padded row count is T*k + min(E, T*k)*(row_tile-1) at
+// run time: at most min(E, T*k) experts receive a row, each padded by at most 3.
 // CHECK-LABEL: func.func @dispatch_row_tile_dynamic
 // CHECK: %[[T:.+]] = tensor.dim
 // CHECK: %[[PAIRS:.+]] = arith.muli %[[T]], %{{.+}} : index
 // CHECK: %[[OFFSETS:.+]] = linalg.generic {{.*}} outs({{.*}} : tensor<5xi32>)
-// CHECK: %[[PAD:.+]] = arith.constant 12 : index
+// CHECK: %[[E:.+]] = arith.constant 4 : index
+// CHECK: %[[TOUCHED:.+]] = arith.minui %[[PAIRS]], %[[E]] : index
+// CHECK: %[[R1:.+]] = arith.constant 3 : index
+// CHECK: %[[PAD:.+]] = arith.muli %[[TOUCHED]], %[[R1]] : index
 // CHECK: %[[N:.+]] = arith.addi %[[PAIRS]], %[[PAD]] : index
 // CHECK: tensor.empty(%[[N]]) : tensor<?xi32>
 // CHECK: %[[ROWS:.+]] = linalg.generic {{.*}} outs({{.*}} : tensor<?x16xf32>)

@@ -5,13 +5,17 @@
 #o = affine_map<(t, e, k) -> (t, e)>
 
 // Tests that the router's logits GEMM (bf16 x and w, f32 sums into zeros) becomes the tensor-core
-// kernel with f32 stores, in its decode and prefill forms.
+// kernel with f32 stores, in its decode and prefill forms. Without experts the decode form has
+// 16 warps a block over the depth (256 = 8 warps x 32 here, the most that divide) and 8 columns
+// a block (64 / 8 blocks leave few warps).
 // CHECK-LABEL: func.func @logits
 // CHECK-NOT: linalg.generic
 // CHECK: scf.if
-// CHECK: gpu.launch
+// CHECK: gpu.launch {{.+}} threads({{.+}}) in (%{{.+}} = %c256{{.*}}) workgroup(%[[SMEM:.+]] : memref<8x16x8xf32, #gpu.address_space<workgroup>>)
+// CHECK: vector.load {{.+}} {alignment = 16 : i64} : memref<?x256xbf16, {{.+}}>, vector<8xbf16>
 // CHECK: nvvm.mma.sync
-// CHECK: vector.store %{{.+}} {alignment = 8 : i64} : memref<?x64xf32>, vector<2xf32>
+// CHECK: gpu.barrier
+// CHECK: memref.store %{{.+}}, %{{.+}} : memref<?x64xf32>
 // CHECK: } else {
 // CHECK: gpu.launch
 // CHECK: nvvm.mma.sync

@@ -11,6 +11,7 @@
 // and offsets), at linear cost.
 //===----------------------------------------------------------------------===//
 #include "CPUPatterns.h"
+#include "moe/Conversion/PaddedRows.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -85,9 +86,7 @@ struct DispatchToCPU : OpRewritePattern<DispatchOp> {
                            "capacity of " + std::to_string(*capacity) + " per expert");
     }
     Value rows = capacity ? constIndex(b, loc, experts * int64_t(*capacity))
-                          : arith::AddIOp::create(b, loc, pairs,
-                                                  constIndex(b, loc, experts * (tile - 1)))
-                                .getResult();
+                          : paddedRows(b, loc, pairs, experts, tile);
 
     Value x = readBuffer(b, loc, op.getX());
     Value ids = readBuffer(b, loc, op.getExpertIds());

@@ -49,13 +49,24 @@ constexpr int64_t kWarpSize = 32;
 /// Depth per loop iteration: two k16 steps, whose loads are all issued
 /// before their products.
 constexpr int64_t kDepthStep = 32;
-/// Warps of a block; in the decode form they share a tile's depth.
+/// Warps of a prefill block.
 constexpr int64_t kWarps = 4;
-constexpr int64_t kSplit = kWarps;
 /// Elements of a row of a shared-memory stage: 32 of depth and 8 of padding.
 constexpr int64_t kStageRow = 40;
 /// At most this many rows per expert (on average) take the decode form.
 constexpr int64_t kSplitMaxRowsPerExpert = 64;
+/// Warps the decode form wants across the GPU (132 SMs x 16): fewer, and
+/// too few weight loads are in flight to keep HBM busy.
+constexpr int64_t kDecodeWarpsWanted = 2048;
+
+/// The decode form's block: `warps` warps share the depth of one tile's 16
+/// rows by 8 * `tiles` columns; per step each lane reads `chunks` runs of 16
+/// bytes (8 of depth) of each of its rows, a quad of lanes 64 contiguous
+/// bytes per run.
+struct DecodeShape {
+  int64_t warps, tiles, chunks;
+  int64_t stepDepth() const { return 32 * chunks; }
+};
 
 struct Kernel {
   OpBuilder &b;
@@ -135,8 +146,9 @@ struct Kernel {
   /// serves the others (from L1) when their tiles have the same expert. The
   /// host chooses from the row count.
   void build() {
-    if (depth % (kSplit * kDepthStep) != 0) {
-      launch(/*split=*/false);
+    std::optional<DecodeShape> decode = decodeShape();
+    if (!decode) {
+      launch();
       return;
     }
     // Rows per expert: N - E * 15 of the padded rows are choices.
@@ -147,15 +159,37 @@ struct Kernel {
         /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(choice.thenBlock());
-    launch(/*split=*/true);
+    launchDecode(*decode);
     b.setInsertionPointToStart(choice.elseBlock());
-    launch(/*split=*/false);
+    launch();
   }
 
-  void launch(bool split) {
+  /// Four warps a block and 32 columns for a GEMM of several experts (a
+  /// batch has a tile of rows for each expert it touches); eight warps
+  /// for one expert or none (the shared expert, the router), whose batch
+  /// has one tile of rows, and 16 columns, or 8 where 16 leave too few
+  /// warps. Runs of 4 x 16 bytes a lane where the depth allows. None if
+  /// the depth does not divide. (On an H200, DeepSeek-V3's routed GEMMs
+  /// at T = 64 took 1.94 + 1.04 ms with 32 columns, 1.97 + 1.14 with 8,
+  /// 2.31 + 1.26 with 16, and 2.5 + 1.2 with runs of 8 x 16 bytes.)
+  std::optional<DecodeShape> decodeShape() const {
+    const bool several = grouped() && experts > 1;
+    for (int64_t warps = several ? 4 : 8; warps >= 4; warps /= 2)
+      for (int64_t chunks : {4, 2, 1})
+        if (depth % (warps * 32 * chunks) == 0) {
+          int64_t tiles = several && cols % 32 == 0 ? 4
+                          : cols / 16 * warps >= kDecodeWarpsWanted ? 2
+                                                                     : 1;
+          return DecodeShape{warps, tiles, chunks};
+        }
+    return std::nullopt;
+  }
+
+  /// The prefill form.
+  void launch() {
     int64_t threads = kWarps * kWarpSize;
-    int64_t blockCols = split ? kWarpCols : (cols % 64 == 0 ? 64 : 32);
-    int64_t blockTiles = split ? 1 : kWarps;
+    int64_t blockCols = cols % 64 == 0 ? 64 : 32;
+    int64_t blockTiles = kWarps;
     Value one = idx(1);
     // ceil(rows / (16 * tiles per block)) blocks of rows.
     int64_t blockRows = kTileRows * blockTiles;
@@ -165,11 +199,7 @@ struct Kernel {
     // Prefill with 64 columns: two stages of the block's 64 rows and 64
     // weight rows by 32 of depth, rows padded to 40 elements (80 bytes) so
     // that ldmatrix's eight row addresses fall in distinct banks.
-    const bool staged = !split && blockCols == 64;
-    if (split)
-      shared.push_back(
-          MemRefType::get({kSplit, 16, kWarpSize}, b.getF32Type(), MemRefLayoutAttrInterface{},
-                          workgroup));
+    const bool staged = blockCols == 64;
     if (staged)
       shared.append(2, MemRefType::get({2, 64, kStageRow}, b.getBF16Type(),
                                        MemRefLayoutAttrInterface{}, workgroup));
@@ -181,14 +211,10 @@ struct Kernel {
     Value warp = arith::DivUIOp::create(b, loc, tid, idx(kWarpSize));
     Value lane = arith::RemUIOp::create(b, loc, tid, idx(kWarpSize));
     Value blockRow0 = mul(launch.getBlockIds().y, idx(blockRows));
-    // Decode: the block's tile; prefill: the warp's.
-    Value rowStart = split ? blockRow0 : add(blockRow0, mul(warp, idx(kTileRows)));
+    Value rowStart = add(blockRow0, mul(warp, idx(kTileRows)));
     Value col0 = mul(launch.getBlockIds().x, idx(blockCols));
-    Value partials = split ? Value(launch.getWorkgroupAttributions()[0]) : Value();
     int64_t nTiles = blockCols / 8;
-    auto compute = [&](Value expert) {
-      products(warp, lane, rowStart, col0, nTiles, expert, partials);
-    };
+    auto compute = [&](Value expert) { products(lane, rowStart, col0, nTiles, expert); };
     auto computeStaged = [&](Value expert) {
       stagedProducts(tid, warp, lane, blockRow0, rowStart, col0, expert,
                      launch.getWorkgroupAttributions()[0], launch.getWorkgroupAttributions()[1]);
@@ -228,12 +254,151 @@ struct Kernel {
       gpu::TerminatorOp::create(b, loc);
       return;
     }
-    if (split)
-      tileOfExpert(rowStart, used, [&] { zeroRows(tid, threads, rowStart, col0, blockCols); },
-                   compute);
-    else
-      perWarp(lane, rowStart, col0, blockCols, used, compute);
+    perWarp(lane, rowStart, col0, blockCols, used, compute);
     gpu::TerminatorOp::create(b, loc);
+  }
+
+  /// The decode form: a block per tile of 16 rows and 8 * shape.tiles
+  /// columns, its warps taking turns along the depth. Each lane
+  /// loads 16 bytes of depth at a time of its A rows (g, g + 8) and weight
+  /// rows (g of each n8 tile); the m16n8k16 products take them in a
+  /// permuted depth order, the same for A and B (a sum does not care), so
+  /// no lane exchanges anything. The warps' partial sums meet in workgroup
+  /// memory, each output summed by one thread in warp order.
+  void launchDecode(DecodeShape shape) {
+    int64_t threads = shape.warps * kWarpSize;
+    int64_t blockCols = 8 * shape.tiles;
+    auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+    auto partialsType = MemRefType::get({shape.warps, kTileRows, blockCols}, b.getF32Type(),
+                                        MemRefLayoutAttrInterface{}, workgroup);
+    Value one = idx(1);
+    Value rowBlocks = arith::DivUIOp::create(b, loc, add(rows, idx(kTileRows - 1)), idx(kTileRows));
+    auto launch = gpu::LaunchOp::create(b, loc, idx(cols / blockCols), rowBlocks, one,
+                                        idx(threads), one, one, nullptr, nullptr, {},
+                                        TypeRange{partialsType});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    Value tid = launch.getThreadIds().x;
+    Value warp = arith::DivUIOp::create(b, loc, tid, idx(kWarpSize));
+    Value lane = arith::RemUIOp::create(b, loc, tid, idx(kWarpSize));
+    Value rowStart = mul(launch.getBlockIds().y, idx(kTileRows));
+    Value col0 = mul(launch.getBlockIds().x, idx(blockCols));
+    Value partials = launch.getWorkgroupAttributions()[0];
+    auto compute = [&](Value expert) {
+      decodeProducts(shape, tid, warp, lane, rowStart, col0, expert, partials);
+    };
+    if (!grouped())
+      compute(Value());
+    else
+      tileOfExpert(rowStart, loadIndex(offsets, idx(experts)),
+                   [&] { zeroRows(tid, threads, rowStart, col0, blockCols); }, compute);
+    gpu::TerminatorOp::create(b, loc);
+  }
+
+  /// Whether `row` is padding (row_expert -1).
+  Value isPadding(Value row) {
+    Value expertI32 = memref::LoadOp::create(b, loc, rowExpert, ValueRange{row});
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, expertI32,
+                                 arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
+  }
+
+  /// `row`, or `other` where `row` is padding of a grouped GEMM.
+  Value realRowOr(Value row, Value other) {
+    if (!grouped())
+      return row;
+    return arith::SelectOp::create(b, loc, isPadding(row), other, row);
+  }
+
+  /// 16 bytes (8 of depth) at `indices` as four i32 registers.
+  SmallVector<Value> load8(Value buffer, ValueRange indices) {
+    auto run = VectorType::get({8}, b.getBF16Type());
+    auto load = vector::LoadOp::create(b, loc, run, buffer, indices);
+    load.setAlignment(uint64_t(16));
+    Value bits = vector::BitCastOp::create(b, loc, VectorType::get({4}, b.getI32Type()), load);
+    SmallVector<Value> regs;
+    for (int64_t i = 0; i < 4; ++i)
+      regs.push_back(vector::ExtractOp::create(b, loc, bits, ArrayRef<int64_t>{i}));
+    return regs;
+  }
+
+  /// The decode form's products. Lane (g = lane / 4, q = lane % 4) holds,
+  /// per run of 32 of depth at k, elements k + 8q .. k + 8q + 7 of its rows
+  /// as registers r0..r3. For the two k16 products h = 0, 1 of the run, r[2h]
+  /// stands for the fragment's depth 2q, 2q + 1 and r[2h + 1] for 2q + 8,
+  /// 2q + 9, in A (a0/a2 of row g, a1/a3 of row g + 8) and in B alike.
+  void decodeProducts(DecodeShape shape, Value tid, Value warp, Value lane, Value rowStart,
+                      Value col0, Value expert, Value partials) {
+    Value group = arith::DivUIOp::create(b, loc, lane, idx(4));
+    Value quadOffset = mul(arith::RemUIOp::create(b, loc, lane, idx(4)), idx(8));
+    // The warps take turns along the depth, a step each, so that together
+    // they read warps x 64 contiguous bytes of each weight row at a time
+    // (fewer DRAM pages opened than a contiguous share per warp).
+    Value kBegin = mul(warp, idx(shape.stepDepth()));
+    // Rows past the end and an expert's padding rows read the tile's first
+    // row (a warp's loads of one address are one transaction); their
+    // products are not stored or become zeros.
+    Value last = arith::SubIOp::create(b, loc, rows, idx(1));
+    Value row0 = add(rowStart, group);
+    Value readRow0 = realRowOr(arith::MinUIOp::create(b, loc, row0, last), rowStart);
+    Value readRow1 = realRowOr(arith::MinUIOp::create(b, loc, add(row0, idx(8)), last), rowStart);
+    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+    SmallVector<Value> init(4 * shape.tiles, zero);
+    auto loop = scf::ForOp::create(
+        b, loc, kBegin, idx(depth), idx(shape.warps * shape.stepDepth()), init,
+        [&](OpBuilder &nb, Location, Value k0, ValueRange acc) {
+          OpBuilder::InsertionGuard inner(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          SmallVector<Value> next(acc.begin(), acc.end());
+          // Every load of the step first: more of them in flight.
+          SmallVector<SmallVector<Value>> a0, a1, w;
+          for (int64_t c = 0; c < shape.chunks; ++c) {
+            Value k = add(add(k0, idx(32 * c)), quadOffset);
+            a0.push_back(load8(a, {readRow0, k}));
+            a1.push_back(load8(a, {readRow1, k}));
+            for (int64_t j = 0; j < shape.tiles; ++j) {
+              Value n = add(col0, add(idx(8 * j), group));
+              w.push_back(expert ? load8(this->w, {expert, n, k}) : load8(this->w, {n, k}));
+            }
+          }
+          for (int64_t c = 0; c < shape.chunks; ++c)
+            for (int64_t h = 0; h < 2; ++h)
+              for (int64_t j = 0; j < shape.tiles; ++j) {
+                ArrayRef<Value> wRegs = w[shape.tiles * c + j];
+                mma(next, j,
+                    ValueRange{a0[c][2 * h], a1[c][2 * h], a0[c][2 * h + 1], a1[c][2 * h + 1]},
+                    ValueRange{wRegs[2 * h], wRegs[2 * h + 1]});
+              }
+          scf::YieldOp::create(b, loc, next);
+        });
+    // Accumulator 4j + i holds row g + 8 (i / 2), column 8j + 2q + i % 2.
+    Value pairCol = arith::DivUIOp::create(b, loc, quadOffset, idx(4));
+    for (int64_t j = 0; j < shape.tiles; ++j)
+      for (int64_t i = 0; i < 4; ++i)
+        memref::StoreOp::create(
+            b, loc, loop.getResult(4 * j + i), partials,
+            ValueRange{warp, add(group, idx(8 * (i / 2))), add(idx(8 * j + i % 2), pairCol)});
+    gpu::BarrierOp::create(b, loc);
+    int64_t blockCols = 8 * shape.tiles;
+    int64_t outputs = kTileRows * blockCols;
+    Type element = cast<MemRefType>(out.getType()).getElementType();
+    for (int64_t first = 0; first < outputs; first += shape.warps * kWarpSize) {
+      Value at = add(tid, idx(first));
+      Value row = arith::DivUIOp::create(b, loc, at, idx(blockCols));
+      Value col = arith::RemUIOp::create(b, loc, at, idx(blockCols));
+      Value outRow = add(rowStart, row);
+      Value inside = arith::AndIOp::create(b, loc, lt(at, idx(outputs)), lt(outRow, rows));
+      ifThen(inside, [&] {
+        Value sum = memref::LoadOp::create(b, loc, partials, ValueRange{idx(0), row, col});
+        for (int64_t other = 1; other < shape.warps; ++other)
+          sum = arith::AddFOp::create(
+              b, loc, sum, memref::LoadOp::create(b, loc, partials, ValueRange{idx(other), row, col}));
+        if (grouped())
+          sum = arith::SelectOp::create(b, loc, isPadding(outRow), zero, sum);
+        if (!element.isF32())
+          sum = arith::TruncFOp::create(b, loc, element, sum);
+        memref::StoreOp::create(b, loc, sum, out, ValueRange{outRow, add(col0, col)});
+      });
+    }
   }
 
   /// Each warp its own tile.
@@ -379,16 +544,11 @@ struct Kernel {
     }
   }
 
-  /// The warp's 16 x (8 * nTiles) products: nTiles accumulators of four f32
-  /// each, over the whole depth, or (with `partials`, shared memory) over its
-  /// quarter, summed by warp 0 after a barrier. Then stored by rows g and
-  /// g + 8.
-  void products(Value warp, Value lane, Value rowStart, Value col0, int64_t nTiles, Value expert,
-                Value partials) {
+  /// The warp's 16 x (8 * nTiles) products over the whole depth: nTiles
+  /// accumulators of four f32 each, stored by rows g and g + 8.
+  void products(Value lane, Value rowStart, Value col0, int64_t nTiles, Value expert) {
     Value group = arith::DivUIOp::create(b, loc, lane, idx(4)); // row / column in a fragment
     Value pairCol = mul(arith::RemUIOp::create(b, loc, lane, idx(4)), idx(2));
-    int64_t span = partials ? depth / kSplit : depth;
-    Value kBegin = partials ? mul(warp, idx(span)) : idx(0);
     // Rows g and g + 8 of the tile; past the end they read the last row
     // (a zero product is discarded) and are not stored.
     Value row0 = add(rowStart, group), row1 = add(row0, idx(8));
@@ -398,7 +558,7 @@ struct Kernel {
     Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
     SmallVector<Value> init(4 * nTiles, zero);
     auto loop = scf::ForOp::create(
-        b, loc, kBegin, add(kBegin, idx(span)), idx(kDepthStep), init,
+        b, loc, idx(0), idx(depth), idx(kDepthStep), init,
         [&](OpBuilder &nb, Location, Value k0, ValueRange acc) {
           OpBuilder::InsertionGuard inner(b);
           b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
@@ -424,26 +584,7 @@ struct Kernel {
               mma(next, j, aFrag[step], bFrag[nTiles * step + j]);
           scf::YieldOp::create(b, loc, next);
         });
-    auto store = [&](ValueRange c) { storeTile(c, lane, rowStart, col0, nTiles); };
-    if (!partials) {
-      store(loop.getResults());
-      return;
-    }
-    for (int64_t v = 0; v < 4 * nTiles; ++v)
-      memref::StoreOp::create(b, loc, loop.getResult(v), partials, ValueRange{warp, idx(v), lane});
-    gpu::BarrierOp::create(b, loc);
-    ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, warp, idx(0)), [&] {
-      SmallVector<Value> sums;
-      for (int64_t v = 0; v < 4 * nTiles; ++v) {
-        Value sum = loop.getResult(v);
-        for (int64_t other = 1; other < kSplit; ++other)
-          sum = arith::AddFOp::create(
-              b, loc, sum,
-              memref::LoadOp::create(b, loc, partials, ValueRange{idx(other), idx(v), lane}));
-        sums.push_back(sum);
-      }
-      store(sums);
-    });
+    storeTile(loop.getResults(), lane, rowStart, col0, nTiles);
   }
 };
 

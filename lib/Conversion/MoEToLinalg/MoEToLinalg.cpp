@@ -1,5 +1,6 @@
 //===- MoEToLinalg.cpp - lower moe compute ops to linalg on tensors -------===//
 #include "LinalgBuilders.h"
+#include "moe/Conversion/PaddedRows.h"
 #include "moe/Conversion/Passes.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 
@@ -315,12 +316,8 @@ struct DispatchLowering : OpRewritePattern<DispatchOp> {
       rowsTotal = arith::ConstantIndexOp::create(b, experts * int64_t(*capacity));
     } else {
       offsets = paddedOffsets(b, flatIds, experts, tile);
-      OpFoldResult rows = pairs;
-      if (tile > 1)
-        rows = getAsOpFoldResult(arith::AddIOp::create(
-            b, getValueOrCreateConstantIndexOp(b, b.getLoc(), pairs),
-            arith::ConstantIndexOp::create(b, experts * (tile - 1))));
-      rowsTotal = getValueOrCreateConstantIndexOp(b, b.getLoc(), rows);
+      rowsTotal = paddedRows(b, b.getLoc(), getValueOrCreateConstantIndexOp(b, b.getLoc(), pairs),
+                             experts, tile);
     }
     Value base = buildGeneric(
         b, flatIds, buildEmpty(b, {pairs}, b.getI32Type()), {Dims{0}, Dims{0}}, 1,

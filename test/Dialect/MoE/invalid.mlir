@@ -560,7 +560,7 @@ func.func @dispatch_c1_dynamic_k(%x: tensor<?x64xf32>, %ids: tensor<?x?xi32>) {
 
 // Tests that dispatch_c2: dispatched is [T*k+E*(row_tile-1), H] (T*k without row_tile).
 func.func @dispatch_c2_shape(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>) {
-  // expected-error @+1 {{dispatch_c2: dispatched must be [T*k+E*(row_tile-1)=8, H=64], got 'tensor<4x64xf32>'}}
+  // expected-error @+1 {{dispatch_c2: dispatched must be [T*k+min(E,T*k)*(row_tile-1)=8, H=64], got 'tensor<4x64xf32>'}}
   %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
     : (tensor<4x64xf32>, tensor<4x2xi32>) -> (tensor<4x64xf32>, tensor<4xi32>, tensor<4x2xi32>)
   return
@@ -601,7 +601,7 @@ func.func @dispatch_c3_rank(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>) {
 // Tests that dispatch_c2: with row_tile each expert's rows are padded, so a static T gives
 // T*k + num_experts*(row_tile-1) rows (8 + 8*3 = 32); the unpadded T*k rows are rejected.
 func.func @dispatch_c2_row_tile(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>) {
-  // expected-error @+1 {{dispatch_c2: dispatched must be [T*k+E*(row_tile-1)=32, H=64], got 'tensor<8x64xf32>'}}
+  // expected-error @+1 {{dispatch_c2: dispatched must be [T*k+min(E,T*k)*(row_tile-1)=32, H=64], got 'tensor<8x64xf32>'}}
   %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8 row_tile = 4
     : (tensor<4x64xf32>, tensor<4x2xi32>) -> (tensor<8x64xf32>, tensor<8xi32>, tensor<4x2xi32>)
   return

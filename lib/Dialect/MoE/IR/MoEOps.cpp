@@ -428,7 +428,7 @@ LogicalResult DispatchOp::verify() {
   if (ids[1] < 1 || ids[1] > limits::kMaxTopK || numExperts > limits::kMaxExperts ||
       capacityValue > kMaxI32 || !within(x[0], 0, kMaxI32) || rowTile > kMaxRowTile ||
       (!ShapedType::isDynamic(x[0]) &&
-       x[0] * ids[1] + numExperts * (rowTile - 1) > kMaxI32) ||
+       paddedRows(x[0] * ids[1], numExperts, rowTile) > kMaxI32) ||
       capacityValue * numExperts > kMaxI32)
     return emitOpError() << "dispatch_c6: k in [1, " << limits::kMaxTopK
                          << "], num_experts at most " << limits::kMaxExperts
@@ -455,11 +455,11 @@ LogicalResult DispatchOp::verify() {
   }
   int64_t expectedRows = ShapedType::isDynamic(x[0]) || ShapedType::isDynamic(ids[1])
                              ? ShapedType::kDynamic
-                             : x[0] * ids[1] + numExperts * (rowTile - 1);
+                             : paddedRows(x[0] * ids[1], numExperts, rowTile);
   if (getCapacity())
     expectedRows = rows[0];
   if (!agree(rows[0], expectedRows) || !agree(rows[1], x[1]))
-    return emitOpError() << "dispatch_c2: dispatched must be [T*k+E*(row_tile-1)="
+    return emitOpError() << "dispatch_c2: dispatched must be [T*k+min(E,T*k)*(row_tile-1)="
                          << dimStr(expectedRows) << ", H=" << dimStr(x[1])
                          << "], got " << getDispatched().getType();
   if (failed(expectRank(op, "dispatch_c3", "row_expert", getRowExpert(), 1)))

@@ -303,7 +303,7 @@ struct MoEDecomposeLayerPass
       tile = b.getI64IntegerAttr(rowTile);
     int64_t rows = ShapedType::isDynamic(inputTokens)
                        ? ShapedType::kDynamic
-                       : inputTokens * topK + localExperts * (rowTile - 1);
+                       : DispatchOp::paddedRows(inputTokens * topK, localExperts, rowTile);
     if (decode) {
       capacity = b.getI64IntegerAttr(fixed.capacityPerExpert);
       rows = fixed.maskedRows;

@@ -163,7 +163,8 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
 
     With `row_tile = R` each expert's rows are padded to a multiple of R
     (the layout a GEMM with row tiles of R wants: every tile holds rows of
-    one expert), so `N = T*k + num_experts*(R-1)` rows at most; padding rows
+    one expert), so `N = T*k + min(num_experts, T*k)*(R-1)` rows at most
+    (at most that many experts receive a row); padding rows
     are zero with `row_expert = -1`. A negative id marks a (token, choice)
     that is not for this rank (see `moe.ep_dispatch`): it gets no row and
     `slot = -1`; unused rows at the end are zero with `row_expert = -1`.
@@ -200,6 +201,11 @@ def MoE_DispatchOp : MoE_Op<"dispatch", [Pure]> {
   let extraClassDeclaration = [{
     /// Rows per tile of the layout (1: no padding).
     int64_t getRowTileOrOne() { return getRowTile() ? int64_t(*getRowTile()) : 1; }
+    /// Rows of the padded layout for `pairs` = T*k choices: at most
+    /// min(E, T*k) experts receive a row, each padded by at most R - 1.
+    static int64_t paddedRows(int64_t pairs, int64_t numExperts, int64_t rowTile) {
+      return pairs + std::min(numExperts, pairs) * (rowTile - 1);
+    }
   }];
   let hasVerifier = 1;
 }
