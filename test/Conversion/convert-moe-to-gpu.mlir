@@ -7,8 +7,10 @@
 // a barrier, an expert's padding rows become zeros) and the prefill form (below). Both read the
 // tile's expert from row_expert of its first row and skip tiles past offsets[E].
 // CHECK-LABEL: func.func @grouped
-// CHECK: %[[ROWS:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<?x128xbf16>
-// CHECK: %[[OUT:.+]] = memref.alloc(%[[ROWS]]) : memref<?x128xbf16>
+// The dispatch's two kernels come first (@dispatch below).
+// CHECK: gpu.launch
+// CHECK: gpu.launch
+// CHECK: %[[OUT:.+]] = memref.alloc(%[[ROWS:.+]]) : memref<?x128xbf16>
 // CHECK: %[[LIMIT:.+]] = arith.constant 632 : index
 // CHECK: %[[FEW:.+]] = arith.cmpi ule, %[[ROWS]], %[[LIMIT]] : index
 // CHECK: scf.if %[[FEW]] {
@@ -55,10 +57,11 @@ func.func @grouped(%x: tensor<?x128xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8x1
 // -----
 
 // Tests that rows not padded to tiles of 16 (row_tile 1), f32 weights and a depth that is not a
-// multiple of 32 keep moe.grouped_matmul for convert-moe-to-linalg.
+// multiple of 32 keep moe.grouped_matmul for convert-moe-to-linalg (their dispatches become
+// kernels all the same).
 // CHECK-LABEL: func.func @left_alone
 // CHECK-COUNT-3: moe.grouped_matmul
-// CHECK-NOT: gpu.launch
+// CHECK-NOT: nvvm.mma.sync
 func.func @left_alone(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8x128x64xbf16>,
                       %xf: tensor<?x64xf32>, %wf: tensor<8x128x64xf32>,
                       %x24: tensor<?x24xbf16>, %w24: tensor<8x128x24xbf16>)
@@ -79,4 +82,84 @@ func.func @left_alone(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8
   %h24 = moe.grouped_matmul %r24, %w24, %re24 offsets %o24
     : (tensor<?x24xbf16>, tensor<8x128x24xbf16>, tensor<?xi32>, tensor<9xi32>) -> tensor<?x128xbf16>
   return %h, %hf, %h24 : tensor<?x128xbf16>, tensor<?x128xf32>, tensor<?x128xbf16>
+}
+
+// -----
+
+// Tests that moe.dispatch becomes two kernels: one block with a thread per expert (8 -> 32
+// threads) counts its choices into workgroup memory, then after a barrier sums the padded counts
+// before its own (its offset), walks the choices again and numbers its rows (slot, row_expert,
+// the row's token), and marks its padding rows and, strided over the threads, the rows past the
+// last expert's; then a block per row (T*k + min(E, T*k)*15 rows) copies its token's x or zeros.
+// CHECK-LABEL: func.func @dispatch
+// CHECK: %[[PAIRS:.+]] = arith.muli %{{.+}}, %c2 : index
+// CHECK: %[[TOUCHED:.+]] = arith.minui %[[PAIRS]], %c8 : index
+// CHECK: %[[PAD:.+]] = arith.muli %[[TOUCHED]], %c15 : index
+// CHECK: %[[ROWS:.+]] = arith.addi %[[PAIRS]], %[[PAD]] : index
+// CHECK: %[[X:.+]] = memref.alloc(%[[ROWS]]) : memref<?x64xbf16>
+// CHECK: %[[RE:.+]] = memref.alloc(%[[ROWS]]) : memref<?xi32>
+// CHECK: %[[TOKEN:.+]] = memref.alloc(%[[ROWS]]) : memref<?xi32>
+// CHECK: %[[SLOT:.+]] = memref.alloc(%{{.+}}) : memref<?x2xi32>
+// CHECK: %[[OFF:.+]] = memref.alloc() : memref<9xi32>
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c1, %{{.+}} = %c1, %{{.+}} = %c1) threads({{.+}}) in (%{{.+}} = %c32, %{{.+}} = %c1, %{{.+}} = %c1) workgroup(%[[COUNTS:.+]] : memref<8xi32, #gpu.address_space<workgroup>>)
+// CHECK: scf.for %{{.+}} = %{{.+}} to %[[PAIRS]]
+// CHECK: memref.store %{{.+}}, %[[COUNTS]]
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[COUNTS]]
+// CHECK: memref.store %{{.+}}, %[[OFF]]
+// CHECK: scf.for %{{.+}} = %{{.+}} to %[[PAIRS]]
+// CHECK: memref.store %{{.+}}, %[[SLOT]]
+// CHECK: memref.store %{{.+}}, %[[RE]]
+// CHECK: memref.store %{{.+}}, %[[TOKEN]]
+// CHECK: gpu.terminator
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %[[ROWS]], %{{.+}} = %c1, %{{.+}} = %c1) threads({{.+}}) in (%{{.+}} = %c256,
+// CHECK: memref.load %[[TOKEN]]
+// CHECK: arith.select %{{.+}}, %{{.+}}, %{{.+}} : bf16
+// CHECK: memref.store %{{.+}}, %[[X]]
+// CHECK-NOT: moe.dispatch
+func.func @dispatch(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>)
+    -> (tensor<?x64xbf16>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>) {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 8 row_tile = 16
+    : (tensor<?x64xbf16>, tensor<?x2xi32>)
+      -> (tensor<?x64xbf16>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+  return %rows, %re, %slot, %off : tensor<?x64xbf16>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>
+}
+
+// -----
+
+// Tests that a bf16 moe.route becomes the logits GEMM on tensor cores (its two forms) and one
+// kernel with a block per token and a thread per expert (64): sigmoid scores, the correction
+// bias, group scores by one thread per group (8), the groups ranked below topk_group dropped,
+// each expert's rank among all, the k = 4 best writing their ids, one thread normalizing and
+// scaling the weights.
+// CHECK-LABEL: func.func @route
+// CHECK: %[[T:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<?x128xbf16>
+// CHECK: %[[LOGITS:.+]] = memref.alloc(%[[T]]) : memref<?x64xf32>
+// CHECK: nvvm.mma.sync
+// CHECK: nvvm.mma.sync
+// CHECK: %[[IDS:.+]] = memref.alloc(%[[T]]) : memref<?x4xi32>
+// CHECK: %[[W:.+]] = memref.alloc(%[[T]]) : memref<?x4xf32>
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %[[T]], %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) threads({{.+}}) in (%{{.+}} = %c64{{.*}}, %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) workgroup(%[[RAW:.+]] : memref<64xf32, #gpu.address_space<workgroup>>, %[[SCORES:.+]] : memref<64xf32, #gpu.address_space<workgroup>>, %[[SEL:.+]] : memref<64xf32, #gpu.address_space<workgroup>>, %[[GROUPS:.+]] : memref<8xf32, #gpu.address_space<workgroup>>, %[[CHOSEN:.+]] : memref<4xf32, #gpu.address_space<workgroup>>)
+// CHECK: memref.load %[[LOGITS]]
+// CHECK: gpu.barrier
+// CHECK: math.exp
+// CHECK: memref.store %{{.+}}, %[[SEL]]
+// CHECK: gpu.barrier
+// CHECK: memref.store %{{.+}}, %[[GROUPS]]
+// CHECK: gpu.barrier
+// CHECK: memref.store %{{.+}}, %[[SEL]]
+// CHECK: gpu.barrier
+// CHECK: memref.store %{{.+}}, %[[IDS]]
+// CHECK: memref.store %{{.+}}, %[[CHOSEN]]
+// CHECK: gpu.barrier
+// CHECK: arith.divf
+// CHECK: arith.mulf
+// CHECK: memref.store %{{.+}}, %[[W]]
+// CHECK-NOT: moe.route
+func.func @route(%x: tensor<?x128xbf16>, %w: tensor<64x128xbf16>, %bias: tensor<64xf32>)
+    -> (tensor<?x4xi32>, tensor<?x4xf32>) {
+  %ids, %weights = moe.route %x, %w bias %bias
+    routing <sigmoid, top_k = 4, n_group = 8, topk_group = 4, normalize, scale = 2.5, correction_bias>
+    : (tensor<?x128xbf16>, tensor<64x128xbf16>, tensor<64xf32>) -> (tensor<?x4xi32>, tensor<?x4xf32>)
+  return %ids, %weights : tensor<?x4xi32>, tensor<?x4xf32>
 }

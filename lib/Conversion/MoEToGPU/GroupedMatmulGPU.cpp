@@ -14,6 +14,7 @@
 // results: the router's logits (`moe-gpu-router-matmul`).
 //
 //===----------------------------------------------------------------------===//
+#include "GPUKernels.h"
 #include "moe/Conversion/Passes.h"
 #include "moe/Conversion/ReadBuffer.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
@@ -23,6 +24,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -588,6 +590,18 @@ struct Kernel {
   }
 };
 
+} // namespace
+
+bool mlir::moe::denseTensorCoreGemmApplies(int64_t cols, int64_t depth) {
+  return cols % kWarpCols == 0 && depth % kDepthStep == 0;
+}
+
+void mlir::moe::buildDenseTensorCoreGemm(OpBuilder &b, Location loc, Value a, Value w, Value out,
+                                         Value rows, int64_t cols, int64_t depth) {
+  Kernel{b, loc, a, w, out, Value(), Value(), rows, 0, cols, depth}.build();
+}
+
+namespace {
 /// Whether no row tile of 16 can hold rows of two experts: the offsets come
 /// from a dispatch that pads each expert to 16 rows, or there is one expert.
 bool tilesHoldOneExpert(GroupedMatmulOp op) {
@@ -674,7 +688,7 @@ struct RouterMatmulToGPU : OpRewritePattern<linalg::GenericOp> {
     if (!isMultiplyAccumulate(op.getRegion().front()) || !isZeroFill(op.getDpsInits()[0]))
       return rewriter.notifyMatchFailure(op, "not a sum of products into zeros");
     int64_t cols = wType.getDimSize(0), depth = wType.getDimSize(1);
-    if (cols % kWarpCols != 0 || depth % kDepthStep != 0)
+    if (!denseTensorCoreGemmApplies(cols, depth))
       return rewriter.notifyMatchFailure(op, "N must be a multiple of 32 and K of 32");
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
@@ -682,9 +696,8 @@ struct RouterMatmulToGPU : OpRewritePattern<linalg::GenericOp> {
     auto bufferType = MemRefType::get(outType.getShape(), b.getF32Type());
     Value out = memref::AllocOp::create(b, loc, bufferType,
                                         bufferType.isDynamicDim(0) ? ValueRange{rows} : ValueRange{});
-    Kernel kernel{b,   loc,  readBuffer(b, loc, x), readBuffer(b, loc, w), out, Value(), Value(),
-                  rows, 0,    cols,                  depth};
-    kernel.build();
+    buildDenseTensorCoreGemm(b, loc, readBuffer(b, loc, x), readBuffer(b, loc, w), out, rows,
+                             cols, depth);
     rewriter.replaceOp(op, bufferization::ToTensorOp::create(b, loc, outType, out,
                                                              /*restrict=*/true,
                                                              /*writable=*/true));
@@ -728,11 +741,22 @@ struct MoEGPURouterMatmulPass
 
 struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass> {
   void runOnOperation() override {
+    // The GEMMs first: whether their rows come in tiles of one expert is
+    // read off the moe.dispatch that the second step replaces.
+    RewritePatternSet gemmPatterns(&getContext());
+    gemmPatterns.add<GroupedMatmulToGPU>(&getContext());
+    SmallVector<Operation *> gemms, others;
+    getOperation()->walk([&](Operation *op) {
+      if (isa<GroupedMatmulOp>(op))
+        gemms.push_back(op);
+      if (isa<RouteOp, DispatchOp>(op))
+        others.push_back(op);
+    });
     RewritePatternSet patterns(&getContext());
-    patterns.add<GroupedMatmulToGPU>(&getContext());
-    SmallVector<Operation *> gemms;
-    getOperation()->walk([&](GroupedMatmulOp op) { gemms.push_back(op); });
-    if (failed(applyOpPatternsGreedily(gemms, std::move(patterns))))
+    populateRouteToGPUPatterns(patterns);
+    populateDispatchToGPUPatterns(patterns);
+    if (failed(applyOpPatternsGreedily(gemms, std::move(gemmPatterns))) ||
+        failed(applyOpPatternsGreedily(others, std::move(patterns))))
       signalPassFailure();
   }
 };

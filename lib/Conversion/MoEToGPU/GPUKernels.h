@@ -1,0 +1,25 @@
+//===- GPUKernels.h - kernels the GPU lowerings share -----------*- C++ -*-===//
+#ifndef MOE_CONVERSION_MOETOGPU_GPUKERNELS_H
+#define MOE_CONVERSION_MOETOGPU_GPUKERNELS_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::moe {
+/// Whether the tensor-core GEMM takes N = `cols` and K = `depth`.
+bool denseTensorCoreGemmApplies(int64_t cols, int64_t depth);
+
+/// out[r, n] = sum_k a[r, k] * w[n, k] for r < rows: bf16 `a` [rows, K] and
+/// `w` [N, K] on tensor cores, into f32 or bf16 `out` [rows, N] (the
+/// grouped GEMM kernel without experts; its decode and prefill forms).
+void buildDenseTensorCoreGemm(OpBuilder &b, Location loc, Value a, Value w, Value out,
+                              Value rows, int64_t cols, int64_t depth);
+
+/// bf16 moe.route -> the logits GEMM and one kernel (RouteGPU.cpp).
+void populateRouteToGPUPatterns(RewritePatternSet &patterns);
+
+/// moe.dispatch (padded layout) -> two kernels (DispatchGPU.cpp).
+void populateDispatchToGPUPatterns(RewritePatternSet &patterns);
+} // namespace mlir::moe
+
+#endif // MOE_CONVERSION_MOETOGPU_GPUKERNELS_H
