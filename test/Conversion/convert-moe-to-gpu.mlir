@@ -86,11 +86,15 @@ func.func @left_alone(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8
 
 // -----
 
-// Tests that moe.dispatch becomes two kernels: one block with a thread per expert (8 -> 32
-// threads) counts its choices into workgroup memory, then after a barrier sums the padded counts
-// before its own (its offset), walks the choices again and numbers its rows (slot, row_expert,
-// the row's token), and marks its padding rows and, strided over the threads, the rows past the
-// last expert's; then a block per row (T*k + min(E, T*k)*15 rows) copies its token's x or zeros.
+// Tests that moe.dispatch becomes two kernels. One block of 32 warps, each owning a run of the
+// choices: a warp walks its run 32 choices at a time, a lane learns its rank among the step's
+// lanes of its expert by shuffles, and the first such lane adds their count to the warp's count
+// of the expert (workgroup memory; the warp synchronizes between steps); after a barrier a thread
+// per expert turns its counts into prefixes over the warps, and the padded totals are scanned
+// (Hillis-Steele, three steps for 8 experts); the walk again numbers each choice's row (slot,
+// row_expert, the row's token); then padding rows and, strided over the threads, the rows past
+// the last expert's. Then a block per row (T*k + min(E, T*k)*15 rows) copies its token's x or
+// zeros, 16 bytes a thread.
 // CHECK-LABEL: func.func @dispatch
 // CHECK: %[[PAIRS:.+]] = arith.muli %{{.+}}, %c2 : index
 // CHECK: %[[TOUCHED:.+]] = arith.minui %[[PAIRS]], %c8 : index
@@ -101,21 +105,29 @@ func.func @left_alone(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8
 // CHECK: %[[TOKEN:.+]] = memref.alloc(%[[ROWS]]) : memref<?xi32>
 // CHECK: %[[SLOT:.+]] = memref.alloc(%{{.+}}) : memref<?x2xi32>
 // CHECK: %[[OFF:.+]] = memref.alloc() : memref<9xi32>
-// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c1, %{{.+}} = %c1, %{{.+}} = %c1) threads({{.+}}) in (%{{.+}} = %c32, %{{.+}} = %c1, %{{.+}} = %c1) workgroup(%[[COUNTS:.+]] : memref<8xi32, #gpu.address_space<workgroup>>)
-// CHECK: scf.for %{{.+}} = %{{.+}} to %[[PAIRS]]
-// CHECK: memref.store %{{.+}}, %[[COUNTS]]
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c1, %{{.+}} = %c1, %{{.+}} = %c1) threads({{.+}}) in (%{{.+}} = %c1024, %{{.+}} = %c1, %{{.+}} = %c1) workgroup(%[[PERWARP:.+]] : memref<32x8xi32, #gpu.address_space<workgroup>>, %[[TOTALS:.+]] : memref<8xi32, #gpu.address_space<workgroup>>, %[[BEGINS:.+]] : memref<8xi32, #gpu.address_space<workgroup>>)
 // CHECK: gpu.barrier
-// CHECK: memref.load %[[COUNTS]]
+// CHECK: gpu.shuffle idx
+// CHECK: memref.store %{{.+}}, %[[PERWARP]]
+// CHECK: nvvm.bar.warp.sync
+// CHECK: gpu.barrier
+// CHECK: memref.store %{{.+}}, %[[TOTALS]]
+// CHECK: memref.store %{{.+}}, %[[BEGINS]]
+// CHECK-COUNT-3: memref.store %{{.+}}, %[[BEGINS]]
 // CHECK: memref.store %{{.+}}, %[[OFF]]
-// CHECK: scf.for %{{.+}} = %{{.+}} to %[[PAIRS]]
+// CHECK: memref.store %{{.+}}, %[[OFF]]
+// CHECK: gpu.shuffle idx
 // CHECK: memref.store %{{.+}}, %[[SLOT]]
 // CHECK: memref.store %{{.+}}, %[[RE]]
 // CHECK: memref.store %{{.+}}, %[[TOKEN]]
+// CHECK: nvvm.bar.warp.sync
+// CHECK: memref.store %{{.+}}, %[[PERWARP]]
 // CHECK: gpu.terminator
 // CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %[[ROWS]], %{{.+}} = %c1, %{{.+}} = %c1) threads({{.+}}) in (%{{.+}} = %c256,
 // CHECK: memref.load %[[TOKEN]]
-// CHECK: arith.select %{{.+}}, %{{.+}}, %{{.+}} : bf16
-// CHECK: memref.store %{{.+}}, %[[X]]
+// CHECK: vector.load {{.+}} {alignment = 16 : i64} : memref<?x64xbf16, {{.+}}>, vector<8xbf16>
+// CHECK: arith.select %{{.+}}, %{{.+}}, %{{.+}} : vector<8xbf16>
+// CHECK: vector.store %{{.+}}, %[[X]]
 // CHECK-NOT: moe.dispatch
 func.func @dispatch(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>)
     -> (tensor<?x64xbf16>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>) {

@@ -76,15 +76,27 @@ struct TokenKernel {
     return SmallVector<Value>(loop.getResults());
   }
 
-  /// How many entries of `values[0, count)` beat entry `self` (its rank).
-  Value rank(Value values, Value count, Value self) {
+  /// How many entries of `values[0, count)` beat entry `self` (its rank),
+  /// four entries a step where the count allows (independent loads).
+  Value rank(Value values, int64_t count, Value self) {
     Value mine = load(values, {self});
     Value zero = idx(0), one = idx(1);
-    return fold(zero, count, ValueRange{zero}, [&](Value i, ValueRange acc) {
-      Value ahead = beats(b, loc, load(values, {i}), mine, i, self);
-      Value step = arith::SelectOp::create(b, loc, ahead, one, zero);
-      return SmallVector<Value>{arith::AddIOp::create(b, loc, acc[0], step)};
-    })[0];
+    int64_t unroll = count % 4 == 0 ? 4 : 1;
+    auto loop = scf::ForOp::create(b, loc, zero, idx(count), idx(unroll), ValueRange{zero},
+                                   [&](OpBuilder &nb, Location, Value i, ValueRange acc) {
+                                     OpBuilder::InsertionGuard guard(b);
+                                     b.setInsertionPoint(nb.getInsertionBlock(),
+                                                         nb.getInsertionPoint());
+                                     Value sum = acc[0];
+                                     for (int64_t j = 0; j < unroll; ++j) {
+                                       Value at = arith::AddIOp::create(b, loc, i, idx(j));
+                                       Value ahead = beats(b, loc, load(values, {at}), mine, at, self);
+                                       sum = arith::AddIOp::create(
+                                           b, loc, sum, arith::SelectOp::create(b, loc, ahead, one, zero));
+                                     }
+                                     scf::YieldOp::create(b, loc, sum);
+                                   });
+    return loop.getResult(0);
   }
 
   /// The best entry of values[begin, end) that (prevValue, prevIndex) beats,
@@ -191,7 +203,7 @@ struct TokenKernel {
       ifThen(active, [&] {
         Value group = arith::DivUIOp::create(b, loc, e, idx(perGroup));
         Value dropped =
-            cmp(arith::CmpIPredicate::uge, rank(groupScores, idx(groups), group), idx(keepGroups));
+            cmp(arith::CmpIPredicate::uge, rank(groupScores, groups, group), idx(keepGroups));
         ifThen(dropped, [&] { store(ninf, selection, {e}); });
       });
       gpu::BarrierOp::create(b, loc);
@@ -200,7 +212,7 @@ struct TokenKernel {
     // The experts ranked 0..k-1 are the choices, in rank order.
     int64_t topK = routing.getTopK();
     ifThen(active, [&] {
-      Value r = rank(selection, numExperts, e);
+      Value r = rank(selection, experts, e);
       ifThen(cmp(arith::CmpIPredicate::ult, r, idx(topK)), [&] {
         store(arith::IndexCastOp::create(b, loc, b.getI32Type(), e), ids, {t, r});
         store(load(scores, {e}), chosen, {r});
