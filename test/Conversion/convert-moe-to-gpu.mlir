@@ -14,7 +14,7 @@
 // CHECK: %[[LIMIT:.+]] = arith.constant 632 : index
 // CHECK: %[[FEW:.+]] = arith.cmpi ule, %[[ROWS]], %[[LIMIT]] : index
 // CHECK: scf.if %[[FEW]] {
-// CHECK: gpu.launch blocks(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %c4, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) threads(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %c128, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[SMEM:.+]] : memref<4x16x32xf32, #gpu.address_space<workgroup>>)
+// CHECK: gpu.launch blocks(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %c4, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) threads(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[SMEM:.+]] : memref<4x16x32xf32, #gpu.address_space<workgroup>>)
 // CHECK: memref.load %{{.+}}[%{{.+}}] : memref<9xi32
 // CHECK: memref.load %{{.+}}[%{{.+}}] : memref<?xi32
 // CHECK: scf.for
@@ -25,8 +25,9 @@
 // CHECK: gpu.barrier
 // CHECK: %[[SUM:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
 // CHECK: arith.truncf %[[SUM]] : f32 to bf16
-// The prefill form: blocks of four row tiles by 64 columns; where the four tiles share an expert,
-// two shared-memory stages of rows and weights, filled by cp.async and read by ldmatrix.
+// The prefill form of several experts: blocks of four row tiles by 64 columns; where the four
+// tiles share an expert, two shared-memory stages of rows and weights, filled by cp.async and
+// read by ldmatrix.
 // CHECK: } else {
 // CHECK: gpu.launch blocks{{.+}} workgroup(%[[SA:.+]] : memref<2x64x40xbf16, #gpu.address_space<workgroup>>, %[[SW:.+]] : memref<2x64x40xbf16, #gpu.address_space<workgroup>>)
 // CHECK: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
@@ -174,4 +175,33 @@ func.func @route(%x: tensor<?x128xbf16>, %w: tensor<64x128xbf16>, %bias: tensor<
     routing <sigmoid, top_k = 4, n_group = 8, topk_group = 4, normalize, scale = 2.5, correction_bias>
     : (tensor<?x128xbf16>, tensor<64x128xbf16>, tensor<64xf32>) -> (tensor<?x4xi32>, tensor<?x4xf32>)
   return %ids, %weights : tensor<?x4xi32>, tensor<?x4xf32>
+}
+
+// -----
+
+// Tests that a GEMM of one expert (the shared expert: offsets [0, T]) takes the wide prefill form:
+// blocks of 128 rows by 64 columns (2 for N = 128) of 4 warps; per 32 of depth cp.async copies the
+// block's rows (4 runs of 16 bytes a thread) and weight rows (2) to one of two stages while the
+// warps multiply the other; ldmatrix reads per k16 two weight fragments, then one A fragment per
+// 16 rows, each feeding 4 products.
+// CHECK-LABEL: func.func @one_expert
+// CHECK: } else {
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c2{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) threads({{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[SA:.+]] : memref<2x128x40xbf16, #gpu.address_space<workgroup>>, %[[SW:.+]] : memref<2x64x40xbf16, #gpu.address_space<workgroup>>)
+// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-2: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
+// CHECK: nvgpu.device_async_create_group
+// CHECK: scf.for
+// CHECK: nvgpu.device_async_wait %{{.+}} {numGroups = 1 : i32}
+// CHECK: gpu.barrier
+// CHECK-COUNT-2: nvgpu.ldmatrix %[[SW]][{{.+}}] {numTiles = 4 : i32, transpose = false}
+// CHECK: nvgpu.ldmatrix %[[SA]][{{.+}}] {numTiles = 4 : i32, transpose = false}
+// CHECK-COUNT-4: nvvm.mma.sync
+// CHECK: gpu.barrier
+// CHECK: nvgpu.device_async_wait %{{.+}} {numGroups = 0 : i32}
+// CHECK: vector.store
+func.func @one_expert(%x: tensor<?x128xbf16>, %rows: tensor<?xi32>, %off: tensor<2xi32>,
+                      %w: tensor<1x128x128xbf16>) -> tensor<?x128xbf16> {
+  %h = moe.grouped_matmul %x, %w, %rows offsets %off
+    : (tensor<?x128xbf16>, tensor<1x128x128xbf16>, tensor<?xi32>, tensor<2xi32>) -> tensor<?x128xbf16>
+  return %h : tensor<?x128xbf16>
 }

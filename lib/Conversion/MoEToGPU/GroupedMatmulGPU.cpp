@@ -1,17 +1,24 @@
 //===- GroupedMatmulGPU.cpp - moe.grouped_matmul as a tensor-core kernel --===//
 //
-// A bf16 grouped GEMM over row tiles of one expert: a warp computes 16 rows
-// by 32 or 64 columns with m16n8k16 tensor-core products (`nvvm.mma.sync`,
-// bf16 in, f32 accumulators), its fragments read from global memory (32-bit
-// loads: a quad of lanes reads 16 contiguous bytes of a row) or, in the
-// prefill form, from shared-memory stages (cp.async, ldmatrix). The rows
-// come from a dispatch whose `row_tile` is 16, so that no tile
-// straddles two experts; a tile's expert is `row_expert` of its first row.
-// Tiles past `offsets[E]` (the padding the layout allows but this batch
-// does not use) write zeros. Two kernels, chosen on the host (see build()).
+// A bf16 grouped GEMM over rows padded to tiles of 16 per expert (the
+// dispatch's `row_tile`), on tensor cores: m16n8k16 `nvvm.mma.sync`, bf16
+// in, f32 accumulators. The host picks one of two kernels by the row count:
 //
-// The same kernel without experts computes a dense bf16 GEMM with f32
-// results: the router's logits (`moe-gpu-router-matmul`).
+//  - decode (at most 64 rows per expert on average): a block per tile of 16
+//    rows by 32 columns (16 or 8 without experts), its warps taking turns
+//    along the depth with 16-byte loads a lane straight from global memory,
+//    summed in workgroup memory;
+//  - prefill: for one expert or none (the shared expert, the router), the
+//    wide form: a block per 128 rows by 64 columns, 4 warps of 64 x 32;
+//    for several experts the narrow form: a block per 4 tiles of 16 rows by
+//    64 columns, a warp per tile. Both stage the depth through workgroup
+//    memory by cp.async (two stages) and read fragments by ldmatrix (the
+//    narrow form where the block's tiles share an expert; elsewhere each
+//    warp loads its own from global memory).
+//
+// A tile's expert is `row_expert` of its first row; padding rows are zero.
+// The same kernels without experts compute a dense bf16 GEMM with f32
+// results: the router's logits (RouteGPU.cpp, `moe-gpu-router-matmul`).
 //
 //===----------------------------------------------------------------------===//
 #include "GPUKernels.h"
@@ -55,6 +62,12 @@ constexpr int64_t kDepthStep = 32;
 constexpr int64_t kWarps = 4;
 /// Elements of a row of a shared-memory stage: 32 of depth and 8 of padding.
 constexpr int64_t kStageRow = 40;
+/// The wide prefill form: blocks of 128 rows of one expert by 64 columns,
+/// 4 warps of 64 x 32 outputs each (128 threads: ptxas may give each up to
+/// 255 registers; with 256 threads it keeps to 128 and spills).
+constexpr int64_t kWideRows = 128;
+constexpr int64_t kWideCols = 64;
+constexpr int64_t kWideWarps = 4;
 /// At most this many rows per expert (on average) take the decode form.
 constexpr int64_t kSplitMaxRowsPerExpert = 64;
 /// Warps the decode form wants across the GPU (132 SMs x 16): fewer, and
@@ -111,6 +124,14 @@ struct Kernel {
     store.setAlignment(uint64_t(2 * element.getIntOrFloatBitWidth() / 8));
   }
 
+  /// Matrix i of an ldmatrix result (two bf16) as the i32 an mma operand
+  /// register holds.
+  Value asI32(Value matrices, int64_t i) {
+    Value pair = vector::ExtractOp::create(b, loc, matrices, ArrayRef<int64_t>{i});
+    Value bits = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), pair);
+    return vector::ExtractOp::create(b, loc, bits, ArrayRef<int64_t>{0});
+  }
+
   /// acc[4j..4j+4) += A x B over one m16n8k16 product (bf16 operands in
   /// i32 registers, f32 accumulators).
   void mma(SmallVector<Value> &acc, int64_t j, ValueRange aRegs, ValueRange bRegs) {
@@ -150,7 +171,7 @@ struct Kernel {
   void build() {
     std::optional<DecodeShape> decode = decodeShape();
     if (!decode) {
-      launch();
+      prefill();
       return;
     }
     // Rows per expert: N - E * 15 of the padded rows are choices.
@@ -163,7 +184,158 @@ struct Kernel {
     b.setInsertionPointToStart(choice.thenBlock());
     launchDecode(*decode);
     b.setInsertionPointToStart(choice.elseBlock());
-    launch();
+    prefill();
+  }
+
+  /// Whether the wide prefill form takes this GEMM: one expert or none.
+  /// (For several experts it lost to the narrow staged form: DeepSeek-V3's
+  /// routed GEMMs at T = 4096 took 20.8 + 14.5 ms on an H200, in blocks of
+  /// 128 rows of one expert from a block table, against 18.1 + 9.1 ms: an
+  /// expert's ~136 rows make a full block and a nearly empty one.)
+  bool wide() const {
+    return cols % kWideCols == 0 && depth % kDepthStep == 0 && (!grouped() || experts == 1);
+  }
+
+  void prefill() { wide() ? launchWide() : launch(); }
+
+  /// The wide prefill form of a GEMM of one expert or none: a block of 4
+  /// warps computes rows 128 y.. (up to 128) by 64 columns, warp (m, n) of
+  /// 2 x 2 the 64 x 32 at (64 m, 32 n). Each 32 of depth of the block's
+  /// rows and weight rows go to shared memory by cp.async (two stages: the
+  /// next copy runs while the warps multiply) and reach the tensor cores
+  /// through ldmatrix (x4).
+  void launchWide() {
+    int64_t threads = kWideWarps * kWarpSize;
+    auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+    auto stageType = [&](int64_t rows) {
+      return MemRefType::get({2, rows, kStageRow}, b.getBF16Type(), MemRefLayoutAttrInterface{},
+                             workgroup);
+    };
+    Value one = idx(1);
+    Value rowBlocks = arith::CeilDivUIOp::create(b, loc, rows, idx(kWideRows));
+    auto launch = gpu::LaunchOp::create(b, loc, idx(cols / kWideCols), rowBlocks, one,
+                                        idx(threads), one, one, nullptr, nullptr, {},
+                                        TypeRange{stageType(kWideRows), stageType(kWideCols)});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    Value col0 = mul(launch.getBlockIds().x, idx(kWideCols));
+    Value rowStart = mul(launch.getBlockIds().y, idx(kWideRows));
+    Value rowEnd = arith::MinUIOp::create(b, loc, add(rowStart, idx(kWideRows)), rows);
+    ArrayRef<BlockArgument> stages = launch.getWorkgroupAttributions();
+    wideProducts(launch.getThreadIds().x, rowStart, rowEnd, col0, grouped() ? idx(0) : Value(),
+                 stages[0], stages[1]);
+    gpu::TerminatorOp::create(b, loc);
+  }
+
+  /// The wide form's products of rows [rowStart, rowEnd) (of `expert`, or
+  /// none) with columns [col0, col0 + 64); rows past rowEnd read its last
+  /// row and are not stored.
+  void wideProducts(Value tid, Value rowStart, Value rowEnd, Value col0, Value expert,
+                    Value tileA, Value tileW) {
+    const int64_t steps = depth / kDepthStep;
+    const int64_t threads = kWideWarps * kWarpSize;
+    Value warp = arith::DivUIOp::create(b, loc, tid, idx(kWarpSize));
+    Value lane = arith::RemUIOp::create(b, loc, tid, idx(kWarpSize));
+    Value last = arith::SubIOp::create(b, loc, rowEnd, idx(1));
+    auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+    // 4 runs of 16 bytes of each of the 128 rows and 64 weight rows.
+    auto copyStage = [&](Value stage, Value k0) -> Value {
+      SmallVector<Value> tokens;
+      auto at = [&](int64_t i) -> std::pair<Value, Value> {
+        Value chunk = add(tid, idx(threads * i));
+        return {arith::DivUIOp::create(b, loc, chunk, idx(4)),
+                mul(arith::RemUIOp::create(b, loc, chunk, idx(4)), idx(8))};
+      };
+      for (int64_t i = 0; i < kWideRows * 4 / threads; ++i) {
+        auto [row, k] = at(i);
+        Value aRow = arith::MinUIOp::create(b, loc, add(rowStart, row), last);
+        tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+            b, loc, tokenType, tileA, ValueRange{stage, row, k}, a, ValueRange{aRow, add(k0, k)},
+            b.getIndexAttr(8), Value(), b.getUnitAttr()));
+      }
+      for (int64_t i = 0; i < kWideCols * 4 / threads; ++i) {
+        auto [row, k] = at(i);
+        Value n = add(col0, row);
+        SmallVector<Value> wAt = expert ? SmallVector<Value>{expert, n, add(k0, k)}
+                                        : SmallVector<Value>{n, add(k0, k)};
+        tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+            b, loc, tokenType, tileW, ValueRange{stage, row, k}, w, wAt, b.getIndexAttr(8),
+            Value(), b.getUnitAttr()));
+      }
+      return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+    };
+    auto fragments = VectorType::get({4, 2}, b.getBF16Type());
+    // Warp (m, n): rows 64 m.., columns 32 n...
+    constexpr int64_t warpsAcross = kWideCols / 32;
+    Value warpRow = mul(arith::DivUIOp::create(b, loc, warp, idx(warpsAcross)), idx(64));
+    Value warpCol = mul(arith::RemUIOp::create(b, loc, warp, idx(warpsAcross)), idx(32));
+    // ldmatrix x4 rows: A, lanes 0-15 rows 0-15 at k, 16-31 at k + 8; B,
+    // lanes 8m..8m+7 rows (m / 2) * 8 + 0..7 of the tile pair at k + (m % 2) * 8.
+    Value aRowInTile = add(warpRow, arith::RemUIOp::create(b, loc, lane, idx(16)));
+    Value aK = mul(arith::DivUIOp::create(b, loc, lane, idx(16)), idx(8));
+    Value matrix = arith::DivUIOp::create(b, loc, lane, idx(8));
+    Value bRow = add(warpCol, add(mul(arith::DivUIOp::create(b, loc, matrix, idx(2)), idx(8)),
+                                  arith::RemUIOp::create(b, loc, lane, idx(8))));
+    Value bK = mul(arith::RemUIOp::create(b, loc, matrix, idx(2)), idx(8));
+
+    constexpr int64_t rowTiles = 4, colTiles = 4; // of 16 rows, of 8 columns
+    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+    SmallVector<Value> init(4 * rowTiles * colTiles, zero);
+    Value firstCopy = copyStage(idx(0), idx(0));
+    auto loop = scf::ForOp::create(
+        b, loc, idx(0), idx(steps), idx(1), init,
+        [&](OpBuilder &nb, Location, Value step, ValueRange acc) {
+          OpBuilder::InsertionGuard inner(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value stage = arith::RemUIOp::create(b, loc, step, idx(2));
+          Value other = arith::SubIOp::create(b, loc, idx(1), stage);
+          // The next stage's copy (the last iteration repeats the last
+          // one, into the stage nobody reads any more).
+          Value nextK = arith::MinUIOp::create(b, loc, mul(add(step, idx(1)), idx(kDepthStep)),
+                                               idx(depth - kDepthStep));
+          Value pending = copyStage(other, nextK);
+          nvgpu::DeviceAsyncWaitOp::create(b, loc, pending, b.getI32IntegerAttr(1));
+          gpu::BarrierOp::create(b, loc);
+          SmallVector<Value> next(acc.begin(), acc.end());
+          for (int64_t half = 0; half < kDepthStep / 16; ++half) {
+            // The B fragments first, then one A fragment at a time: fewer
+            // registers live than with every fragment loaded.
+            SmallVector<SmallVector<Value>> bRegs;
+            for (int64_t pair = 0; pair < colTiles / 2; ++pair) {
+              Value bFrag = nvgpu::LdMatrixOp::create(
+                  b, loc, fragments, tileW,
+                  ValueRange{stage, add(idx(16 * pair), bRow), add(idx(16 * half), bK)}, false, 4);
+              for (int64_t t = 0; t < 2; ++t)
+                bRegs.push_back({asI32(bFrag, 2 * t), asI32(bFrag, 2 * t + 1)});
+            }
+            for (int64_t i = 0; i < rowTiles; ++i) {
+              Value aFrag = nvgpu::LdMatrixOp::create(
+                  b, loc, fragments, tileA,
+                  ValueRange{stage, add(aRowInTile, idx(16 * i)), add(idx(16 * half), aK)}, false,
+                  4);
+              SmallVector<Value> aRegs = {asI32(aFrag, 0), asI32(aFrag, 1), asI32(aFrag, 2),
+                                          asI32(aFrag, 3)};
+              for (int64_t j = 0; j < colTiles; ++j)
+                mma(next, i * colTiles + j, aRegs, bRegs[j]);
+            }
+          }
+          // Every warp is done with this stage before it is copied over.
+          gpu::BarrierOp::create(b, loc);
+          scf::YieldOp::create(b, loc, next);
+        });
+    // The last iteration's copy lands before the block exits.
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, firstCopy, b.getI32IntegerAttr(0));
+    Value group = arith::DivUIOp::create(b, loc, lane, idx(4));
+    Value pairCol = mul(arith::RemUIOp::create(b, loc, lane, idx(4)), idx(2));
+    for (int64_t i = 0; i < rowTiles; ++i)
+      for (int64_t j = 0; j < colTiles; ++j) {
+        Value row0 = add(rowStart, add(warpRow, add(idx(16 * i), group)));
+        Value row1 = add(row0, idx(8));
+        Value col = add(col0, add(warpCol, add(idx(8 * j), pairCol)));
+        ValueRange tile = ValueRange(loop.getResults()).slice(4 * (i * colTiles + j), 4);
+        ifThen(lt(row0, rowEnd), [&] { store2(tile[0], tile[1], row0, col); });
+        ifThen(lt(row1, rowEnd), [&] { store2(tile[2], tile[3], row1, col); });
+      }
   }
 
   /// Four warps a block and 32 columns for a GEMM of several experts (a
@@ -187,7 +359,11 @@ struct Kernel {
     return std::nullopt;
   }
 
-  /// The prefill form.
+  /// The narrow prefill form: a block's 4 warps take 4 consecutive tiles
+  /// of 16 rows of the same 32 or 64 columns. With 64 columns, where the 4
+  /// tiles have one expert, each 32 of depth of the block's rows and weight
+  /// rows is staged through workgroup memory (cp.async, two stages) and read
+  /// by ldmatrix; elsewhere each warp loads its own fragments.
   void launch() {
     int64_t threads = kWarps * kWarpSize;
     int64_t blockCols = cols % 64 == 0 ? 64 : 32;
@@ -460,11 +636,6 @@ struct Kernel {
       return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
     };
     auto fragments = VectorType::get({4, 2}, b.getBF16Type());
-    auto asI32 = [&](Value matrices, int64_t i) -> Value {
-      Value pair = vector::ExtractOp::create(b, loc, matrices, ArrayRef<int64_t>{i});
-      Value bits = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), pair);
-      return vector::ExtractOp::create(b, loc, bits, ArrayRef<int64_t>{0});
-    };
     // ldmatrix x4 rows: A, lanes 0-15 rows 0-15 at k, 16-31 at k + 8; B,
     // lanes 8m..8m+7 rows (m / 2) * 8 + 0..7 of the tile pair at k + (m % 2) * 8.
     Value aRowInTile = add(mul(warp, idx(kTileRows)), arith::RemUIOp::create(b, loc, lane, idx(16)));
