@@ -147,22 +147,30 @@ def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
 }
 
 def ConvertMoEToGPU : Pass<"convert-moe-to-gpu"> {
-  let summary = "Lowers bf16 moe.grouped_matmul to tensor-core kernels";
+  let summary = "Lowers bf16 moe GEMMs, routing and dispatch to GPU kernels";
   let description = [{
     Each bf16 `moe.grouped_matmul` whose rows come in tiles of 16 that hold
     one expert each (a `moe.dispatch` with `row_tile` a multiple of 16, or a
-    one-expert GEMM such as the shared expert) becomes two `gpu.launch`es of
-    4 warps, one of which the host runs by the row count: a warp computes a
-    tile of 16 rows with `nvvm.mma.sync` m16n8k16 products (bf16 in, f32
-    accumulators) and rounds to bf16. With at most 64 rows per expert
-    (decode) the 4 warps split the depth of a 16 x 32 tile and meet in
-    workgroup memory after a barrier; otherwise (prefill) a block takes 4
-    row tiles by 64 columns and, where they share an expert, stages rows
-    and weights through workgroup memory (`nvgpu.device_async_copy`, two
-    stages, `nvgpu.ldmatrix`). A tile's expert is `row_expert` of its first
-    row; tiles past `expert_offsets[E]` write zeros. N and K must be
-    multiples of 32; other GEMMs (f32, FP8 rows, other shapes) are left to
-    `convert-moe-to-linalg`.
+    one-expert GEMM such as the shared expert) becomes two `gpu.launch`es,
+    one of which the host runs by the row count, with `nvvm.mma.sync`
+    m16n8k16 products (bf16 in, f32 accumulators). With at most 64 rows per
+    expert (decode) a block takes a tile of 16 rows by 32 columns (16 or 8
+    without experts), its warps taking turns along the depth with 16-byte
+    loads a lane, and sums them in workgroup memory; otherwise (prefill) a
+    block takes 4 row tiles by 64 columns (several experts) or 128 rows by
+    64 columns (one expert or none) and stages rows and weights through
+    workgroup memory (`nvgpu.device_async_copy`, two stages,
+    `nvgpu.ldmatrix`). A tile's expert is `row_expert` of its first row;
+    padding rows are zero. N and K must be multiples of 32; other GEMMs
+    (f32, FP8 rows, other shapes) are left to `convert-moe-to-linalg`.
+
+    Then a bf16 `moe.route` (E a multiple of 32, at most 1024) becomes its
+    logits GEMM on tensor cores plus one kernel with a block per token and a
+    thread per expert (scores, groups, ranks in the order the other
+    lowerings use), and a `moe.dispatch` of the padded layout (at most 256
+    experts) two kernels: one block of 32 warps numbers the rows (counts
+    per warp by shuffles, a scan, rows in choice order within an expert),
+    then a block per row copies its token's row or zeros.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
