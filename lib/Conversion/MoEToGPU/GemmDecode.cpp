@@ -1,0 +1,177 @@
+//===- GemmDecode.cpp - the decode form of the tensor-core GEMM -------------===//
+//
+// Few rows per expert: a block per tile of 16 rows, its warps taking turns
+// along the depth with 16-byte loads a lane, summed in workgroup memory.
+//
+//===----------------------------------------------------------------------===//
+#include "GemmKernel.h"
+
+using namespace mlir;
+
+namespace mlir::moe::gemm {
+
+/// Four warps a block and 32 columns for a GEMM of several experts (a
+/// batch has a tile of rows for each expert it touches); eight warps
+/// for one expert or none (the shared expert, the router), whose batch
+/// has one tile of rows, and 16 columns, or 8 where 16 leave too few
+/// warps. Runs of 4 x 16 bytes a lane where the depth allows. None if
+/// the depth does not divide. (On an H200, DeepSeek-V3's routed GEMMs
+/// at T = 64 took 1.94 + 1.04 ms with 32 columns, 1.97 + 1.14 with 8,
+/// 2.31 + 1.26 with 16, and 2.5 + 1.2 with runs of 8 x 16 bytes.)
+std::optional<DecodeShape> Kernel::decodeShape() const {
+  const bool several = grouped() && experts > 1;
+  for (int64_t warps = several ? 4 : 8; warps >= 4; warps /= 2)
+    for (int64_t chunks : {4, 2, 1})
+      if (depth % (warps * 32 * chunks) == 0) {
+        int64_t tiles = several && cols % 32 == 0 ? 4
+                        : cols / 16 * warps >= kDecodeWarpsWanted ? 2
+                                                                   : 1;
+        return DecodeShape{warps, tiles, chunks};
+      }
+  return std::nullopt;
+}
+
+/// The decode form: a block per tile of 16 rows and 8 * shape.tiles
+/// columns, its warps taking turns along the depth. Each lane
+/// loads 16 bytes of depth at a time of its A rows (g, g + 8) and weight
+/// rows (g of each n8 tile); the m16n8k16 products take them in a
+/// permuted depth order, the same for A and B (a sum does not care), so
+/// no lane exchanges anything. The warps' partial sums meet in workgroup
+/// memory, each output summed by one thread in warp order.
+void Kernel::launchDecode(DecodeShape shape) {
+  int64_t threads = shape.warps * kWarpSize;
+  int64_t blockCols = 8 * shape.tiles;
+  auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  auto partialsType = MemRefType::get({shape.warps, kTileRows, blockCols}, b.getF32Type(),
+                                      MemRefLayoutAttrInterface{}, workgroup);
+  Value one = idx(1);
+  Value rowBlocks = arith::DivUIOp::create(b, loc, add(rows, idx(kTileRows - 1)), idx(kTileRows));
+  auto launch = gpu::LaunchOp::create(b, loc, idx(cols / blockCols), rowBlocks, one,
+                                      idx(threads), one, one, nullptr, nullptr, {},
+                                      TypeRange{partialsType});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value tid = launch.getThreadIds().x;
+  Value warp = arith::DivUIOp::create(b, loc, tid, idx(kWarpSize));
+  Value lane = arith::RemUIOp::create(b, loc, tid, idx(kWarpSize));
+  Value rowStart = mul(launch.getBlockIds().y, idx(kTileRows));
+  Value col0 = mul(launch.getBlockIds().x, idx(blockCols));
+  Value partials = launch.getWorkgroupAttributions()[0];
+  auto compute = [&](Value expert) {
+    decodeProducts(shape, tid, warp, lane, rowStart, col0, expert, partials);
+  };
+  if (!grouped())
+    compute(Value());
+  else
+    tileOfExpert(rowStart, loadIndex(offsets, idx(experts)),
+                 [&] { zeroRows(tid, threads, rowStart, col0, blockCols); }, compute);
+  gpu::TerminatorOp::create(b, loc);
+}
+
+/// Whether `row` is padding (row_expert -1).
+Value Kernel::isPadding(Value row) {
+  Value expertI32 = memref::LoadOp::create(b, loc, rowExpert, ValueRange{row});
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, expertI32,
+                               arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
+}
+
+/// `row`, or `other` where `row` is padding of a grouped GEMM.
+Value Kernel::realRowOr(Value row, Value other) {
+  if (!grouped())
+    return row;
+  return arith::SelectOp::create(b, loc, isPadding(row), other, row);
+}
+
+/// 16 bytes (8 of depth) at `indices` as four i32 registers.
+SmallVector<Value> Kernel::load8(Value buffer, ValueRange indices) {
+  auto run = VectorType::get({8}, b.getBF16Type());
+  auto load = vector::LoadOp::create(b, loc, run, buffer, indices);
+  load.setAlignment(uint64_t(16));
+  Value bits = vector::BitCastOp::create(b, loc, VectorType::get({4}, b.getI32Type()), load);
+  SmallVector<Value> regs;
+  for (int64_t i = 0; i < 4; ++i)
+    regs.push_back(vector::ExtractOp::create(b, loc, bits, ArrayRef<int64_t>{i}));
+  return regs;
+}
+
+/// The decode form's products. Lane (g = lane / 4, q = lane % 4) holds,
+/// per run of 32 of depth at k, elements k + 8q .. k + 8q + 7 of its rows
+/// as registers r0..r3. For the two k16 products h = 0, 1 of the run, r[2h]
+/// stands for the fragment's depth 2q, 2q + 1 and r[2h + 1] for 2q + 8,
+/// 2q + 9, in A (a0/a2 of row g, a1/a3 of row g + 8) and in B alike.
+void Kernel::decodeProducts(DecodeShape shape, Value tid, Value warp, Value lane, Value rowStart,
+                    Value col0, Value expert, Value partials) {
+  Value group = arith::DivUIOp::create(b, loc, lane, idx(4));
+  Value quadOffset = mul(arith::RemUIOp::create(b, loc, lane, idx(4)), idx(8));
+  // The warps take turns along the depth, a step each, so that together
+  // they read warps x 64 contiguous bytes of each weight row at a time
+  // (fewer DRAM pages opened than a contiguous share per warp).
+  Value kBegin = mul(warp, idx(shape.stepDepth()));
+  // Rows past the end and an expert's padding rows read the tile's first
+  // row (a warp's loads of one address are one transaction); their
+  // products are not stored or become zeros.
+  Value last = arith::SubIOp::create(b, loc, rows, idx(1));
+  Value row0 = add(rowStart, group);
+  Value readRow0 = realRowOr(arith::MinUIOp::create(b, loc, row0, last), rowStart);
+  Value readRow1 = realRowOr(arith::MinUIOp::create(b, loc, add(row0, idx(8)), last), rowStart);
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  SmallVector<Value> init(4 * shape.tiles, zero);
+  auto loop = scf::ForOp::create(
+      b, loc, kBegin, idx(depth), idx(shape.warps * shape.stepDepth()), init,
+      [&](OpBuilder &nb, Location, Value k0, ValueRange acc) {
+        OpBuilder::InsertionGuard inner(b);
+        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        SmallVector<Value> next(acc.begin(), acc.end());
+        // Every load of the step first: more of them in flight.
+        SmallVector<SmallVector<Value>> a0, a1, w;
+        for (int64_t c = 0; c < shape.chunks; ++c) {
+          Value k = add(add(k0, idx(32 * c)), quadOffset);
+          a0.push_back(load8(a, {readRow0, k}));
+          a1.push_back(load8(a, {readRow1, k}));
+          for (int64_t j = 0; j < shape.tiles; ++j) {
+            Value n = add(col0, add(idx(8 * j), group));
+            w.push_back(expert ? load8(this->w, {expert, n, k}) : load8(this->w, {n, k}));
+          }
+        }
+        for (int64_t c = 0; c < shape.chunks; ++c)
+          for (int64_t h = 0; h < 2; ++h)
+            for (int64_t j = 0; j < shape.tiles; ++j) {
+              ArrayRef<Value> wRegs = w[shape.tiles * c + j];
+              mma(next, j,
+                  ValueRange{a0[c][2 * h], a1[c][2 * h], a0[c][2 * h + 1], a1[c][2 * h + 1]},
+                  ValueRange{wRegs[2 * h], wRegs[2 * h + 1]});
+            }
+        scf::YieldOp::create(b, loc, next);
+      });
+  // Accumulator 4j + i holds row g + 8 (i / 2), column 8j + 2q + i % 2.
+  Value pairCol = arith::DivUIOp::create(b, loc, quadOffset, idx(4));
+  for (int64_t j = 0; j < shape.tiles; ++j)
+    for (int64_t i = 0; i < 4; ++i)
+      memref::StoreOp::create(
+          b, loc, loop.getResult(4 * j + i), partials,
+          ValueRange{warp, add(group, idx(8 * (i / 2))), add(idx(8 * j + i % 2), pairCol)});
+  gpu::BarrierOp::create(b, loc);
+  int64_t blockCols = 8 * shape.tiles;
+  int64_t outputs = kTileRows * blockCols;
+  Type element = cast<MemRefType>(out.getType()).getElementType();
+  for (int64_t first = 0; first < outputs; first += shape.warps * kWarpSize) {
+    Value at = add(tid, idx(first));
+    Value row = arith::DivUIOp::create(b, loc, at, idx(blockCols));
+    Value col = arith::RemUIOp::create(b, loc, at, idx(blockCols));
+    Value outRow = add(rowStart, row);
+    Value inside = arith::AndIOp::create(b, loc, lt(at, idx(outputs)), lt(outRow, rows));
+    ifThen(inside, [&] {
+      Value sum = memref::LoadOp::create(b, loc, partials, ValueRange{idx(0), row, col});
+      for (int64_t other = 1; other < shape.warps; ++other)
+        sum = arith::AddFOp::create(
+            b, loc, sum, memref::LoadOp::create(b, loc, partials, ValueRange{idx(other), row, col}));
+      if (grouped())
+        sum = arith::SelectOp::create(b, loc, isPadding(outRow), zero, sum);
+      if (!element.isF32())
+        sum = arith::TruncFOp::create(b, loc, element, sum);
+      memref::StoreOp::create(b, loc, sum, out, ValueRange{outRow, add(col0, col)});
+    });
+  }
+}
+
+} // namespace mlir::moe::gemm

@@ -1,0 +1,246 @@
+//===- GemmKernel.h - the tensor-core GEMM kernels' builder -----*- C++ -*-===//
+//
+// The builder of the grouped (or dense) bf16 GEMM kernels: the operands,
+// the helpers every form uses, and the forms, defined in GemmDecode.cpp
+// (few rows per expert) and GemmPrefill.cpp (many); build() in
+// GroupedMatmulGPU.cpp emits the host's choice between them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_CONVERSION_MOETOGPU_GEMMKERNEL_H
+#define MOE_CONVERSION_MOETOGPU_GEMMKERNEL_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <optional>
+
+namespace mlir::moe::gemm {
+/// Rows of a tile: the M of one m16n8k16 product.
+constexpr int64_t kTileRows = 16;
+/// Columns a warp owns: four n8 products.
+constexpr int64_t kWarpCols = 32;
+constexpr int64_t kWarpSize = 32;
+/// Depth per loop iteration: two k16 steps, whose loads are all issued
+/// before their products.
+constexpr int64_t kDepthStep = 32;
+/// Warps of a prefill block.
+constexpr int64_t kWarps = 4;
+/// Elements of a row of a shared-memory stage: 32 of depth and 8 of padding.
+constexpr int64_t kStageRow = 40;
+/// The wide prefill form: blocks of 128 rows of one expert by 64 columns,
+/// 4 warps of 64 x 32 outputs each (128 threads: ptxas may give each up to
+/// 255 registers; with 256 threads it keeps to 128 and spills).
+constexpr int64_t kWideRows = 128;
+constexpr int64_t kWideCols = 64;
+constexpr int64_t kWideWarps = 4;
+/// At most this many rows per expert (on average) take the decode form.
+constexpr int64_t kSplitMaxRowsPerExpert = 64;
+/// Warps the decode form wants across the GPU (132 SMs x 16): fewer, and
+/// too few weight loads are in flight to keep HBM busy.
+constexpr int64_t kDecodeWarpsWanted = 2048;
+
+/// The decode form's block: `warps` warps share the depth of one tile's 16
+/// rows by 8 * `tiles` columns; per step each lane reads `chunks` runs of 16
+/// bytes (8 of depth) of each of its rows, a quad of lanes 64 contiguous
+/// bytes per run.
+struct DecodeShape {
+  int64_t warps, tiles, chunks;
+  int64_t stepDepth() const { return 32 * chunks; }
+};
+
+struct Kernel {
+  OpBuilder &b;
+  Location loc;
+  Value a, w, out, rowExpert, offsets; // buffers; no experts: w is [N, K]
+  Value rows;                           // index: rows of a and out
+  int64_t experts, cols, depth;
+
+  bool grouped() const { return rowExpert != nullptr; }
+
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value lt(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
+  }
+  Value loadIndex(Value buffer, Value i) {
+    Value v = memref::LoadOp::create(b, loc, buffer, ValueRange{i});
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+  }
+
+  /// Two bf16 at [indices] (the last one even) as the i32 an mma operand
+  /// register holds.
+  Value load2(Value buffer, ValueRange indices) {
+    auto pair = VectorType::get({2}, b.getBF16Type());
+    auto load = vector::LoadOp::create(b, loc, pair, buffer, indices);
+    load.setAlignment(uint64_t(4));
+    Value bits = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), load);
+    return vector::ExtractOp::create(b, loc, bits, ArrayRef<int64_t>{0});
+  }
+
+  /// Two f32 results at [row, col], rounded to the output's type.
+  void store2(Value lo, Value hi, Value row, Value col) {
+    Value pair = vector::FromElementsOp::create(b, loc, VectorType::get({2}, b.getF32Type()),
+                                                ValueRange{lo, hi});
+    Type element = cast<MemRefType>(out.getType()).getElementType();
+    if (!element.isF32())
+      pair = arith::TruncFOp::create(b, loc, VectorType::get({2}, element), pair);
+    auto store = vector::StoreOp::create(b, loc, pair, out, ValueRange{row, col});
+    store.setAlignment(uint64_t(2 * element.getIntOrFloatBitWidth() / 8));
+  }
+
+  ValueRange stagedLoop(ValueRange init, function_ref<Value(Value, Value)> copyStage,
+                        function_ref<void(Value, int64_t, SmallVector<Value> &)> body);
+
+  /// Matrix i of an ldmatrix result (two bf16) as the i32 an mma operand
+  /// register holds.
+  Value asI32(Value matrices, int64_t i) {
+    Value pair = vector::ExtractOp::create(b, loc, matrices, ArrayRef<int64_t>{i});
+    Value bits = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), pair);
+    return vector::ExtractOp::create(b, loc, bits, ArrayRef<int64_t>{0});
+  }
+
+  /// acc[4j..4j+4) += A x B over one m16n8k16 product (bf16 operands in
+  /// i32 registers, f32 accumulators).
+  void mma(SmallVector<Value> &acc, int64_t j, ValueRange aRegs, ValueRange bRegs) {
+    Type f32 = b.getF32Type();
+    auto mma = NVVM::MmaOp::create(
+        b, loc, LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32}), aRegs,
+        bRegs, ValueRange(acc).slice(4 * j, 4), ArrayRef<int64_t>{16, 8, 16}, std::nullopt,
+        std::nullopt, std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16, NVVM::MMATypes::bf16},
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
+    for (int64_t i = 0; i < 4; ++i)
+      acc[4 * j + i] = LLVM::ExtractValueOp::create(b, loc, mma, i);
+  }
+
+  void ifThen(Value cond, function_ref<void()> then) {
+    auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    then();
+  }
+
+  void ifThenElse(Value cond, function_ref<void()> then, function_ref<void()> otherwise) {
+    auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    then();
+    b.setInsertionPointToStart(op.elseBlock());
+    otherwise();
+  }
+
+  /// Few rows per expert (decode): a block's four warps take a quarter of
+  /// the depth each of the same 16 x 32 outputs, so that four times as many
+  /// blocks stream the weights, each over a quarter of the loop. Many rows
+  /// (prefill): a block's four warps take four consecutive row tiles of the
+  /// same 64 columns over the whole depth, so that a weight read by one warp
+  /// serves the others (from L1) when their tiles have the same expert. The
+  /// host chooses from the row count.
+  void build();
+
+  /// Whether the wide prefill form takes this GEMM: one expert or none.
+  /// (For several experts it lost to the narrow staged form: DeepSeek-V3's
+  /// routed GEMMs at T = 4096 took 20.8 + 14.5 ms on an H200, in blocks of
+  /// 128 rows of one expert from a block table, against 18.1 + 9.1 ms: an
+  /// expert's ~136 rows make a full block and a nearly empty one.)
+  bool wide() const {
+    return cols % kWideCols == 0 && depth % kDepthStep == 0 && (!grouped() || experts == 1);
+  }
+
+  void prefill() { wide() ? launchWide() : launch(); }
+
+  /// The wide prefill form of a GEMM of one expert or none: a block of 4
+  /// warps computes rows 128 y.. (up to 128) by 64 columns, warp (m, n) of
+  /// 2 x 2 the 64 x 32 at (64 m, 32 n). Each 32 of depth of the block's
+  /// rows and weight rows go to shared memory by cp.async (two stages: the
+  /// next copy runs while the warps multiply) and reach the tensor cores
+  /// through ldmatrix (x4).
+  void launchWide();
+
+  /// The wide form's products of rows [rowStart, rowEnd) (of `expert`, or
+  /// none) with columns [col0, col0 + 64); rows past rowEnd read its last
+  /// row and are not stored.
+  void wideProducts(Value tid, Value rowStart, Value rowEnd, Value col0, Value expert,
+                    Value tileA, Value tileW);
+
+  /// Four warps a block and 32 columns for a GEMM of several experts (a
+  /// batch has a tile of rows for each expert it touches); eight warps
+  /// for one expert or none (the shared expert, the router), whose batch
+  /// has one tile of rows, and 16 columns, or 8 where 16 leave too few
+  /// warps. Runs of 4 x 16 bytes a lane where the depth allows. None if
+  /// the depth does not divide. (On an H200, DeepSeek-V3's routed GEMMs
+  /// at T = 64 took 1.94 + 1.04 ms with 32 columns, 1.97 + 1.14 with 8,
+  /// 2.31 + 1.26 with 16, and 2.5 + 1.2 with runs of 8 x 16 bytes.)
+  std::optional<DecodeShape> decodeShape() const;
+
+  /// The narrow prefill form: a block's 4 warps take 4 consecutive tiles
+  /// of 16 rows of the same 32 or 64 columns. With 64 columns, where the 4
+  /// tiles have one expert, each 32 of depth of the block's rows and weight
+  /// rows is staged through workgroup memory (cp.async, two stages) and read
+  /// by ldmatrix; elsewhere each warp loads its own fragments.
+  void launch();
+
+  /// The decode form: a block per tile of 16 rows and 8 * shape.tiles
+  /// columns, its warps taking turns along the depth. Each lane
+  /// loads 16 bytes of depth at a time of its A rows (g, g + 8) and weight
+  /// rows (g of each n8 tile); the m16n8k16 products take them in a
+  /// permuted depth order, the same for A and B (a sum does not care), so
+  /// no lane exchanges anything. The warps' partial sums meet in workgroup
+  /// memory, each output summed by one thread in warp order.
+  void launchDecode(DecodeShape shape);
+
+  /// Whether `row` is padding (row_expert -1).
+  Value isPadding(Value row);
+
+  /// `row`, or `other` where `row` is padding of a grouped GEMM.
+  Value realRowOr(Value row, Value other);
+
+  /// 16 bytes (8 of depth) at `indices` as four i32 registers.
+  SmallVector<Value> load8(Value buffer, ValueRange indices);
+
+  /// The decode form's products. Lane (g = lane / 4, q = lane % 4) holds,
+  /// per run of 32 of depth at k, elements k + 8q .. k + 8q + 7 of its rows
+  /// as registers r0..r3. For the two k16 products h = 0, 1 of the run, r[2h]
+  /// stands for the fragment's depth 2q, 2q + 1 and r[2h + 1] for 2q + 8,
+  /// 2q + 9, in A (a0/a2 of row g, a1/a3 of row g + 8) and in B alike.
+  void decodeProducts(DecodeShape shape, Value tid, Value warp, Value lane, Value rowStart,
+                      Value col0, Value expert, Value partials);
+
+  /// Each warp its own tile.
+  void perWarp(Value lane, Value rowStart, Value col0, int64_t blockCols, Value used,
+               function_ref<void(Value)> compute);
+
+  /// The products of the tile at rowStart with its expert's weights, or
+  /// zeros past the used rows or for a tile of no expert.
+  void tileOfExpert(Value rowStart, Value used, function_ref<void()> zero,
+                    function_ref<void(Value)> compute);
+
+  /// Prefill, the block's 64 rows of one expert by 64 columns: per 32 of
+  /// depth, the 64 x 32 rows of `a` and of the weights go to shared memory
+  /// (cp.async, two 16-byte chunks of each per thread) while the warps
+  /// multiply the other stage; fragments come from ldmatrix (x4: an A
+  /// fragment, or the B fragments of two n8 tiles).
+  void stagedProducts(Value tid, Value warp, Value lane, Value blockRow0, Value rowStart,
+                      Value col0, Value expert, Value tileA, Value tileW);
+
+  /// Accumulators c0, c1 (row g, columns 2q, 2q+1 of each n8 tile) and c2,
+  /// c3 (row g + 8) to the output, rows past the end left out.
+  void storeTile(ValueRange c, Value lane, Value rowStart, Value col0, int64_t nTiles);
+
+  /// Rows [rowStart, rowStart + 16) (those inside `rows`) of `width` columns
+  /// from col0 become 0, written by `count` threads (index `thread`).
+  void zeroRows(Value thread, int64_t count, Value rowStart, Value col0, int64_t width);
+
+  /// The warp's 16 x (8 * nTiles) products over the whole depth: nTiles
+  /// accumulators of four f32 each, stored by rows g and g + 8.
+  void products(Value lane, Value rowStart, Value col0, int64_t nTiles, Value expert);
+};
+} // namespace mlir::moe::gemm
+
+#endif // MOE_CONVERSION_MOETOGPU_GEMMKERNEL_H
