@@ -74,10 +74,15 @@
 // PACKED: arith.cmpi eq, %{{.*}}, %c4
 // PACKED: arith.cmpi eq, %{{.*}}, %c1
 // PACKED: scf.yield {{.*}} : vector<8xf32>, vector<8xf32>{{$}}
-// One-row (decode) tiles prefetch the weight rows of the next tile.
+// One-row (decode) tiles prefetch the weight rows of the tile after next,
+// once per 16 of depth (a 64-byte line of f32): two vectors of FMAs a step.
 // NOPACK-LABEL: func.func @gemm
 // NOPACK: scf.forall
+// NOPACK: scf.for %{{.*}} = %c0 to %c64 step %c16 iter_args
 // NOPACK-COUNT-4: memref.prefetch %{{.*}}, read, locality<3>, data
+// NOPACK-NOT: memref.prefetch
+// NOPACK-COUNT-8: vector.fma
+// NOPACK: scf.yield
 // NOPACK-NOT: scf.forall
 // NOPACK-NOT: memref<64x64x16xf32>
 // NOPACK: return

@@ -290,6 +290,25 @@ private:
         start = pairs;
       }
     }
+    // One row, f32 (or what the bf16 pairs left): two vectors a step, the
+    // prefetch once per step (f32: once per 64-byte line, not twice).
+    // Qwen3-like f32 T = 1 8.70 -> 8.04 ms, DeepSeek-like 2.39 -> 2.17 ms
+    // (1 thread, interleaved runs; the same sums in the same order).
+    if (rows == 1 && k0 + kLength - start >= 2 * lanes) {
+      int64_t lines = start + (k0 + kLength - start) / (2 * lanes) * (2 * lanes);
+      auto loop = scf::ForOp::create(
+          b, loc, c(start), c(lines), c(2 * lanes), acc,
+          [&](OpBuilder &nb, Location, Value k, ValueRange iter) {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+            prefetchNext(k);
+            SmallVector<Value> half = step(k, iter, Value());
+            Value k2 = arith::AddIOp::create(b, loc, k, c(lanes));
+            scf::YieldOp::create(b, loc, step(k2, half, Value()));
+          });
+      acc.assign(loop.getResults().begin(), loop.getResults().end());
+      start = lines;
+    }
     int64_t whole = start + (k0 + kLength - start) / lanes * lanes;
     if (whole > start) {
       auto loop = scf::ForOp::create(
