@@ -1,15 +1,16 @@
 //===- DispatchGPU.cpp - moe.dispatch as two kernels ----------------------===//
 //
-// `moe.dispatch` (the padded layout) on the GPU in O(T*k) per expert, in
-// two kernels instead of the quadratic ranks of convert-moe-to-linalg:
+// `moe.dispatch` (the padded layout) on the GPU in two kernels instead of
+// the quadratic ranks of convert-moe-to-linalg:
 //
-//   1. one block, one thread per expert e: counts e's choices in (token,
-//      choice) order, reads every count from workgroup memory to find where
-//      its rows begin (the exclusive prefix sum of the padded counts), then
-//      walks the choices again and numbers its own: slot, row_expert and the
-//      token of each row; its padding rows, and the rows past the last
-//      expert's, get row_expert -1 and no token;
-//   2. one block per row: the row's token's x, or zeros.
+//   1. one block of 32 warps does the bookkeeping (Bookkeeping below): each
+//      warp numbers the choices of its run of them by shuffles and counts,
+//      a scan of the counts gives every expert's first row, and a second
+//      walk writes each choice's slot, row_expert and the row's token; the
+//      padding rows and the rows past the last expert's get row_expert -1
+//      and no token. O(T*k) work over 1024 threads, plus O(E log E);
+//   2. one block per row: the row's token's x, or zeros (16 bytes a thread
+//      where the row divides).
 //
 // The layout is the one the other lowerings produce (same slots, rows and
 // offsets): within an expert, rows follow the choices' order.
