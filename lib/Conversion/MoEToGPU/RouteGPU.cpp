@@ -4,7 +4,7 @@
 // convert-moe-to-linalg's ranks make:
 //
 //   1. logits[T, E] (f32) = x · router_weight^T on tensor cores (the dense
-//      form of the grouped GEMM kernel, GroupedMatmulGPU.cpp);
+//      form of the grouped GEMM kernels, GemmKernel.h);
 //   2. one block per token, one thread per expert, in workgroup memory: the
 //      logit bias and bf16 rounding where asked, the scores (softmax: every
 //      thread sums the exponentials in expert order, so the sum is the same
