@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GPUKernels.h"
+#include "KernelBuilder.h"
 #include "moe/Conversion/PaddedRows.h"
 #include "moe/Conversion/ReadBuffer.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
@@ -41,47 +42,7 @@ constexpr int64_t kBookWarps = 32;
 /// At most this many experts: the block keeps a count per warp and expert.
 constexpr int64_t kMaxExperts = 256;
 
-struct Builder {
-  OpBuilder &b;
-  Location loc;
-
-  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value i32(int64_t v) { return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v)); }
-  Value load(Value buffer, ValueRange at) { return memref::LoadOp::create(b, loc, buffer, at); }
-  void store(Value v, Value buffer, ValueRange at) { memref::StoreOp::create(b, loc, v, buffer, at); }
-  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value toIndex(Value v) { return arith::IndexCastOp::create(b, loc, b.getIndexType(), v); }
-  Value toI32(Value v) { return arith::IndexCastOp::create(b, loc, b.getI32Type(), v); }
-
-  void ifThen(Value cond, function_ref<void()> then) {
-    auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(op.thenBlock());
-    then();
-  }
-
-  SmallVector<Value> fold(Value lb, Value ub, Value step, ValueRange init,
-                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-    auto loop = scf::ForOp::create(b, loc, lb, ub, step, init,
-                                   [&](OpBuilder &nb, Location, Value i, ValueRange acc) {
-                                     OpBuilder::InsertionGuard guard(b);
-                                     b.setInsertionPoint(nb.getInsertionBlock(),
-                                                         nb.getInsertionPoint());
-                                     scf::YieldOp::create(b, loc, body(i, acc));
-                                   });
-    return SmallVector<Value>(loop.getResults());
-  }
-
-  void forEach(Value lb, Value ub, Value step, function_ref<void(Value)> body) {
-    fold(lb, ub, step, ValueRange{}, [&](Value i, ValueRange) {
-      body(i);
-      return SmallVector<Value>{};
-    });
-  }
-
+struct Builder : KernelBuilder {
   /// `count` rounded up to a multiple of `tile` (i32).
   Value padded(Value count, int64_t tile) {
     if (tile == 1)
@@ -282,7 +243,7 @@ struct DispatchToGPU : OpRewritePattern<DispatchOp> {
     const int64_t hidden = xType.getDimSize(1);
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
-    Builder u{b, loc};
+    Builder u{{b, loc}};
     Value tokens = tensor::DimOp::create(b, loc, op.getX(), 0);
     Value pairs = arith::MulIOp::create(b, loc, tokens, u.idx(topK));
     Value rows = paddedRows(b, loc, pairs, experts, tile);

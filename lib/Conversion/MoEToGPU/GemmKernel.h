@@ -9,6 +9,8 @@
 #ifndef MOE_CONVERSION_MOETOGPU_GEMMKERNEL_H
 #define MOE_CONVERSION_MOETOGPU_GEMMKERNEL_H
 
+#include "KernelBuilder.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -54,17 +56,13 @@ struct DecodeShape {
   int64_t stepDepth() const { return 32 * chunks; }
 };
 
-struct Kernel {
-  OpBuilder &b;
-  Location loc;
+struct Kernel : KernelBuilder {
   Value a, w, out, rowExpert, offsets; // buffers; no experts: w is [N, K]
   Value rows;                           // index: rows of a and out
   int64_t experts, cols, depth;
 
   bool grouped() const { return rowExpert != nullptr; }
 
-  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
   Value lt(Value x, Value y) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
@@ -117,13 +115,6 @@ struct Kernel {
         std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
     for (int64_t i = 0; i < 4; ++i)
       acc[4 * j + i] = LLVM::ExtractValueOp::create(b, loc, mma, i);
-  }
-
-  void ifThen(Value cond, function_ref<void()> then) {
-    auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(op.thenBlock());
-    then();
   }
 
   void ifThenElse(Value cond, function_ref<void()> then, function_ref<void()> otherwise) {

@@ -70,7 +70,7 @@ bool mlir::moe::denseTensorCoreGemmApplies(int64_t cols, int64_t depth) {
 
 void mlir::moe::buildDenseTensorCoreGemm(OpBuilder &b, Location loc, Value a, Value w, Value out,
                                          Value rows, int64_t cols, int64_t depth) {
-  Kernel{b, loc, a, w, out, Value(), Value(), rows, 0, cols, depth}.build();
+  Kernel{{b, loc}, a, w, out, Value(), Value(), rows, 0, cols, depth}.build();
 }
 
 namespace {
@@ -108,8 +108,7 @@ struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
     auto outType = MemRefType::get({inType.getDimSize(0), cols}, b.getBF16Type());
     Value out = memref::AllocOp::create(b, loc, outType,
                                         outType.isDynamicDim(0) ? ValueRange{rows} : ValueRange{});
-    Kernel kernel{b,
-                  loc,
+    Kernel kernel{{b, loc},
                   readBuffer(b, loc, op.getInput()),
                   readBuffer(b, loc, op.getWeight()),
                   out,

@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GPUKernels.h"
+#include "KernelBuilder.h"
 #include "../MoEToLinalg/LinalgBuilders.h"
 #include "moe/Conversion/ReadBuffer.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
@@ -42,38 +43,14 @@ using mlir::moe::lowering::beats;
 
 namespace {
 /// Builds the per-token kernel's body; `b` is inside the launch.
-struct TokenKernel {
-  OpBuilder &b;
-  Location loc;
+struct TokenKernel : KernelBuilder {
   RoutingAttr routing;
   int64_t experts;
-
-  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value f32(double v) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v)); }
-  Value load(Value buffer, ValueRange at) { return memref::LoadOp::create(b, loc, buffer, at); }
-  void store(Value v, Value buffer, ValueRange at) { memref::StoreOp::create(b, loc, v, buffer, at); }
-  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  }
-
-  void ifThen(Value cond, function_ref<void()> then) {
-    auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(op.thenBlock());
-    then();
-  }
 
   /// A loop over [lb, ub) carrying `init`; `body` returns the next values.
   SmallVector<Value> fold(Value lb, Value ub, ValueRange init,
                           function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-    auto loop = scf::ForOp::create(b, loc, lb, ub, idx(1), init,
-                                   [&](OpBuilder &nb, Location, Value i, ValueRange acc) {
-                                     OpBuilder::InsertionGuard guard(b);
-                                     b.setInsertionPoint(nb.getInsertionBlock(),
-                                                         nb.getInsertionPoint());
-                                     scf::YieldOp::create(b, loc, body(i, acc));
-                                   });
-    return SmallVector<Value>(loop.getResults());
+    return KernelBuilder::fold(lb, ub, idx(1), init, body);
   }
 
   /// How many entries of `values[0, count)` beat entry `self` (its rank),
@@ -289,7 +266,7 @@ struct RouteToGPU : OpRewritePattern<RouteOp> {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&launch.getBody().front());
       ArrayRef<BlockArgument> memory = launch.getWorkgroupAttributions();
-      TokenKernel{b, loc, routing, experts}.build(
+      TokenKernel{{b, loc}, routing, experts}.build(
           launch.getBlockIds().x, launch.getThreadIds().x, logits, logitBias, bias, ids, weights,
           memory[0], memory[1], memory[2], memory[3], memory[4]);
       gpu::TerminatorOp::create(b, loc);
