@@ -73,35 +73,15 @@ ValueRange foldLoop(
   return loop.getResults();
 }
 
-/// The entry of `row[begin, end)` (a row of a 2-D f32 buffer, indices in
-/// `row` 1..) that is best in the `beats` order among those that `prev`
-/// (value, index) beats; every entry when `prev` is absent. Returns (value,
-/// index). There is always one: the caller asks for at most as many picks as
-/// the row has entries.
+/// lowering::bestBelow over `buffer[token, begin..end)`.
 std::pair<Value, Value>
 bestBelow(OpBuilder &b, Location loc, Value buffer, Value token, Value begin,
           Value end, Value firstPick, Value prevValue, Value prevIndex) {
-  Value no = arith::ConstantOp::create(b, loc, b.getBoolAttr(false));
-  Value yes = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-  Value nan = constF32(b, loc, std::numeric_limits<float>::quiet_NaN());
-  ValueRange best = foldLoop(
-      b, loc, begin, end, ValueRange{nan, begin, no},
-      [&](OpBuilder &nb, Location l, Value e, ValueRange acc) {
-        Value v = memref::LoadOp::create(nb, l, buffer, ValueRange{token, e});
-        // A candidate: ranked after the previous pick.
-        Value after = beats(nb, l, prevValue, v, prevIndex, e);
-        Value candidate = arith::OrIOp::create(nb, l, firstPick, after);
-        // Better than the best candidate so far (or the first one).
-        Value better = beats(nb, l, v, acc[0], e, acc[1]);
-        Value none = arith::XOrIOp::create(nb, l, acc[2], yes);
-        Value improves = arith::OrIOp::create(nb, l, none, better);
-        Value take = arith::AndIOp::create(nb, l, candidate, improves);
-        Value value = arith::SelectOp::create(nb, l, take, v, acc[0]);
-        Value index = arith::SelectOp::create(nb, l, take, e, acc[1]);
-        Value found = arith::OrIOp::create(nb, l, acc[2], take);
-        return SmallVector<Value>{value, index, found};
+  return lowering::bestBelow(
+      b, loc, begin, end, firstPick, prevValue, prevIndex,
+      [&](OpBuilder &nb, Location l, Value e) -> Value {
+        return memref::LoadOp::create(nb, l, buffer, ValueRange{token, e});
       });
-  return {best[0], best[1]};
 }
 
 struct RouteCpuLowering : OpRewritePattern<RouteOp> {

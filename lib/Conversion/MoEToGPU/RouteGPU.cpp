@@ -76,27 +76,13 @@ struct TokenKernel : KernelBuilder {
     return loop.getResult(0);
   }
 
-  /// The best entry of values[begin, end) that (prevValue, prevIndex) beats,
-  /// or the best of all with `firstPick` (RouteCPU's bestBelow on a row).
+  /// lowering::bestBelow over values[begin, end) (workgroup memory).
   std::pair<Value, Value> bestBelow(Value values, Value begin, Value end, Value firstPick,
                                     Value prevValue, Value prevIndex) {
-    Value no = arith::ConstantOp::create(b, loc, b.getBoolAttr(false));
-    Value yes = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-    Value nan = f32(std::numeric_limits<float>::quiet_NaN());
-    SmallVector<Value> best =
-        fold(begin, end, ValueRange{nan, begin, no}, [&](Value e, ValueRange acc) {
-          Value v = load(values, {e});
-          Value after = beats(b, loc, prevValue, v, prevIndex, e);
-          Value candidate = arith::OrIOp::create(b, loc, firstPick, after);
-          Value better = beats(b, loc, v, acc[0], e, acc[1]);
-          Value none = arith::XOrIOp::create(b, loc, acc[2], yes);
-          Value improves = arith::OrIOp::create(b, loc, none, better);
-          Value take = arith::AndIOp::create(b, loc, candidate, improves);
-          return SmallVector<Value>{arith::SelectOp::create(b, loc, take, v, acc[0]),
-                                    arith::SelectOp::create(b, loc, take, e, acc[1]),
-                                    arith::OrIOp::create(b, loc, acc[2], take)};
-        });
-    return {best[0], best[1]};
+    return lowering::bestBelow(b, loc, begin, end, firstPick, prevValue, prevIndex,
+                               [&](OpBuilder &nb, Location l, Value e) -> Value {
+                                 return memref::LoadOp::create(nb, l, values, ValueRange{e});
+                               });
   }
 
   /// Thread `e` of token `t`'s block. `raw`, `scores`, `selection` (E),

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 using namespace mlir;
@@ -157,4 +158,33 @@ Value lowering::beats(OpBuilder &b, Location loc, Value other, Value self, Value
   Value tieBefore = arith::AndIOp::create(b, loc, tie, before);
   Value above = arith::OrIOp::create(b, loc, greater, numberOverNaN);
   return arith::OrIOp::create(b, loc, above, tieBefore);
+}
+
+std::pair<Value, Value>
+lowering::bestBelow(OpBuilder &b, Location loc, Value begin, Value end, Value firstPick,
+                    Value prevValue, Value prevIndex,
+                    function_ref<Value(OpBuilder &, Location, Value)> valueAt) {
+  Value no = arith::ConstantOp::create(b, loc, b.getBoolAttr(false));
+  Value yes = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  Value nan = arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(std::numeric_limits<float>::quiet_NaN()));
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto loop = scf::ForOp::create(
+      b, loc, begin, end, one, ValueRange{nan, begin, no},
+      [&](OpBuilder &nb, Location l, Value e, ValueRange acc) {
+        Value v = valueAt(nb, l, e);
+        // A candidate: ranked after the previous pick.
+        Value after = beats(nb, l, prevValue, v, prevIndex, e);
+        Value candidate = arith::OrIOp::create(nb, l, firstPick, after);
+        // Better than the best candidate so far (or the first one).
+        Value better = beats(nb, l, v, acc[0], e, acc[1]);
+        Value none = arith::XOrIOp::create(nb, l, acc[2], yes);
+        Value improves = arith::OrIOp::create(nb, l, none, better);
+        Value take = arith::AndIOp::create(nb, l, candidate, improves);
+        Value value = arith::SelectOp::create(nb, l, take, v, acc[0]);
+        Value index = arith::SelectOp::create(nb, l, take, e, acc[1]);
+        Value found = arith::OrIOp::create(nb, l, acc[2], take);
+        scf::YieldOp::create(nb, l, ValueRange{value, index, found});
+      });
+  return {loop.getResult(0), loop.getResult(1)};
 }

@@ -46,6 +46,15 @@ Value decodeE4M3(OpBuilder &b, Location loc, Value code);
 /// moe.route, so they pick the same experts.
 Value beats(OpBuilder &b, Location loc, Value other, Value self, Value io, Value is);
 
+/// The entry e of [begin, end) (its value `valueAt(e)`) that is best in the
+/// `beats` order among those that (prevValue, prevIndex) beats, or the best
+/// of all with `firstPick`: (value, index). There is always one when the
+/// caller asks for at most as many picks as the range has entries. Top-k by
+/// selection, shared by the CPU and GPU routing.
+std::pair<Value, Value> bestBelow(OpBuilder &b, Location loc, Value begin, Value end,
+                                  Value firstPick, Value prevValue, Value prevIndex,
+                                  function_ref<Value(OpBuilder &, Location, Value)> valueAt);
+
 /// `size * factor` as an OpFoldResult.
 OpFoldResult mulSize(ImplicitLocOpBuilder &b, OpFoldResult size,
                      int64_t factor);
