@@ -74,14 +74,15 @@
 // PACKED: arith.cmpi eq, %{{.*}}, %c4
 // PACKED: arith.cmpi eq, %{{.*}}, %c1
 // PACKED: scf.yield {{.*}} : vector<8xf32>, vector<8xf32>{{$}}
-// One-row (decode) tiles prefetch the weight rows of the tile after next,
-// once per 16 of depth (a 64-byte line of f32): two vectors of FMAs a step.
+// One-row (decode) tiles stream 8 weight rows; rows this short (256 bytes)
+// prefetch the rows of the tile after next, once per 16 of depth (a 64-byte
+// line of f32): two vectors of FMAs a step.
 // NOPACK-LABEL: func.func @gemm
 // NOPACK: scf.forall
 // NOPACK: scf.for %{{.*}} = %c0 to %c64 step %c16 iter_args
-// NOPACK-COUNT-4: memref.prefetch %{{.*}}, read, locality<3>, data
+// NOPACK-COUNT-8: memref.prefetch %{{.*}}, read, locality<3>, data
 // NOPACK-NOT: memref.prefetch
-// NOPACK-COUNT-8: vector.fma
+// NOPACK-COUNT-16: vector.fma
 // NOPACK: scf.yield
 // NOPACK-NOT: scf.forall
 // NOPACK-NOT: memref<64x64x16xf32>
@@ -171,4 +172,22 @@ func.func @dispatch(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>)
     : (tensor<?x16xf32>, tensor<?x2xi32>)
       -> (tensor<?x16xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<5xi32>)
   return %d, %re, %s, %o : tensor<?x16xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<5xi32>
+}
+
+// -----
+
+// Weight rows longer than 2 KiB (here 4 KiB of f32) stream without software
+// prefetches: the hardware prefetcher keeps up with them.
+// NOPACK-LABEL: func.func @gemm_long_rows
+// NOPACK: scf.for %{{.*}} = %c0 to %c1024 step %c16 iter_args
+// NOPACK-NOT: memref.prefetch
+// NOPACK-COUNT-16: vector.fma
+// NOPACK: scf.yield
+// NOPACK-NOT: memref.prefetch
+// NOPACK: return
+func.func @gemm_long_rows(%rows: tensor<?x1024xf32>, %w: tensor<4x32x1024xf32>,
+                          %re: tensor<?xi32>, %off: tensor<5xi32>) -> tensor<?x32xf32> {
+  %y = moe.grouped_matmul %rows, %w, %re offsets %off
+    : (tensor<?x1024xf32>, tensor<4x32x1024xf32>, tensor<?xi32>, tensor<5xi32>) -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
 }

@@ -453,6 +453,7 @@ llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine) {
        llvm::json::Object{
            {"register_tile_rows", int64_t(defaults.registerRows)},
            {"register_tile_weight_rows", int64_t(defaults.registerCols)},
+           {"decode_tile_weight_rows", int64_t(defaults.decodeCols)},
            {"column_block", int64_t(defaults.columnBlock)},
            {"packed_min_rows", int64_t(packedMinRows)},
            {"packed",

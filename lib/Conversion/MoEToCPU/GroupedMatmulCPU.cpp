@@ -96,7 +96,7 @@ private:
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(branch.thenBlock());
-      const int64_t tileCols = options.registerCols;
+      const int64_t tileCols = options.decodeCols;
       forLoop(colBegin, colEnd, c(tileCols), [&](Value col) {
         forLoop(begin, end, c(1), [&](Value row) {
           emitRegisterTile(expert, row, 1, col, colEnd, 0, depth, false, tileCols);
@@ -224,13 +224,16 @@ private:
     Value zero = arith::ConstantOp::create(
         b, loc, f32Vector, DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(0)));
     SmallVector<Value> init(rows * tileCols, zero);
-    // One row (decode) streams the weights once: each weight row is only a
-    // page or two, too short for the hardware prefetcher to ramp up, so the
-    // rows of the tile after next are prefetched at the same depth (two
-    // tiles ahead: bf16 DeepSeek-like T = 1 0.86 vs 1.15 ms for the next
-    // tile, four ahead 0.97; f32 and Qwen3 within noise).
+    // One row (decode) streams the weights once. Rows of at most
+    // decodePrefetchRowBytes are too short for the hardware prefetcher to
+    // ramp up, so the rows of the tile after next are prefetched at the
+    // same depth (two tiles ahead: bf16 DeepSeek-like T = 1 0.86 vs 1.15 ms
+    // for the next tile). Longer rows stream faster without: the prefetches
+    // compete with the hardware's (f32 Qwen3-like T = 1 6.3 vs 7.0 ms).
     SmallVector<Value> nextCols;
-    if (rows == 1)
+    int64_t rowBytes =
+        depth * cast<MemRefType>(ops.w.getType()).getElementTypeBitWidth() / 8;
+    if (rows == 1 && rowBytes <= options.decodePrefetchRowBytes)
       for (int64_t j = 0; j < tileCols; ++j) {
         Value next = arith::AddIOp::create(b, loc, colIdx[j], c(2 * tileCols));
         nextCols.push_back(arith::MinUIOp::create(b, loc, next, c(cols - 1)));
