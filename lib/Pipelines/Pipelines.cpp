@@ -54,10 +54,10 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
   // element is still computed by one thread, whatever the thread count.
   std::string strategy = llvm::formatv(
       "convert-moe-to-cpu{{vector-width={0} register-rows={1} register-cols={2} "
-      "decode-cols={3} column-block={4} packed-min-rows={5}},",
+      "column-block={3} packed-min-rows={4}},",
       options.vectorWidth.getValue(), options.registerRows.getValue(),
-      options.registerCols.getValue(), options.decodeCols.getValue(),
-      options.columnBlock.getValue(), options.packedMinRows.getValue());
+      options.registerCols.getValue(), options.columnBlock.getValue(),
+      options.packedMinRows.getValue());
   std::string text = toLinalg(options.dedupeTp, options.dispatchQuantization,
                               options.fp8Gemm, strategy, options.rowTile) +
                      kToBuffers +

@@ -26,10 +26,18 @@ def bytes_per_token(config, tmp_path, ranks, max_tokens):
     return plan["chunking"]["bytes_per_token"]
 
 
+def same_up_to_rounding(got, want):
+    """Equal but for f32 summation order: a chunking error (a row lost,
+    doubled or misplaced) is of the size of the outputs themselves."""
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-6 * np.abs(want).max()
+
+
 def run(config, tmp_path, ranks, counts, budget, packed_min_rows=0):
-    # Chunks give an expert fewer rows per call; with the packed GEMM (for
-    # experts with many rows, another summation order) the last bits may
-    # change, so the bitwise checks keep every expert on one GEMM path.
+    # Chunks give an expert fewer rows per call, and the GEMM path depends on
+    # them (decode dots below 3 rows, register tiles, the packed GEMM from
+    # packed_min_rows on), each with its own summation order: the outputs
+    # may differ in the last bits (same_up_to_rounding).
     library, plan = compile_config(config, tmp_path, ep=ranks, max_tokens_per_rank=max(counts),
                                    chunk_budget_bytes=budget, packed_min_rows=packed_min_rows)
     results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", ranks,
@@ -65,7 +73,7 @@ def test_buffers_stay_within_the_budget_with_32_chunks(tmp_path):
     _, whole = run(config, tmp_path, ranks, counts, budget=0)
     for c, w in zip(chunked, whole):
         assert c["counters"]["totals"]["chunks_run"] == 32
-        np.testing.assert_array_equal(np.load(c["output_file"]), np.load(w["output_file"]))
+        same_up_to_rounding(np.load(c["output_file"]), np.load(w["output_file"]))
         # The runtime's workspaces are allocated at their planned (per-chunk) size.
         runtime_buffers = sum(c["counters"]["planned_bytes"].values())
         measured = c["heap_peak_bytes"] - c["output_bytes"] + runtime_buffers
@@ -86,7 +94,7 @@ def test_chunked_outputs_equal_unchunked(tmp_path, ranks):
     assert plan["chunking"]["chunk_size"] == 8 and plan["chunking"]["chunked"]
     _, whole = run(config, tmp_path, ranks, counts, budget=0)
     for c, w in zip(chunked, whole):
-        np.testing.assert_array_equal(np.load(c["output_file"]), np.load(w["output_file"]))
+        same_up_to_rounding(np.load(c["output_file"]), np.load(w["output_file"]))
         if ranks > 1:  # every rank runs the group's most chunks
             assert c["counters"]["totals"]["chunks_run"] == -(-max(counts) // 8)
 

@@ -74,16 +74,23 @@
 // PACKED: arith.cmpi eq, %{{.*}}, %c4
 // PACKED: arith.cmpi eq, %{{.*}}, %c1
 // PACKED: scf.yield {{.*}} : vector<8xf32>, vector<8xf32>{{$}}
-// One-row (decode) tiles stream 8 weight rows; rows this short (256 bytes)
-// prefetch the rows of the tile after next, once per 16 of depth (a 64-byte
-// line of f32): two vectors of FMAs a step.
+// Experts with fewer rows than a register tile (decode) stream the weights
+// a row at a time: a dot product on 4 independent accumulators along the
+// depth, no prefetches, a fixed tree of adds, one horizontal sum.
 // NOPACK-LABEL: func.func @gemm
 // NOPACK: scf.forall
-// NOPACK: scf.for %{{.*}} = %c0 to %c64 step %c16 iter_args
-// NOPACK-COUNT-8: memref.prefetch %{{.*}}, read, locality<3>, data
+// NOPACK: scf.for
+// NOPACK-NEXT: scf.for
+// NOPACK-NEXT: scf.for %{{.*}} = %c0 to %c64 step %c32 iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // NOPACK-NOT: memref.prefetch
-// NOPACK-COUNT-16: vector.fma
+// NOPACK-COUNT-4: vector.fma
 // NOPACK: scf.yield
+// NOPACK-NEXT: }
+// NOPACK-NEXT: %[[S01:.*]] = arith.addf
+// NOPACK-NEXT: %[[S23:.*]] = arith.addf
+// NOPACK-NEXT: %[[S:.*]] = arith.addf %[[S01]], %[[S23]]
+// NOPACK-NEXT: vector.reduction <add>, %[[S]]
+// NOPACK-NEXT: memref.store
 // NOPACK-NOT: scf.forall
 // NOPACK-NOT: memref<64x64x16xf32>
 // NOPACK: return
@@ -176,18 +183,20 @@ func.func @dispatch(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>)
 
 // -----
 
-// Weight rows longer than 2 KiB (here 4 KiB of f32) stream without software
-// prefetches: the hardware prefetcher keeps up with them.
-// NOPACK-LABEL: func.func @gemm_long_rows
-// NOPACK: scf.for %{{.*}} = %c0 to %c1024 step %c16 iter_args
-// NOPACK-NOT: memref.prefetch
-// NOPACK-COUNT-16: vector.fma
+// A depth that is not a multiple of 4 vectors (76 = 2 x 32 + 8 + 4): the
+// rest in whole vectors, then a masked vector.
+// NOPACK-LABEL: func.func @gemm_ragged_depth
+// NOPACK: scf.for %{{.*}} = %c0 to %c64 step %c32 iter_args
 // NOPACK: scf.yield
-// NOPACK-NOT: memref.prefetch
-// NOPACK: return
-func.func @gemm_long_rows(%rows: tensor<?x1024xf32>, %w: tensor<4x32x1024xf32>,
-                          %re: tensor<?xi32>, %off: tensor<5xi32>) -> tensor<?x32xf32> {
+// NOPACK: vector.load %{{.*}}[%{{.*}}, %{{.*}}, %c64]
+// NOPACK: vector.fma
+// NOPACK: vector.maskedload %{{.*}}[%{{.*}}, %{{.*}}, %c72]
+// NOPACK: vector.maskedload %{{.*}}[%{{.*}}, %c72]
+// NOPACK-NEXT: vector.fma
+// NOPACK: vector.reduction
+func.func @gemm_ragged_depth(%rows: tensor<?x76xf32>, %w: tensor<4x32x76xf32>,
+                             %re: tensor<?xi32>, %off: tensor<5xi32>) -> tensor<?x32xf32> {
   %y = moe.grouped_matmul %rows, %w, %re offsets %off
-    : (tensor<?x1024xf32>, tensor<4x32x1024xf32>, tensor<?xi32>, tensor<5xi32>) -> tensor<?x32xf32>
+    : (tensor<?x76xf32>, tensor<4x32x76xf32>, tensor<?xi32>, tensor<5xi32>) -> tensor<?x32xf32>
   return %y : tensor<?x32xf32>
 }

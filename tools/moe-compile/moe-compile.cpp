@@ -453,8 +453,11 @@ llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine) {
        llvm::json::Object{
            {"register_tile_rows", int64_t(defaults.registerRows)},
            {"register_tile_weight_rows", int64_t(defaults.registerCols)},
-           {"decode_tile_weight_rows", int64_t(defaults.decodeCols)},
            {"column_block", int64_t(defaults.columnBlock)},
+           {"decode",
+            "experts with fewer than register_tile_rows rows in a call: a weight "
+            "row at a time in memory order, each of the expert's rows dotted "
+            "with it on several independent vector accumulators along the depth"},
            {"packed_min_rows", int64_t(packedMinRows)},
            {"packed",
             "experts with at least packed_min_rows rows in a call: per work item "

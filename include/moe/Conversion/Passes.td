@@ -72,8 +72,6 @@ def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
            "Rows of the GEMM's register tile">,
     Option<"registerCols", "register-cols", "int64_t", "4",
            "Weight rows (output columns) of the GEMM's register tile">,
-    Option<"decodeCols", "decode-cols", "int64_t", "8",
-           "Weight rows (output columns) of the one-row (decode) tile">,
     Option<"columnBlock", "column-block", "int64_t", "64",
            "Output columns of one thread work item">,
     Option<"packedMinRows", "packed-min-rows", "int64_t", "24",

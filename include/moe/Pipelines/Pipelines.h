@@ -36,11 +36,6 @@ struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
       *this, "register-cols",
       llvm::cl::desc("Weight rows (output columns) of the GEMM register tile"),
       llvm::cl::init(4)};
-  Option<int64_t> decodeCols{
-      *this, "decode-cols",
-      llvm::cl::desc("Weight rows (output columns) of the one-row (decode) "
-                     "GEMM tile; column-block is a multiple of it"),
-      llvm::cl::init(8)};
   Option<int64_t> columnBlock{
       *this, "column-block",
       llvm::cl::desc("Output columns of one GEMM thread work item (a multiple "

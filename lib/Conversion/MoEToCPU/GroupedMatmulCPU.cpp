@@ -87,8 +87,8 @@ private:
   void emitSmallExpert(Value expert, Value begin, Value end, Value colBegin,
                        Value colEnd) {
     // An expert with fewer rows than a register tile (decode) streams its
-    // weights once over the whole depth: no row blocks, no partial sums.
-    // (Twice the weight rows per pass measured slower: 11.4 vs 9.8 ms.)
+    // weights once, a weight row at a time in memory order, the expert's
+    // rows dotted with it while it is in L1.
     Value few = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                       arith::SubIOp::create(b, loc, end, begin),
                                       c(options.registerRows));
@@ -96,15 +96,76 @@ private:
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(branch.thenBlock());
-      const int64_t tileCols = options.decodeCols;
-      forLoop(colBegin, colEnd, c(tileCols), [&](Value col) {
-        forLoop(begin, end, c(1), [&](Value row) {
-          emitRegisterTile(expert, row, 1, col, colEnd, 0, depth, false, tileCols);
-        });
+      forLoop(colBegin, colEnd, c(1), [&](Value col) {
+        forLoop(begin, end, c(1), [&](Value row) { emitDecodeDot(expert, row, col); });
       });
       b.setInsertionPointToStart(branch.elseBlock());
       emitRowBlocks(expert, begin, end, colBegin, colEnd);
     }
+  }
+
+  /// out[row, col] = a[row, :] . w[expert, col, :] on decodeAccumulators
+  /// independent accumulators along the depth: one sequential stream of
+  /// weights (the hardware prefetcher's best case) with enough FMAs in
+  /// flight to keep up with it.
+  void emitDecodeDot(Value expert, Value row, Value col) {
+    const int64_t n = options.decodeAccumulators;
+    const bool pairs = bothBf16();
+    // Elements one accumulator takes per step.
+    const int64_t chunk = pairs ? 2 * lanes : lanes;
+    Value zero = arith::ConstantOp::create(
+        b, loc, f32Vector, DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(0)));
+    auto add = [&](Value k, Value acc) {
+      if (!pairs)
+        return vector::FMAOp::create(b, loc, loadRow(ops.a, {row, k}, Value()),
+                                     loadRow(ops.w, {expert, col, k}, Value()), acc)
+            .getResult();
+      auto [aLow, aHigh] = loadWidePair(ops.a, {row, k});
+      auto [wLow, wHigh] = loadWidePair(ops.w, {expert, col, k});
+      acc = vector::FMAOp::create(b, loc, aLow, wLow, acc);
+      return vector::FMAOp::create(b, loc, aHigh, wHigh, acc).getResult();
+    };
+    SmallVector<Value> acc(n, zero);
+    int64_t steps = depth / (n * chunk) * (n * chunk);
+    if (steps > 0) {
+      auto loop = scf::ForOp::create(
+          b, loc, c(0), c(steps), c(n * chunk), acc,
+          [&](OpBuilder &nb, Location, Value k, ValueRange iter) {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+            SmallVector<Value> next;
+            for (int64_t j = 0; j < n; ++j)
+              next.push_back(add(
+                  j ? arith::AddIOp::create(b, loc, k, c(j * chunk)).getResult() : k,
+                  iter[j]));
+            scf::YieldOp::create(b, loc, next);
+          });
+      acc.assign(loop.getResults().begin(), loop.getResults().end());
+    }
+    // The rest: whole chunks, whole vectors, then a masked vector.
+    int64_t k = steps;
+    for (int64_t j = 0; k + chunk <= depth; k += chunk, j = (j + 1) % n)
+      acc[j] = add(c(k), acc[j]);
+    for (int64_t j = 0; k + lanes <= depth; k += lanes, j = (j + 1) % n)
+      acc[j] = vector::FMAOp::create(b, loc, loadRow(ops.a, {row, c(k)}, Value()),
+                                     loadRow(ops.w, {expert, col, c(k)}, Value()), acc[j]);
+    if (k < depth) {
+      auto maskType = VectorType::get({lanes}, b.getI1Type());
+      Value mask = vector::ConstantMaskOp::create(
+          b, loc, maskType, b.getDenseI64ArrayAttr({depth - k}));
+      acc[0] = vector::FMAOp::create(b, loc, loadRow(ops.a, {row, c(k)}, mask),
+                                     loadRow(ops.w, {expert, col, c(k)}, mask), acc[0]);
+    }
+    // A fixed tree: (a0 + a1) + (a2 + a3).
+    for (int64_t width = 1; width < n; width *= 2)
+      for (int64_t j = 0; j + width < n; j += 2 * width)
+        acc[j] = arith::AddFOp::create(b, loc, acc[j], acc[j + width]);
+    Value sum = vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, acc[0],
+                                            arith::FastMathFlags::reassoc);
+    Type outElement = cast<MemRefType>(ops.out.getType()).getElementType();
+    if (!outElement.isF32())
+      sum = arith::TruncFOp::create(b, loc, outElement, sum);
+    memref::StoreOp::create(b, loc, sum, ops.out, ValueRange{row, col});
   }
 
   void emitRowBlocks(Value expert, Value begin, Value end, Value colBegin,
@@ -224,27 +285,6 @@ private:
     Value zero = arith::ConstantOp::create(
         b, loc, f32Vector, DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(0)));
     SmallVector<Value> init(rows * tileCols, zero);
-    // One row (decode) streams the weights once. Rows of at most
-    // decodePrefetchRowBytes are too short for the hardware prefetcher to
-    // ramp up, so the rows of the tile after next are prefetched at the
-    // same depth (two tiles ahead: bf16 DeepSeek-like T = 1 0.86 vs 1.15 ms
-    // for the next tile). Longer rows stream faster without: the prefetches
-    // compete with the hardware's (f32 Qwen3-like T = 1 6.3 vs 7.0 ms).
-    SmallVector<Value> nextCols;
-    int64_t rowBytes =
-        depth * cast<MemRefType>(ops.w.getType()).getElementTypeBitWidth() / 8;
-    if (rows == 1 && rowBytes <= options.decodePrefetchRowBytes)
-      for (int64_t j = 0; j < tileCols; ++j) {
-        Value next = arith::AddIOp::create(b, loc, colIdx[j], c(2 * tileCols));
-        nextCols.push_back(arith::MinUIOp::create(b, loc, next, c(cols - 1)));
-      }
-    auto prefetchNext = [&](Value k) {
-      for (Value col : nextCols)
-        memref::PrefetchOp::create(b, loc, ops.w, ValueRange{expert, col, k},
-                                   /*isWrite=*/false, /*localityHint=*/3,
-                                   /*isDataCache=*/true);
-    };
-
     auto step = [&](Value k, ValueRange acc, Value mask) {
       SmallVector<Value> a, next(acc.begin(), acc.end());
       for (int64_t i = 0; i < rows; ++i)
@@ -258,7 +298,8 @@ private:
       return next;
     };
 
-    // One row, both operands bf16: 2 x lanes elements per step, widened by
+    // One row (rows left over in a row block), both operands bf16: 2 x
+    // lanes elements per step, widened by
     // interleaving with zeros (one unpack per 8 lanes instead of an extend
     // and a shift). The unpack permutes the elements within 128-bit blocks,
     // the same way for both operands, so the products pair up. Not for
@@ -278,7 +319,6 @@ private:
               SmallVector<std::pair<Value, Value>> a;
               for (int64_t i = 0; i < rows; ++i)
                 a.push_back(loadWidePair(ops.a, {rowIdx[i], k}));
-              prefetchNext(k);
               for (int64_t j = 0; j < tileCols; ++j) {
                 auto [wLow, wHigh] = loadWidePair(ops.w, {expert, colIdx[j], k});
                 for (int64_t i = 0; i < rows; ++i) {
@@ -293,25 +333,6 @@ private:
         start = pairs;
       }
     }
-    // One row, f32 (or what the bf16 pairs left): two vectors a step, the
-    // prefetch once per step (f32: once per 64-byte line, not twice).
-    // Qwen3-like f32 T = 1 8.70 -> 8.04 ms, DeepSeek-like 2.39 -> 2.17 ms
-    // (1 thread, interleaved runs; the same sums in the same order).
-    if (rows == 1 && k0 + kLength - start >= 2 * lanes) {
-      int64_t lines = start + (k0 + kLength - start) / (2 * lanes) * (2 * lanes);
-      auto loop = scf::ForOp::create(
-          b, loc, c(start), c(lines), c(2 * lanes), acc,
-          [&](OpBuilder &nb, Location, Value k, ValueRange iter) {
-            OpBuilder::InsertionGuard guard(b);
-            b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-            prefetchNext(k);
-            SmallVector<Value> half = step(k, iter, Value());
-            Value k2 = arith::AddIOp::create(b, loc, k, c(lanes));
-            scf::YieldOp::create(b, loc, step(k2, half, Value()));
-          });
-      acc.assign(loop.getResults().begin(), loop.getResults().end());
-      start = lines;
-    }
     int64_t whole = start + (k0 + kLength - start) / lanes * lanes;
     if (whole > start) {
       auto loop = scf::ForOp::create(
@@ -319,7 +340,6 @@ private:
           [&](OpBuilder &nb, Location, Value k, ValueRange iter) {
             OpBuilder::InsertionGuard guard(b);
             b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-            prefetchNext(k);
             scf::YieldOp::create(b, loc, step(k, iter, Value()));
           });
       acc.assign(loop.getResults().begin(), loop.getResults().end());

@@ -27,20 +27,17 @@ struct ConvertMoEToCPUPass
 
   void runOnOperation() override {
     if (vectorWidth < 1 || registerRows < 1 || registerCols < 1 ||
-        decodeCols < 1 || columnBlock < registerCols ||
-        columnBlock % registerCols != 0 || columnBlock % decodeCols != 0 ||
+        columnBlock < registerCols || columnBlock % registerCols != 0 ||
         packedMinRows < 0) {
       getOperation()->emitError(
           "convert-moe-to-cpu: tile sizes must be positive and column-block "
-          "a multiple of register-cols and of decode-cols; packed-min-rows "
-          "must not be negative");
+          "a multiple of register-cols; packed-min-rows must not be negative");
       return signalPassFailure();
     }
     cpu::CpuCodegenOptions options;
     options.vectorWidth = vectorWidth;
     options.registerRows = registerRows;
     options.registerCols = registerCols;
-    options.decodeCols = decodeCols;
     options.columnBlock = columnBlock;
     options.packedMinRows = packedMinRows;
     RewritePatternSet patterns(&getContext());
