@@ -129,11 +129,17 @@ void checkProperties(const std::vector<double> &load, const Topology &t,
   int64_t experts = static_cast<int64_t>(load.size());
   LayerPlan baseline = planLayer(load, t, PlanOptions{Algorithm::DeepSeek});
   EXPECT_EQ(checkPlacement(baseline.placement, experts, t, true), "") << name;
-  PlanOptions even, shares;
+  PlanOptions even, shares, future;
+  even.objective = Objective::Sample;
   shares.shares = true;
   even.exactBudget = shares.exactBudget = 20000;
   LayerPlan ours = planLayer(load, t, even);
   LayerPlan uneven = planLayer(load, t, shares);
+  LayerPlan ahead = planLayer(load, t, future);
+  EXPECT_EQ(checkPlacement(ahead.placement, experts, t), "") << name;
+  for (double s : ahead.placement.share)
+    EXPECT_GT(s, 0) << name;
+  EXPECT_GE(ahead.peak, peakLowerBound(load, t, false) * (1 - 1e-9)) << name;
   // Every slot filled, every expert replicated, shares summing to 1, no
   // expert twice on a device.
   EXPECT_EQ(checkPlacement(ours.placement, experts, t), "") << name;

@@ -352,6 +352,92 @@ Trace sumOfOthers(const std::vector<Trace> &traces, size_t skip) {
   return sum;
 }
 
+/// Static plans out of sample (issue 13, item 1): plan every layer on trace
+/// A, run trace B's loads (all ordered pairs), and leave-one-out (plan on
+/// the sum of the other traces, run the one left out). Per way of planning:
+/// the mean over pairs of the mean peak/avg over layers, its difference from
+/// DeepSeek's, the pairs where it is worse than DeepSeek's and by how much
+/// at most, and the mean in-sample peak/avg.
+void outOfSample(const std::vector<Trace> &traces) {
+  const Config configs[] = {{"EP32", {288, 32, 1, 1}},
+                            {"EP64", {320, 64, 1, 1}},
+                            {"EP72", {288, 72, 1, 1}},
+                            {"EP144", {288, 144, 1, 1}}};
+  struct Way {
+    const char *name;
+    PlanOptions options;
+  };
+  Way ways[] = {{"deepseek", {}}, {"ours, objective sample", {}},
+                {"ours, objective future (default)", {}}};
+  ways[0].options.algorithm = Algorithm::DeepSeek;
+  ways[1].options.objective = Objective::Sample;
+  size_t n = traces.size();
+  std::printf("\n== Static plans out of sample: plan on trace A, run trace B "
+              "(%zu ordered pairs), and leave-one-out (plan on the sum of the "
+              "other %zu, run the one left out) ==\n",
+              n * (n - 1), n - 1);
+  std::printf("mean over pairs of the mean peak/avg over layers; vs ds = "
+              "relative to deepseek's; worse = pairs where it is above "
+              "deepseek's, by at most 'worst'\n");
+  std::vector<Trace> others;
+  for (size_t i = 0; i < n; ++i)
+    others.push_back(sumOfOthers(traces, i));
+  for (const Config &config : configs) {
+    const Topology &t = config.topology;
+    auto meanRatio = [&](const std::vector<Placement> &plan, const Trace &run) {
+      Stats ratio;
+      for (size_t l = 0; l < std::min(plan.size(), run.layers.size()); ++l)
+        ratio.add(peakOverAverage(plan[l], run.layers[l], t.devices));
+      return ratio.mean();
+    };
+    std::printf("%s/%lld:\n%-34s %8s %8s %9s %8s | %8s %8s %8s %8s | %9s\n",
+                config.name, (long long)t.slots, "", "pairs", "vs ds", "worse",
+                "worst", "loo", "vs ds", "worse", "worst", "in-sample");
+    std::vector<double> dsPairs, dsLoo;
+    for (const Way &way : ways) {
+      auto plan = [&](const Trace &trace) {
+        std::vector<Placement> out;
+        for (const std::vector<double> &load : trace.layers)
+          out.push_back(planLayer(load, t, way.options).placement);
+        return out;
+      };
+      std::vector<double> pairs, loo;
+      Stats inSample;
+      for (size_t a = 0; a < n; ++a) {
+        std::vector<Placement> planned = plan(traces[a]);
+        inSample.add(meanRatio(planned, traces[a]));
+        for (size_t b = 0; b < n; ++b)
+          if (b != a)
+            pairs.push_back(meanRatio(planned, traces[b]));
+        loo.push_back(meanRatio(plan(others[a]), traces[a]));
+      }
+      if (dsPairs.empty()) {
+        dsPairs = pairs;
+        dsLoo = loo;
+      }
+      auto summary = [](const std::vector<double> &x,
+                        const std::vector<double> &ds) {
+        double mean = 0, dsMean = 0, worst = 0;
+        int worse = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+          mean += x[i] / x.size();
+          dsMean += ds[i] / x.size();
+          worst = std::max(worst, x[i] - ds[i]);
+          worse += x[i] > ds[i] * (1 + 1e-12);
+        }
+        std::printf(" %8.4f %+7.2f%% %4d/%-4zu %+8.4f", mean,
+                    100 * (mean / dsMean - 1), worse, x.size(), worst);
+      };
+      std::printf("%-34s", way.name);
+      summary(pairs, dsPairs);
+      std::printf(" |");
+      summary(loo, dsLoo);
+      std::printf(" | %9.4f\n", inSample.mean());
+      std::fflush(stdout);
+    }
+  }
+}
+
 void batches(const std::vector<Trace> &traces) {
   const Config configs[] = {{"EP32", {288, 32, 1, 1}},
                             {"EP64", {320, 64, 1, 1}},
@@ -453,9 +539,9 @@ void batches(const std::vector<Trace> &traces) {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    llvm::errs() << "usage: moe-eplb-bench DATA_DIR (the folder of "
-                    "{\"logical_count\": ...} traces)\n";
+  if (argc != 2 && !(argc == 3 && std::string(argv[2]) == "out-of-sample")) {
+    llvm::errs() << "usage: moe-eplb-bench DATA_DIR [out-of-sample] (DATA_DIR: "
+                    "the folder of {\"logical_count\": ...} traces)\n";
     return 2;
   }
   std::vector<std::string> files;
@@ -487,9 +573,15 @@ int main(int argc, char **argv) {
         trace.layers.push_back(row);
     traces.push_back(std::move(trace));
   }
+  // A third argument runs one section: out-of-sample.
+  if (argc == 3 && std::string(argv[2]) == "out-of-sample") {
+    outOfSample(traces);
+    return 0;
+  }
   planningTime(traces);
   realTraces(traces);
   crossTrace(traces);
+  outOfSample(traces);
   drifting();
   batches(traces);
   return 0;

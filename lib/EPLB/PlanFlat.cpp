@@ -10,6 +10,7 @@
 #include "moe/EPLB/DeepSeek.h"
 #include "moe/EPLB/EvenPacking.h"
 #include "moe/EPLB/ExactSearch.h"
+#include "moe/EPLB/FuturePacking.h"
 #include "moe/EPLB/LocalSearch.h"
 #include "moe/EPLB/Pairing.h"
 #include "moe/EPLB/Planner.h"
@@ -88,6 +89,31 @@ LayerPlan eplb::planFlat(const Problem &pr, const Placement *start,
                          const PlanOptions &options) {
   LayerPlan plan;
   plan.mean = pr.total() / static_cast<double>(pr.devices);
+  if (options.objective == Objective::Future && !options.shares) {
+    FutureOptions future;
+    future.workBudget = options.searchWork;
+    std::optional<Placement> p = planForFuture(pr, future, &plan.searchWork);
+    if (p && valid(pr, *p)) {
+      plan.placement = std::move(*p);
+      plan.peak = peakLoad(plan.placement, pr.load, pr.devices);
+      double bound = evenLowerBound(pr);
+      plan.optimal = plan.peak <= bound * (1 + 1e-9);
+      double limit = plan.peak / (1 + options.futureSampleCost);
+      // Only a plan below `limit` on the sample replaces it.
+      if (limit <= bound)
+        return plan;
+      PlanOptions sample = options;
+      sample.objective = Objective::Sample;
+      LayerPlan fitted = planFlat(pr, start, sample);
+      fitted.searchWork += plan.searchWork;
+      if (fitted.peak < limit)
+        return fitted;
+      plan.searchWork = fitted.searchWork;
+      // As good on the sample as a plan proven optimal there.
+      plan.optimal |= fitted.optimal && plan.peak <= fitted.peak * (1 + 1e-9);
+      return plan;
+    }
+  }
   double inf = std::numeric_limits<double>::infinity();
   std::optional<Placement> best;
   double bestPeak = inf;

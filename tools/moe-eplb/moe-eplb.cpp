@@ -46,6 +46,14 @@ cl::opt<Algorithm> algorithm(
                clEnumValN(Algorithm::Ours, "ours",
                           "joint replica counts and packing (default)")),
     cl::init(Algorithm::Ours), cl::cat(category));
+cl::opt<Objective> objective(
+    "objective", cl::desc("What ours plans for, with even shares"),
+    cl::values(clEnumValN(Objective::Future, "future",
+                          "traffic like the loads (default): replicas on the "
+                          "hottest experts, devices whose pieces spread alike"),
+               clEnumValN(Objective::Sample, "sample",
+                          "the loads themselves: the least peak on them")),
+    cl::init(Objective::Future), cl::cat(category));
 cl::opt<bool> shares("shares",
                      cl::desc("Replicas may take uneven shares of their "
                               "expert's tokens (ours only)"),
@@ -151,7 +159,11 @@ int main(int argc, char **argv) {
       "Complexity per layer and window, for E experts on N slots, D devices,\n"
       "S = N / D slots per device (docs/EPLB.md):\n"
       "  deepseek       O(N log N)\n"
-      "  ours, even     O(N log N) per packing, at most 2 x 44 packings;\n"
+      "  ours, even     objective future: O(N log N) for the counts and the\n"
+      "                 packing, swaps of O(S N) each, capped at 2^26\n"
+      "                 candidates; plus the sample objective's plan when\n"
+      "                 the future plan is 5% above the bound:\n"
+      "  ours, sample   O(N log N) per packing, at most 2 x 44 packings;\n"
       "                 local search capped at 2^26 elementary steps\n"
       "                 (a move: about N log N + S (E + D log S));\n"
       "                 S = 2: pair counts capped at 2^25 steps;\n"
@@ -202,6 +214,7 @@ int main(int argc, char **argv) {
 
   PlanOptions options;
   options.algorithm = algorithm;
+  options.objective = objective;
   options.shares = shares;
   options.exactBudget = exactBudget;
   PlanOptions deepseek;
@@ -210,14 +223,18 @@ int main(int argc, char **argv) {
   std::printf(
       "moe-eplb: %lld layers x %lld experts%s, %lld slots on %lld "
       "devices (%lld per device), %lld node(s), %lld group(s); %s, %s "
-      "shares%s%s\n",
+      "shares%s%s%s\n",
       (long long)layers, (long long)experts,
       windows > 1 ? (", " + std::to_string(windows) + " windows").c_str() : "",
       (long long)slots, (long long)devices,
       (long long)topology.slotsPerDevice(), (long long)nodes, (long long)groups,
       algorithm == Algorithm::Ours ? "ours" : "deepseek",
-      shares ? "uneven" : "even", windows > 1 ? ", robust=" : "",
-      windows > 1 ? robustName(robust) : "");
+      shares ? "uneven" : "even",
+      algorithm == Algorithm::Ours && !shares
+          ? (objective == Objective::Future ? ", objective future"
+                                            : ", objective sample")
+          : "",
+      windows > 1 ? ", robust=" : "", windows > 1 ? robustName(robust) : "");
   std::printf("%5s %12s %9s %9s %9s %7s", "layer", "peak", "deepseek",
               "planned", "bound", "optimal");
   if (windows > 1)
@@ -312,6 +329,9 @@ int main(int argc, char **argv) {
   json::Object out{
       {"algorithm", algorithm == Algorithm::Ours ? "ours" : "deepseek"},
       {"shares", shares ? "uneven" : "even"},
+      {"objective", algorithm == Algorithm::DeepSeek ? "none"
+                    : objective == Objective::Future && !shares ? "future"
+                                                                : "sample"},
       {"robust", robustName(robust)},
       {"robust_k", robustK.getValue()},
       {"experts", experts},
