@@ -146,6 +146,15 @@ void checkProperties(const std::vector<double> &load, const Topology &t,
   EXPECT_EQ(checkPlacement(uneven.placement, experts, t), "") << name;
   for (double s : ours.placement.share)
     EXPECT_GT(s, 0) << name;
+  // No replica with shares takes less than a tenth of an even share.
+  std::vector<int64_t> count = replicaCounts(uneven.placement, experts);
+  for (size_t p = 0; p < uneven.placement.share.size(); ++p) {
+    int64_t e = uneven.placement.phy2log[p];
+    if (load[e] > 0) {
+      EXPECT_GE(uneven.placement.share[p], 0.1 / count[e] * (1 - 1e-9))
+          << name << " slot " << p;
+    }
+  }
   double tol = 1e-9 * std::max(1.0, baseline.peak);
   EXPECT_NEAR(ours.peak, peakLoad(ours.placement, load, t.devices), tol);
   EXPECT_LE(ours.peak, baseline.peak + tol) << name;

@@ -445,8 +445,11 @@ void batches(const std::vector<Trace> &traces) {
                             {"EP144", {288, 144, 1, 1}}};
   const int64_t batchTokens[] = {16, 128, 1024};
   const char *ways[] = {"deepseek, replica by token index", "ours even", "ours shares",
-                        "deepseek + per-batch selection", "ours shares + per-batch selection"};
-  constexpr int kWays = 5;
+                        "deepseek + per-batch selection", "ours shares + per-batch selection",
+                        "ours even + per-batch selection"};
+  constexpr int kWays = 6;
+  // The placement each per-batch way selects replicas on.
+  const int selectOn[kWays] = {-1, -1, -1, 0, 2, 1};
   std::printf("\n== Batches: plan on trace A, run batches of B tokens per rank sampled from "
               "trace B (top-%d, %d batches per layer); 12 ordered pairs and 4 "
               "leave-one-out (plan on the sum of the other three) ==\n",
@@ -499,9 +502,9 @@ void batches(const std::vector<Trace> &traces) {
               total += c;
             for (int w = 0; w < 3; ++w)
               ratios[w].push_back(peakOverAverage(placements[w][l], counts, t.devices));
-            for (int w = 3; w < 5; ++w) {
+            for (int w = 3; w < kWays; ++w) {
               auto started = std::chrono::steady_clock::now();
-              double peak = balanceBatch(placements[w == 3 ? 0 : 2][l], counts, t.devices);
+              double peak = balanceBatch(placements[selectOn[w]][l], counts, t.devices);
               selectSeconds += std::chrono::duration<double>(
                                    std::chrono::steady_clock::now() - started)
                                    .count();
@@ -530,7 +533,7 @@ void batches(const std::vector<Trace> &traces) {
       }
     }
     std::printf("%s per-batch selection: %.1f us per layer and batch (mean of %lld, "
-                "both placements)\n",
+                "three placements)\n",
                 config.name, 1e6 * selectSeconds / static_cast<double>(selections),
                 static_cast<long long>(selections));
     std::fflush(stdout);

@@ -213,6 +213,10 @@ LayerPlan eplb::planFlat(const Problem &pr, const Placement *start,
     plan.optimal = exact.complete;
   }
   plan.placement = std::move(*best);
-  plan.peak = bestPeak;
+  plan.peak = options.minShare > 0
+                  ? floorShares(plan.placement, pr.load, pr.devices,
+                                options.minShare)
+                  : bestPeak;
+  plan.optimal &= plan.peak <= bestPeak * (1 + 1e-9);
   return plan;
 }

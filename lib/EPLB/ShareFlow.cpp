@@ -100,18 +100,25 @@ double
 eplb::minPeakWithShares(const std::vector<double> &load,
                         const std::vector<std::vector<int64_t>> &devicesOf,
                         int64_t devices,
-                        std::vector<std::vector<double>> *tokens) {
+                        std::vector<std::vector<double>> *tokens,
+                        const std::vector<double> *fixed) {
   int64_t experts = static_cast<int64_t>(load.size());
   double total = 0;
   for (double w : load)
     total += w;
+  auto fixedOn = [&](int64_t d) { return fixed ? (*fixed)[d] : 0.0; };
+  double fixedTotal = 0, fixedMax = 0;
+  for (int64_t d = 0; d < devices; ++d) {
+    fixedTotal += fixedOn(d);
+    fixedMax = std::max(fixedMax, fixedOn(d));
+  }
   if (tokens) {
     tokens->resize(experts);
     for (int64_t e = 0; e < experts; ++e)
       (*tokens)[e].assign(devicesOf[e].size(), 0.0);
   }
   if (total <= 0)
-    return 0;
+    return fixedMax;
 
   // Nodes: source, experts, devices, sink.
   int64_t source = 0, sink = 1 + experts + devices;
@@ -124,9 +131,10 @@ eplb::minPeakWithShares(const std::vector<double> &load,
       replicaEdge[e].push_back(flow.addEdge(
           1 + e, 1 + experts + d, std::numeric_limits<double>::infinity()));
   std::vector<int64_t> deviceEdge(devices);
-  double target = total / static_cast<double>(devices);
+  double target =
+      std::max((total + fixedTotal) / static_cast<double>(devices), fixedMax);
   for (int64_t d = 0; d < devices; ++d)
-    deviceEdge[d] = flow.addEdge(1 + experts + d, sink, target);
+    deviceEdge[d] = flow.addEdge(1 + experts + d, sink, target - fixedOn(d));
 
   double eps = total * 1e-13;
   // Dinkelbach's method takes a handful of max flows (at most 9 on the real
@@ -135,7 +143,7 @@ eplb::minPeakWithShares(const std::vector<double> &load,
   for (int64_t iteration = 0; iteration < kMaxFlowRounds; ++iteration) {
     flow.reset();
     for (int64_t d = 0; d < devices; ++d)
-      flow.setCapacity(deviceEdge[d], target);
+      flow.setCapacity(deviceEdge[d], std::max(0.0, target - fixedOn(d)));
     if (flow.run(source, sink, eps) >= total * (1 - 1e-12))
       break;
     // The experts still reachable from the source form the tightest set X;
@@ -147,8 +155,10 @@ eplb::minPeakWithShares(const std::vector<double> &load,
       if (seen[1 + e])
         setLoad += load[e];
     for (int64_t d = 0; d < devices; ++d)
-      if (seen[1 + experts + d])
+      if (seen[1 + experts + d]) {
         ++setDevices;
+        setLoad += fixedOn(d);
+      }
     double ratio =
         setDevices ? setLoad / static_cast<double>(setDevices) : target * 2;
     target = std::max(ratio, target * (1 + 1e-12));
@@ -158,6 +168,43 @@ eplb::minPeakWithShares(const std::vector<double> &load,
       for (size_t k = 0; k < replicaEdge[e].size(); ++k)
         (*tokens)[e][k] = flow.flowOn(replicaEdge[e][k]);
   return target;
+}
+
+double eplb::floorShares(Placement &p, const std::vector<double> &load,
+                         int64_t devices, double floor) {
+  int64_t experts = static_cast<int64_t>(load.size());
+  int64_t slots = static_cast<int64_t>(p.phy2log.size());
+  int64_t perDevice = slots / devices;
+  std::vector<int64_t> count = replicaCounts(p, experts);
+  std::vector<std::vector<int64_t>> devicesOf(experts), slotOf(experts);
+  for (int64_t s = 0; s < slots; ++s) {
+    devicesOf[p.phy2log[s]].push_back(s / perDevice);
+    slotOf[p.phy2log[s]].push_back(s);
+  }
+  // Each replica's floor is routed first (a fixed load on its device); the
+  // flow spreads the rest.
+  std::vector<double> rest(experts), fixed(devices, 0.0);
+  for (int64_t e = 0; e < experts; ++e) {
+    double each = floor * load[e] / static_cast<double>(count[e]);
+    rest[e] = load[e] - each * static_cast<double>(count[e]);
+    for (int64_t d : devicesOf[e])
+      fixed[d] += each;
+  }
+  std::vector<std::vector<double>> tokens;
+  minPeakWithShares(rest, devicesOf, devices, &tokens, &fixed);
+  setEvenShares(p, experts);
+  for (int64_t e = 0; e < experts; ++e) {
+    double each = floor * load[e] / static_cast<double>(count[e]);
+    // Normalised by what was routed: with huge or tiny loads the flow's
+    // sums may miss the load by rounding.
+    double routed = 0;
+    for (double t : tokens[e])
+      routed += each + t;
+    if (routed > 0 && std::isfinite(routed))
+      for (size_t k = 0; k < slotOf[e].size(); ++k)
+        p.share[slotOf[e][k]] = (each + tokens[e][k]) / routed;
+  }
+  return peakLoad(p, load, devices);
 }
 
 double eplb::optimizeShares(Placement &p, const std::vector<double> &load,

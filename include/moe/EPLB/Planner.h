@@ -34,6 +34,10 @@ struct PlanOptions {
   double futureSampleCost = 0.05;
   /// Replicas may take uneven shares of their expert's tokens.
   bool shares = false;
+  /// With shares, each replica takes at least this fraction of an even
+  /// share: a replica placed only to take nothing wastes its memory, and
+  /// the next traffic may want it.
+  double minShare = 0.1;
   /// Branch-and-bound nodes for instances with at most `exactMaxExperts`
   /// experts per node (0 turns the exact search off).
   int64_t exactBudget = 2000000;

@@ -7,12 +7,20 @@
 namespace mlir::moe::eplb {
 
 /// The least peak device load when expert e's tokens may be spread freely
-/// over the devices devicesOf[e] (every expert with load needs one).
-/// `tokens` (optional) receives how many tokens of e go to devicesOf[e][k].
+/// over the devices devicesOf[e] (every expert with load needs one), on
+/// top of `fixed[d]` tokens already on device d (optional). `tokens`
+/// (optional) receives how many tokens of e go to devicesOf[e][k].
 double minPeakWithShares(const std::vector<double> &load,
                          const std::vector<std::vector<int64_t>> &devicesOf,
                          int64_t devices,
-                         std::vector<std::vector<double>> *tokens = nullptr);
+                         std::vector<std::vector<double>> *tokens = nullptr,
+                         const std::vector<double> *fixed = nullptr);
+
+/// Sets `placement.share` to the shares of least peak in which every
+/// replica takes at least `floor` of an even share (floor in [0, 1]) and
+/// returns that peak: no replica is placed only to take nothing.
+double floorShares(Placement &placement, const std::vector<double> &load,
+                   int64_t devices, double floor);
 
 /// Sets `placement.share` to the token shares that minimise the peak device
 /// load when replicas may take uneven shares of their expert's tokens, and
