@@ -303,9 +303,17 @@ RedeployDecision eplb::decideRedeploy(const Placement &current,
   add(alignToCurrent(planLayer(load, t, options).placement, current, t));
   bool valid = checkPlacement(current, experts, t) == "";
   if (valid && options.algorithm == Algorithm::Ours) {
+    // Shares as planLayer sets them: every replica at least minShare of an
+    // even share.
+    auto reweight = [&](Placement &p) {
+      if (options.minShare > 0)
+        floorShares(p, load, t.devices, options.minShare);
+      else
+        optimizeShares(p, load, t.devices);
+    };
     if (options.shares) {
       Placement reweighted = current;
-      optimizeShares(reweighted, load, t.devices);
+      reweight(reweighted);
       add(std::move(reweighted));
     }
     if (!t.hierarchical()) {
@@ -314,7 +322,7 @@ RedeployDecision eplb::decideRedeploy(const Placement &current,
       Placement improved =
           improveEven({load, t.devices, t.slotsPerDevice()}, even);
       if (options.shares)
-        optimizeShares(improved, load, t.devices);
+        reweight(improved);
       add(std::move(improved));
     }
   }

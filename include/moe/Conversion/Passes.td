@@ -50,7 +50,10 @@ def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
       walked in register tiles of `register-rows` rows by `register-cols`
       weight rows, and the reduction over K runs on `vector<{vector-width}xf32>`
       accumulators with `vector.fma` (weights of one expert are reused by all
-      rows of its tile; bf16 operands are widened in registers).
+      rows of its tile; bf16 operands are widened in registers). Experts
+      with fewer rows than `register-rows` (decode) read their weights once,
+      a weight row at a time in memory order, each dot product on 4
+      interleaved accumulators.
       Experts with at least `packed-min-rows` rows (prefill) instead take a
       second `scf.forall` over thread slots, each a run of (row block, column
       panels) items listed by a scan: per panel of 2 x `vector-width` weight

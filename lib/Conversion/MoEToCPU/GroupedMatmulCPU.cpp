@@ -9,6 +9,9 @@
 //   register tiles of register-rows rows by register-cols weight rows whose
 //     reduction over K runs on vector<vector-width x f32> accumulators with
 //     vector.fma; one horizontal sum per output element at the end.
+// Experts with fewer rows than a register tile (decode) instead read their
+// weights a row at a time in memory order, each dot product on
+// decodeAccumulators interleaved accumulators.
 // Experts with at least `packedMinRows` rows are left to the packed GEMM
 // (PackedGemmCPU.cpp), which this emits after its own loop.
 // Weights are read in HuggingFace's [E, N, K] layout: both operands are
@@ -299,9 +302,8 @@ private:
     };
 
     // One row (rows left over in a row block), both operands bf16: 2 x
-    // lanes elements per step, widened by
-    // interleaving with zeros (one unpack per 8 lanes instead of an extend
-    // and a shift). The unpack permutes the elements within 128-bit blocks,
+    // lanes elements per step, widened by interleaving with zeros (one
+    // unpack per 8 lanes instead of an extend and a shift). The unpack permutes the elements within 128-bit blocks,
     // the same way for both operands, so the products pair up. Not for
     // whole register tiles: twice the live vectors spill (measured 1.4x
     // slower at T = 2048).
