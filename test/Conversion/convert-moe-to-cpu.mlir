@@ -188,10 +188,11 @@ func.func @dispatch(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>)
 // NOPACK-LABEL: func.func @gemm_ragged_depth
 // NOPACK: scf.for %{{.*}} = %c0 to %c64 step %c32 iter_args
 // NOPACK: scf.yield
-// NOPACK: vector.load %{{.*}}[%{{.*}}, %{{.*}}, %c64]
-// NOPACK: vector.fma
-// NOPACK: vector.maskedload %{{.*}}[%{{.*}}, %{{.*}}, %c72]
+// NOPACK: vector.load %{{.*}}[%{{.*}}, %c64]
+// NOPACK-NEXT: vector.load %{{.*}}[%{{.*}}, %{{.*}}, %c64]
+// NOPACK-NEXT: vector.fma
 // NOPACK: vector.maskedload %{{.*}}[%{{.*}}, %c72]
+// NOPACK-NEXT: vector.maskedload %{{.*}}[%{{.*}}, %{{.*}}, %c72]
 // NOPACK-NEXT: vector.fma
 // NOPACK: vector.reduction
 func.func @gemm_ragged_depth(%rows: tensor<?x76xf32>, %w: tensor<4x32x76xf32>,

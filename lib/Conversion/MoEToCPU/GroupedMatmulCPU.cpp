@@ -118,11 +118,16 @@ private:
     const int64_t chunk = pairs ? 2 * lanes : lanes;
     Value zero = arith::ConstantOp::create(
         b, loc, f32Vector, DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(0)));
+    // The activation's load first, then the weights' (named values: the
+    // order of a call's arguments is the compiler's choice).
+    auto fma = [&](Value k, Value mask, Value acc) {
+      Value x = loadRow(ops.a, {row, k}, mask);
+      Value w = loadRow(ops.w, {expert, col, k}, mask);
+      return vector::FMAOp::create(b, loc, x, w, acc).getResult();
+    };
     auto add = [&](Value k, Value acc) {
       if (!pairs)
-        return vector::FMAOp::create(b, loc, loadRow(ops.a, {row, k}, Value()),
-                                     loadRow(ops.w, {expert, col, k}, Value()), acc)
-            .getResult();
+        return fma(k, Value(), acc);
       auto [aLow, aHigh] = loadWidePair(ops.a, {row, k});
       auto [wLow, wHigh] = loadWidePair(ops.w, {expert, col, k});
       acc = vector::FMAOp::create(b, loc, aLow, wLow, acc);
@@ -150,14 +155,12 @@ private:
     for (int64_t j = 0; k + chunk <= depth; k += chunk, j = (j + 1) % n)
       acc[j] = add(c(k), acc[j]);
     for (int64_t j = 0; k + lanes <= depth; k += lanes, j = (j + 1) % n)
-      acc[j] = vector::FMAOp::create(b, loc, loadRow(ops.a, {row, c(k)}, Value()),
-                                     loadRow(ops.w, {expert, col, c(k)}, Value()), acc[j]);
+      acc[j] = fma(c(k), Value(), acc[j]);
     if (k < depth) {
       auto maskType = VectorType::get({lanes}, b.getI1Type());
       Value mask = vector::ConstantMaskOp::create(
           b, loc, maskType, b.getDenseI64ArrayAttr({depth - k}));
-      acc[0] = vector::FMAOp::create(b, loc, loadRow(ops.a, {row, c(k)}, mask),
-                                     loadRow(ops.w, {expert, col, c(k)}, mask), acc[0]);
+      acc[0] = fma(c(k), mask, acc[0]);
     }
     // A fixed tree: (a0 + a1) + (a2 + a3).
     for (int64_t width = 1; width < n; width *= 2)
