@@ -13,25 +13,29 @@
 using namespace mlir::moe;
 using namespace mlir::moe::eplb;
 
+std::vector<int64_t> eplb::waterFillingCounts(const Problem &pr) {
+  std::vector<int64_t> count(pr.experts(), 1);
+  using Entry = std::pair<double, int64_t>; // (load per replica, -expert)
+  std::priority_queue<Entry> heap;
+  for (int64_t e = 0; e < pr.experts(); ++e)
+    if (pr.devices > 1)
+      heap.push({pr.load[e], -e});
+  for (int64_t extra = pr.slots() - pr.experts(); extra > 0 && !heap.empty();
+       --extra) {
+    int64_t e = -heap.top().second;
+    heap.pop();
+    if (++count[e] < pr.devices)
+      heap.push({pr.load[e] / static_cast<double>(count[e]), -e});
+  }
+  return count;
+}
+
 double eplb::evenLowerBound(const Problem &pr) {
   double bound = pr.total() / static_cast<double>(pr.devices);
   // Giving each extra slot to the largest piece minimises the largest piece.
-  using Entry = std::pair<double, int64_t>;
-  std::priority_queue<Entry> heap;
-  std::vector<int64_t> count(pr.experts(), 1);
+  std::vector<int64_t> count = waterFillingCounts(pr);
   for (int64_t e = 0; e < pr.experts(); ++e)
-    heap.push({pr.load[e], e});
-  for (int64_t extra = pr.slots() - pr.experts(); extra > 0 && !heap.empty();
-       --extra) {
-    int64_t e = heap.top().second;
-    heap.pop();
-    if (++count[e] < pr.devices)
-      heap.push({pr.load[e] / static_cast<double>(count[e]), e});
-    else
-      bound = std::max(bound, pr.load[e] / static_cast<double>(count[e]));
-  }
-  if (!heap.empty())
-    bound = std::max(bound, heap.top().first);
+    bound = std::max(bound, pr.load[e] / static_cast<double>(count[e]));
   return bound;
 }
 

@@ -1,5 +1,6 @@
 //===- FuturePacking.cpp - Even placements for the traffic that comes next ===//
 #include "moe/EPLB/FuturePacking.h"
+#include "moe/EPLB/EvenPacking.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,26 +11,6 @@ using namespace mlir::moe;
 using namespace mlir::moe::eplb;
 
 namespace {
-/// Water-filling: each slot beyond one per expert goes to the expert with
-/// the largest load per replica that is not yet on every device (the first
-/// expert among equal ones).
-std::vector<int64_t> hotFirstCounts(const Problem &pr) {
-  std::vector<int64_t> count(pr.experts(), 1);
-  using Entry = std::pair<double, int64_t>; // (load per replica, -expert)
-  std::priority_queue<Entry> heap;
-  for (int64_t e = 0; e < pr.experts(); ++e)
-    if (pr.devices > 1)
-      heap.push({pr.load[e], -e});
-  for (int64_t extra = pr.slots() - pr.experts(); extra > 0 && !heap.empty();
-       --extra) {
-    int64_t e = -heap.top().second;
-    heap.pop();
-    if (++count[e] < pr.devices)
-      heap.push({pr.load[e] / static_cast<double>(count[e]), -e});
-  }
-  return count;
-}
-
 struct Piece {
   int64_t expert;
   double load;
@@ -77,9 +58,8 @@ public:
   /// Swaps two pieces of different devices while that lowers the largest
   /// score.
   void improve(int64_t *workDone) {
-    double bound = std::max(pr.total() / static_cast<double>(pr.devices),
-                            largestPiece());
-    cap = bound * (1 + options.slack);
+    // The bound of the water-filling counts the packing used.
+    cap = evenLowerBound(pr) * (1 + options.slack);
     // Sample load past the cap outweighs any spread.
     penalty = 100 * (1 + options.spread);
     int64_t work = 0;
@@ -143,13 +123,6 @@ private:
     return std::any_of(pieces_[d].begin(), pieces_[d].end(),
                        [&](const Piece &p) { return p.expert == e; });
   }
-  double largestPiece() const {
-    double largest = 0;
-    for (const std::vector<Piece> &device : pieces_)
-      for (const Piece &p : device)
-        largest = std::max(largest, p.load);
-    return largest;
-  }
   void add(int64_t d, Piece p) {
     pieces_[d].push_back(p);
     load_[d] += p.load;
@@ -174,7 +147,7 @@ std::optional<Placement> eplb::planForFuture(const Problem &pr,
                                             const FutureOptions &options,
                                             int64_t *workDone) {
   Packing packing(pr, options);
-  if (!packing.packHeaviestFirst(hotFirstCounts(pr)))
+  if (!packing.packHeaviestFirst(waterFillingCounts(pr)))
     return std::nullopt;
   packing.improve(workDone);
   return packing.placement();

@@ -305,15 +305,9 @@ RedeployDecision eplb::decideRedeploy(const Placement &current,
   if (valid && options.algorithm == Algorithm::Ours) {
     // Shares as planLayer sets them: every replica at least minShare of an
     // even share.
-    auto reweight = [&](Placement &p) {
-      if (options.minShare > 0)
-        floorShares(p, load, t.devices, options.minShare);
-      else
-        optimizeShares(p, load, t.devices);
-    };
     if (options.shares) {
       Placement reweighted = current;
-      reweight(reweighted);
+      floorShares(reweighted, load, t.devices, options.minShare);
       add(std::move(reweighted));
     }
     if (!t.hierarchical()) {
@@ -322,7 +316,7 @@ RedeployDecision eplb::decideRedeploy(const Placement &current,
       Placement improved =
           improveEven({load, t.devices, t.slotsPerDevice()}, even);
       if (options.shares)
-        reweight(improved);
+        floorShares(improved, load, t.devices, options.minShare);
       add(std::move(improved));
     }
   }

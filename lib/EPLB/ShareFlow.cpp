@@ -209,24 +209,5 @@ double eplb::floorShares(Placement &p, const std::vector<double> &load,
 
 double eplb::optimizeShares(Placement &p, const std::vector<double> &load,
                             int64_t devices) {
-  int64_t experts = static_cast<int64_t>(load.size());
-  int64_t slots = static_cast<int64_t>(p.phy2log.size());
-  int64_t perDevice = slots / devices;
-  setEvenShares(p, experts);
-  std::vector<std::vector<int64_t>> devicesOf(experts), slotOf(experts);
-  for (int64_t s = 0; s < slots; ++s) {
-    devicesOf[p.phy2log[s]].push_back(s / perDevice);
-    slotOf[p.phy2log[s]].push_back(s);
-  }
-  std::vector<std::vector<double>> tokens;
-  minPeakWithShares(load, devicesOf, devices, &tokens);
-  for (int64_t e = 0; e < experts; ++e) {
-    double routed = 0;
-    for (double t : tokens[e])
-      routed += t;
-    if (routed > 0)
-      for (size_t k = 0; k < slotOf[e].size(); ++k)
-        p.share[slotOf[e][k]] = tokens[e][k] / routed;
-  }
-  return peakLoad(p, load, devices);
+  return floorShares(p, load, devices, 0.0);
 }

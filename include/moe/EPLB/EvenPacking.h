@@ -22,6 +22,11 @@ enum class FitRule {
   Worst, ///< The emptiest devices.
 };
 
+/// Replica counts that give each slot beyond one per expert to the expert
+/// with the largest load per replica not yet on every device (the first
+/// expert among equal ones): the least possible largest piece. O(N log E).
+std::vector<int64_t> waterFillingCounts(const Problem &problem);
+
 /// Lower bound on the peak of any even-split placement: the mean device load
 /// and the least possible largest piece (load / replicas, replicas <= devices).
 double evenLowerBound(const Problem &problem);
