@@ -143,6 +143,10 @@ def worker_layer(spec):
     for dtype in spec["dtypes"]:
         lib = spec["libraries"][dtype]
         wd = common.cast(w32, dtype)
+        # FP8 rows: numpy and the reference use the values the codes stand for.
+        w_np = common.dequantized(w32) if dtype == "fp8" else w32
+        w_ref = ({k: v.astype(np.float64) for k, v in w_np.items()}
+                 if dtype == "fp8" and w64 else w64)
         ordered = check_arguments(lib["plan"], common.make_tokens(plan, 1).astype(
             common.NP_DTYPE[dtype]), wd)[1:]
         fn = CompiledFunction(lib["library"], lib["plan"]["entry_point"]["symbol"]
@@ -150,8 +154,8 @@ def worker_layer(spec):
         torch_layer = None
         if torch_note.startswith("torch "):
             try:
-                torch_layer, how = common.make_torch_layer(w32, plan, dtype,
-                                                           not spec["torch_own"])
+                torch_layer, how = common.make_torch_layer(
+                    w_np, plan, "bf16" if dtype == "fp8" else dtype, not spec["torch_own"])
                 results["torch"] = f"{torch_note}; {how}"
             except Exception as error:
                 results["torch"] = f"{torch_note}: failed ({error})"
@@ -160,13 +164,13 @@ def worker_layer(spec):
             x = x32.astype(common.NP_DTYPE[dtype])
             row = {"dtype": dtype, "tokens": tokens, "threads": spec["threads"],
                    "flops": common.layer_flops(plan, tokens)}
-            ref = reference.layer(x32.astype(np.float64), w64, plan) if w64 else None
+            ref = reference.layer(x32.astype(np.float64), w_ref, plan) if w_ref else None
             y, t = common.measure(lambda: fn(x, *ordered), repeats, budget)
             row["compiled"] = common.summary(t)
             if ref is not None:
                 row["compiled"].update(common.rel_error(y, ref))
             # numpy has no bf16 GEMM: its column is always f32 (on the same values)
-            y, t = common.measure(lambda: common.numpy_layer(x32, w32, plan), repeats, budget)
+            y, t = common.measure(lambda: common.numpy_layer(x32, w_np, plan), repeats, budget)
             row["numpy"] = common.summary(t)
             if ref is not None:
                 row["numpy"].update(common.rel_error(y, ref))
@@ -245,13 +249,26 @@ def worker_main(kind, spec_path):
 
 # ------------------------------------------------------------------ sections
 
+def fp8_config(config, work):
+    """A copy of `config` whose expert weights are FP8 in blocks of common.FP8_BLOCK
+    (a quantization_config as DeepSeek-V3's checkpoints have)."""
+    text = json.loads(Path(config).read_text())
+    text["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
+                                   "weight_block_size": [128, 128]}
+    path = Path(work) / f"{Path(config).stem}-fp8.json"
+    path.write_text(json.dumps(text))
+    return path
+
+
 def section_layers(args, work, report):
     compiled = {}
     compile_rows = []
     for name in args.layers:
         for dtype in args.dtypes:
             start = time.perf_counter()
-            library, plan = compile_config(LAYERS[name], work, dtype, name=f"bench_{name}",
+            config = LAYERS[name] if dtype != "fp8" else fp8_config(LAYERS[name], work)
+            library, plan = compile_config(config, work, "bf16" if dtype == "fp8" else dtype,
+                                           name=f"bench_{name}{'_fp8' if dtype == 'fp8' else ''}",
                                            max_tokens_per_rank=max(args.tokens),
                                            decode_max_tokens=args.decode_max_tokens)
             seconds = time.perf_counter() - start

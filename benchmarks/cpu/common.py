@@ -17,7 +17,10 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 BF16 = ml_dtypes.bfloat16
-NP_DTYPE = {"f32": np.float32, "bf16": BF16}
+# "fp8": bf16 activations, FP8 E4M3 expert weights in blocks of FP8_BLOCK
+# (DeepSeek-V3's checkpoint format).
+NP_DTYPE = {"f32": np.float32, "bf16": BF16, "fp8": BF16}
+FP8_BLOCK = (128, 128)
 
 
 # ---------------------------------------------------------------- weights
@@ -78,11 +81,27 @@ def make_tokens(plan, tokens, seed=0, stream=0):
 
 
 def cast(weights, dtype):
-    """The layer's arguments in `dtype` (the bias stays f32)."""
+    """The layer's arguments in `dtype` (the bias stays f32; with "fp8" the
+    routed experts' weights become codes and block scales)."""
     if dtype == "f32":
         return weights
-    return {k: (v if k == "correction_bias" else v.astype(NP_DTYPE[dtype]))
-            for k, v in weights.items()}
+    out = {k: (v if k == "correction_bias" else v.astype(NP_DTYPE[dtype]))
+           for k, v in weights.items()}
+    if dtype == "fp8":
+        from moec.weights import quantize_fp8_blocks
+        for name in ("w13", "w2"):
+            out[name], out[name + "_scale"] = quantize_fp8_blocks(weights[name], FP8_BLOCK)
+    return out
+
+
+def dequantized(weights):
+    """f32 weights holding the values of cast(weights, "fp8")."""
+    from moec.weights import dequantize_fp8_blocks
+    fp8 = cast(weights, "fp8")
+    out = {k: v.astype(np.float32) for k, v in fp8.items() if not k.endswith("_scale")}
+    for name in ("w13", "w2"):
+        out[name] = dequantize_fp8_blocks(fp8[name], fp8[name + "_scale"], FP8_BLOCK)
+    return out
 
 
 # ---------------------------------------------------------------- FLOPs

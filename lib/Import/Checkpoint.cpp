@@ -296,7 +296,7 @@ const TensorInfo *Checkpoint::tensor(llvm::StringRef name) const {
 }
 
 llvm::Expected<std::vector<LayerTensor>>
-Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
+Checkpoint::layerTensors(int64_t layer, TensorDType element, bool keepFp8Weights) const {
   const MoELayerConfig &c = layerConfig;
   const WeightNames names = weightNames(c.modelType);
   std::string block = llvm::formatv(names.blocks.front(), layer).str();
@@ -417,7 +417,7 @@ Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
   };
 
   std::vector<LayerTensor> out;
-  out.reserve(11); // `add` returns references into it: no reallocation
+  out.reserve(12); // `add` returns references into it: no reallocation
   auto add = [&](llvm::StringRef parameter, TensorDType dtype,
                  std::vector<int64_t> shape) -> LayerTensor & {
     out.push_back({parameter.str(), dtype, std::move(shape), {}});
@@ -442,11 +442,22 @@ Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
     if (llvm::Error err = single(add("router_bias", TensorDType::F32, {e}),
                                  names.routerBias, {e}))
       return std::move(err);
-  LayerTensor &w13 = add("w13", element, {e, 2 * i, h});
-  LayerTensor &w2 = add("w2", element, {e, h, i});
+  const bool keepFp8 = keepFp8Weights && c.fp8WeightBlocks;
+  if (keepFp8 && i % c.fp8WeightBlocks->first != 0)
+    return error(directory + ": FP8 expert weights are kept as E4M3 codes when "
+                 "the scale blocks' rows (" + std::to_string(c.fp8WeightBlocks->first) +
+                 ") divide the intermediate size (" + std::to_string(i) +
+                 "), so that gate's and up's blocks stack (use --fp8-weights=dequantize)");
+  const TensorDType weightType = keepFp8 ? TensorDType::F8E4M3 : element;
+  LayerTensor &w13 = add("w13", weightType, {e, 2 * i, h});
+  LayerTensor &w2 = add("w2", weightType, {e, h, i});
   // Where up's rows start after gate's, along 2I: the next one when
   // interleaved, I rows on otherwise.
   const int64_t upStep = names.interleaved ? 1 : i, gateStep = names.interleaved ? 2 : 1;
+  if (names.fusedGateUp && keepFp8)
+    return error(directory + ": FP8 expert weights are kept as E4M3 codes from "
+                 "one tensor per expert and projection; this " + c.modelType +
+                 " checkpoint fuses them (use --fp8-weights=dequantize)");
   if (names.fusedGateUp) {
     auto gateUp = findFused(names.fusedGateUp, 2 * i, h);
     if (!gateUp)
@@ -474,9 +485,36 @@ Checkpoint::layerTensors(int64_t layer, TensorDType element) const {
       auto down = find(llvm::formatv(names.down, expert).str(), {h, i}, false);
       if (!down)
         return down.takeError();
+      if (keepFp8)
+        for (auto [name, piece] : {std::pair{names.gate, &*gate}, std::pair{names.up, &*up},
+                                   std::pair{names.down, &*down}})
+          if (!piece->scaleInv)
+            return error(directory + ": tensor '" + block +
+                         llvm::formatv(name, expert).str() + "' is " +
+                         dtypeName(piece->tensor->dtype) +
+                         ": FP8 expert weights are kept as E4M3 codes only when "
+                         "every routed expert's are (--fp8-weights=dequantize "
+                         "reads any mix)");
       w13.pieces.push_back({*gate, *up});
       w2.pieces.push_back({*down});
     }
+  }
+  if (keepFp8) {
+    // The codes as they are; their scales become w13_scale and w2_scale.
+    LayerTensor &w13Scale = add("w13_scale", TensorDType::F32,
+                                {e, 2 * i / c.fp8WeightBlocks->first,
+                                 llvm::divideCeilSigned(h, c.fp8WeightBlocks->second)});
+    LayerTensor &w2Scale = add("w2_scale", TensorDType::F32,
+                               {e, llvm::divideCeilSigned(h, c.fp8WeightBlocks->first),
+                                llvm::divideCeilSigned(i, c.fp8WeightBlocks->second)});
+    for (auto [weights, scales] : {std::pair{&w13, &w13Scale}, std::pair{&w2, &w2Scale}})
+      for (std::vector<TensorPiece> &group : weights->pieces) {
+        scales->pieces.emplace_back();
+        for (TensorPiece &piece : group) {
+          scales->pieces.back().push_back(TensorPiece::whole(piece.scaleInv));
+          piece.scaleInv = nullptr;
+        }
+      }
   }
   if (c.expertBias) {
     auto gateUp = find(names.gateUpBias, {e, 2 * i}, false);
@@ -521,6 +559,15 @@ void moe::writeLayerTensor(const LayerTensor &t, llvm::raw_ostream &os) {
         continue;
       }
       const int64_t n = piece.count, width = dtypeBytes(t.dtype);
+      if (t.dtype == TensorDType::F8E4M3) {
+        // FP8 codes kept as they are, in the view's order.
+        chunk.resize(size_t(n));
+        for (int64_t k = 0; k < n; ++k)
+          chunk[size_t(k)] = piece.tensor->data[size_t(
+              piece.offset + k / piece.cols * piece.rowStride + k % piece.cols * piece.colStride)];
+        os.write(reinterpret_cast<const char *>(chunk.data()), size_t(n));
+        continue;
+      }
       chunk.resize(size_t(std::min<int64_t>(n, 1 << 16) * width));
       for (int64_t begin = 0; begin < n; begin += 1 << 16) {
         int64_t count = std::min<int64_t>(n - begin, 1 << 16);

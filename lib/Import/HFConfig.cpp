@@ -31,8 +31,19 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
     inputs.push_back(RankedTensorType::get({e}, b.getF32Type()));
   if (c.routerBias)
     inputs.push_back(RankedTensorType::get({e}, b.getF32Type()));
-  inputs.push_back(RankedTensorType::get({local, 2 * i, h}, elem));
-  inputs.push_back(RankedTensorType::get({local, h, i}, elem));
+  const bool fp8 = c.keepFp8Weights && c.fp8WeightBlocks;
+  Type weightElem = fp8 ? Type(b.getI8Type()) : elem;
+  inputs.push_back(RankedTensorType::get({local, 2 * i, h}, weightElem));
+  inputs.push_back(RankedTensorType::get({local, h, i}, weightElem));
+  if (fp8) {
+    auto [bm, bk] = *c.fp8WeightBlocks;
+    auto blocks = [&](int64_t rows, int64_t cols) {
+      return RankedTensorType::get(
+          {local, llvm::divideCeilSigned(rows, bm), llvm::divideCeilSigned(cols, bk)}, b.getF32Type());
+    };
+    inputs.push_back(blocks(2 * i, h));
+    inputs.push_back(blocks(h, i));
+  }
   if (c.expertBias) {
     inputs.push_back(RankedTensorType::get({local, 2 * i}, elem));
     inputs.push_back(RankedTensorType::get({local, h}, elem));
@@ -60,6 +71,8 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
   Value bias = c.correctionBias ? args[next++] : Value();
   Value routerBias = c.routerBias ? args[next++] : Value();
   Value w13 = args[next++], w2 = args[next++];
+  Value w13Scale = fp8 ? args[next++] : Value();
+  Value w2Scale = fp8 ? args[next++] : Value();
   Value w13Bias = c.expertBias ? args[next++] : Value();
   Value w2Bias = c.expertBias ? args[next++] : Value();
   Value sharedW13 = s ? args[next++] : Value();
@@ -77,7 +90,8 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
     return nullptr;
   const bool clamped = c.activation == Activation::clamped_swiglu;
   auto layer = LayerOp::create(
-      b, loc, xType, args[0], args[1], bias, routerBias, w13, w2, w13Bias, w2Bias,
+      b, loc, xType, args[0], args[1], bias, routerBias, w13, w2, w13Scale, w2Scale,
+      w13Bias, w2Bias,
       sharedW13, sharedW2, sharedGate, expertRank, physToLog, replicaShare, routing,
       ActivationAttr::get(&context, c.activation),
       LayoutAttr::getChecked([&] { return emitError(loc); }, &context, ep,
@@ -86,7 +100,9 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
       PhaseAttr(), c.scoreInput ? b.getUnitAttr() : UnitAttr(),
       clamped ? b.getF32FloatAttr(c.swigluAlpha) : FloatAttr(),
       clamped ? b.getF32FloatAttr(c.swigluLimit) : FloatAttr(),
-      physToLog && layout.perBatchReplicas ? b.getUnitAttr() : UnitAttr());
+      physToLog && layout.perBatchReplicas ? b.getUnitAttr() : UnitAttr(),
+      fp8 ? b.getDenseI64ArrayAttr({c.fp8WeightBlocks->first, c.fp8WeightBlocks->second})
+          : DenseI64ArrayAttr());
   func::ReturnOp::create(b, loc, layer.getY());
   return module;
 }
@@ -116,10 +132,18 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
     add("correction_bias[E] (f32)", "correction_bias", {e}, "f32");
   if (c.routerBias)
     add("router_bias[E] (f32)", "router_bias", {e}, "f32");
+  const bool fp8 = c.keepFp8Weights && c.fp8WeightBlocks;
   add(placed ? "w13[P/ep,2I,H]" : "w13[E/ep,2I,H]", "w13", {local, 2 * i, h},
-      elementType);
+      fp8 ? "fp8_e4m3" : elementType);
   add(placed ? "w2[P/ep,H,I]" : "w2[E/ep,H,I]", "w2", {local, h, i},
-      elementType);
+      fp8 ? "fp8_e4m3" : elementType);
+  if (fp8) {
+    auto [bm, bk] = *c.fp8WeightBlocks;
+    add("w13_scale[.,ceil(2I/bm),ceil(H/bk)] (f32)", "w13_scale",
+        {local, llvm::divideCeilSigned(2 * i, bm), llvm::divideCeilSigned(h, bk)}, "f32");
+    add("w2_scale[.,ceil(H/bm),ceil(I/bk)] (f32)", "w2_scale",
+        {local, llvm::divideCeilSigned(h, bm), llvm::divideCeilSigned(i, bk)}, "f32");
+  }
   if (c.expertBias) {
     add(placed ? "w13_bias[P/ep,2I]" : "w13_bias[E/ep,2I]", "w13_bias", {local, 2 * i},
         elementType);
@@ -162,6 +186,11 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
       {"score_input", c.scoreInput},
       {"router_bias", c.routerBias},
       {"expert_bias", c.expertBias},
+      {"expert_weights",
+       fp8 ? json::Value(json::Object{
+                 {"format", "fp8_e4m3"},
+                 {"block", json::Array{c.fp8WeightBlocks->first, c.fp8WeightBlocks->second}}})
+           : json::Value(json::Object{{"format", elementType}})},
       {"activation", c.activation == Activation::clamped_swiglu
                          ? json::Value(json::Object{{"kind", "clamped_swiglu"},
                                                     {"alpha", c.swigluAlpha},

@@ -1,11 +1,12 @@
 """Runs a compiled MoE layer on numpy inputs, after checking them against its plan."""
+import ml_dtypes
 import numpy as np
 
 from .memref import CompiledFunction
 from .weights import DTYPES
 
 PHASES = {"auto": 0, "prefill": 1, "decode": 2}
-_DTYPES = {**DTYPES, "i32": np.int32}
+_DTYPES = {**DTYPES, "i32": np.int32, "fp8_e4m3": ml_dtypes.float8_e4m3fn}
 
 
 def check_arguments(plan, x, weights):

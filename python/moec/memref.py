@@ -11,6 +11,7 @@ _CTYPES = {
     np.dtype(np.int32): ctypes.c_int32,
     np.dtype(np.int8): ctypes.c_int8,
     np.dtype(ml_dtypes.bfloat16): ctypes.c_uint16,
+    np.dtype(ml_dtypes.float8_e4m3fn): ctypes.c_int8,
 }
 _runtime = None
 

@@ -62,6 +62,12 @@ def _swiglu_mlp(rows, w13, w2, activation=None, b13=0.0, b2=0.0):
 def layer(x, weights, plan):
     """The MoE block: routed experts weighted by the router, plus shared expert."""
     f64 = {k: np.asarray(v, np.float64) for k, v in weights.items()}
+    if "w13_scale" in weights:  # FP8 codes with block scales
+        from .weights import dequantize_fp8_blocks
+        block = plan["expert_weights"]["block"]
+        for name in ("w13", "w2"):
+            f64[name] = dequantize_fp8_blocks(weights[name], weights[name + "_scale"],
+                                              block).astype(np.float64)
     xs = np.asarray(x, np.float64)
     ids, w = route(xs, f64["router_weight"], plan["routing"], f64.get("correction_bias"),
                    f64.get("router_bias"))

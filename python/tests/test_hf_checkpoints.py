@@ -218,13 +218,13 @@ def _decoder_layers(model):
     return inner.language_model.layers if hasattr(inner, "language_model") else inner.layers
 
 
-def _compile(model_dir, out):
+def _compile(model_dir, out, *options):
     return subprocess.run([tool("moe-compile"), "--model", str(model_dir), "-o", str(out),
-                           "--dtype", "f32"], capture_output=True, text=True)
+                           "--dtype", "f32", *options], capture_output=True, text=True)
 
 
-def _compile_ok(model_dir, out):
-    run = _compile(model_dir, out)
+def _compile_ok(model_dir, out, *options):
+    run = _compile(model_dir, out, *options)
     assert run.returncode == 0, f"moe-compile failed ({run.returncode}):\n{run.stderr}"
     assert out.is_dir(), f"moe-compile made no {out}"
     return moec.load(out)
@@ -333,12 +333,20 @@ def _quantize_e4m3(w, block):
     return codes, scale
 
 
-def test_fp8_block_scaled_checkpoint(tmp_path):
+# (block, --fp8-weights, whether the layer keeps the codes): blocks of 12 rows do
+# not divide I = 16, so the default dequantizes; 8 x 16 is read in vectors of
+# 16 codes, 4 x 8 by the generic lowering where vectors are 16 wide.
+FP8_CASES = [((12, 20), None, False), ((12, 20), "dequantize", False),
+             ((8, 16), None, True), ((4, 8), "keep", True), ((8, 16), "dequantize", False)]
+
+
+@pytest.mark.parametrize("block,mode,kept", FP8_CASES)
+def test_fp8_block_scaled_checkpoint(tmp_path, block, mode, kept):
     """Expert and shared-expert weights stored as e4m3 codes with f32
-    weight_scale_inv blocks (partial blocks at the edges) are dequantized;
-    the reference is transformers' block holding the same dequantized values
-    (decoded by ml_dtypes)."""
-    block = (12, 20)
+    weight_scale_inv blocks (partial blocks at the edges) are dequantized when
+    read, or (routed experts, --fp8-weights=keep) kept as codes and scales that
+    the layer decodes; the reference is transformers' block holding the same
+    dequantized values (decoded by ml_dtypes)."""
     model_dir = tmp_path / "hf"
     blocks, num_layers = _checkpoint("deepseek_v3", model_dir)
     path = model_dir / "model.safetensors"
@@ -377,8 +385,19 @@ def test_fp8_block_scaled_checkpoint(tmp_path):
                                      "activation_scheme": "dynamic",
                                      "weight_block_size": list(block)}
     config_path.write_text(json.dumps(config))
-    model = _compile_ok(model_dir, tmp_path / "out")
+    options = [f"--fp8-weights={mode}"] if mode else []
+    model = _compile_ok(model_dir, tmp_path / "out", *options)
+    plan = json.loads((tmp_path / "out" / model.manifest["library"]["plan"]).read_text())
+    assert plan["expert_weights"]["format"] == ("fp8_e4m3" if kept else "f32"), plan
+    tensors = model.manifest["layers"][0]["tensors"]
+    assert ("w13_scale" in tensors and "w2_scale" in tensors) == kept, tensors
     _check("deepseek_v3 fp8", model, blocks, num_layers)
+    if block[0] == 12:
+        # Kept codes need gate's and up's scale blocks to stack along 2I.
+        run = _compile(model_dir, tmp_path / "out3", "--fp8-weights=keep")
+        assert run.returncode != 0 and "12 rows do not divide the intermediate size 16" \
+            in run.stderr, run.stderr
+        assert not (tmp_path / "out3").exists()
     # Without the quantization_config the FP8 tensors are refused by name.
     del config["quantization_config"]
     config_path.write_text(json.dumps(config))

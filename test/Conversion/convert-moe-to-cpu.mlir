@@ -201,3 +201,52 @@ func.func @gemm_ragged_depth(%rows: tensor<?x76xf32>, %w: tensor<4x32x76xf32>,
     : (tensor<?x76xf32>, tensor<4x32x76xf32>, tensor<?xi32>, tensor<5xi32>) -> tensor<?x32xf32>
   return %y : tensor<?x32xf32>
 }
+
+// -----
+
+// FP8 weights (E4M3 codes in blocks of 16 x 32 with f32 scales): each vector
+// of 16 codes is widened in registers (sign-extend, shift into an f16's
+// exponent and mantissa, clear bit 14, f16 -> f32) and multiplied by its
+// block's scale times 2^8, then feeds the same FMAs as f32 weights. The
+// packed path decodes the same way when it packs a panel.
+// AVX512-LABEL: func.func @gemm_fp8_weights
+// AVX512-DAG: %[[KEEP:.*]] = arith.constant dense<-16385> : vector<16xi16>
+// AVX512-DAG: %[[SEVEN:.*]] = arith.constant dense<7> : vector<16xi16>
+// AVX512-DAG: %[[TWO8:.*]] = arith.constant 2.560000e+02 : f32
+// AVX512: %[[CODES:.*]] = vector.load %{{.*}} : memref<4x32x64xi8, strided<[?, ?, 1], offset: ?>>, vector<16xi8>
+// AVX512: %[[BLOCK:.*]] = arith.divui %{{.*}}, %c32
+// AVX512: %[[SCALE:.*]] = memref.load %{{.*}}[%{{.*}}, %{{.*}}, %[[BLOCK]]] : memref<4x2x2xf32
+// AVX512: %[[S:.*]] = arith.mulf %[[SCALE]], %[[TWO8]] : f32
+// AVX512: %[[WIDE:.*]] = arith.extsi %[[CODES]] : vector<16xi8> to vector<16xi16>
+// AVX512: %[[SHIFTED:.*]] = arith.shli %[[WIDE]], %[[SEVEN]] : vector<16xi16>
+// AVX512: %[[BITS:.*]] = arith.andi %[[SHIFTED]], %[[KEEP]] : vector<16xi16>
+// AVX512: %[[HALF:.*]] = arith.bitcast %[[BITS]] : vector<16xi16> to vector<16xf16>
+// AVX512: %[[F32:.*]] = arith.extf %[[HALF]] : vector<16xf16> to vector<16xf32>
+// AVX512: %[[SPLAT:.*]] = vector.broadcast %[[S]] : f32 to vector<16xf32>
+// AVX512: %[[W:.*]] = arith.mulf %[[F32]], %[[SPLAT]] : vector<16xf32>
+// AVX512: vector.fma %{{.*}}, %[[W]], %{{.*}} : vector<16xf32>
+// PACKED-LABEL: func.func @gemm_fp8_weights
+// PACKED: scf.forall
+// PACKED: arith.extsi %{{.*}} : vector<8xi8> to vector<8xi16>
+// PACKED: vector.shuffle
+// A scale block narrower than a vector is left to the linalg lowering.
+// CHECK-LABEL: func.func @gemm_fp8_narrow_blocks
+// CHECK: moe.grouped_matmul {{.*}} weight_scales
+func.func @gemm_fp8_weights(%rows: tensor<?x64xf32>, %w: tensor<4x32x64xi8>,
+                            %s: tensor<4x2x2xf32>, %re: tensor<?xi32>,
+                            %off: tensor<5xi32>) -> tensor<?x32xf32> {
+  %y = moe.grouped_matmul %rows, %w, %re weight_scales %s offsets %off
+    {weight_block = array<i64: 16, 32>}
+    : (tensor<?x64xf32>, tensor<4x32x64xi8>, tensor<?xi32>, tensor<4x2x2xf32>,
+       tensor<5xi32>) -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+func.func @gemm_fp8_narrow_blocks(%rows: tensor<?x64xf32>, %w: tensor<4x32x64xi8>,
+                                  %s: tensor<4x8x16xf32>, %re: tensor<?xi32>,
+                                  %off: tensor<5xi32>) -> tensor<?x32xf32> {
+  %y = moe.grouped_matmul %rows, %w, %re weight_scales %s offsets %off
+    {weight_block = array<i64: 4, 4>}
+    : (tensor<?x64xf32>, tensor<4x32x64xi8>, tensor<?xi32>, tensor<4x8x16xf32>,
+       tensor<5xi32>) -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}

@@ -314,6 +314,27 @@ func.func @activation(%h: tensor<?x16xf32>) -> tensor<?x8xf32> {
 
 // -----
 
+// Tests that FP8 weights are read as e4m3(code) * scale of the code's block:
+// scales[e, m / 16, k / 32] for blocks of 16 x 32.
+// CHECK-LABEL: func.func @gemm_fp8_weights
+// CHECK-SAME: %[[S:[^:]+]]: tensor<4x2x2xf32>
+// CHECK: linalg.generic
+// CHECK: %[[CODE:.+]] = tensor.extract %{{.+}} : tensor<4x32x64xi8>
+// CHECK: %[[ROW:.+]] = arith.divui %{{.+}}, %c16
+// CHECK: %[[COL:.+]] = arith.divui %{{.+}}, %c32
+// CHECK: %[[SCALE:.+]] = tensor.extract %[[S]][%{{.+}}, %[[ROW]], %[[COL]]]
+// CHECK: arith.extui %[[CODE]] : i8 to i32
+// CHECK: %[[W:.+]] = arith.mulf %{{.+}}, %[[SCALE]] : f32
+// CHECK: arith.mulf %{{.+}}, %[[W]] : f32
+func.func @gemm_fp8_weights(%rows: tensor<?x64xf32>, %w: tensor<4x32x64xi8>,
+                            %re: tensor<?xi32>, %s: tensor<4x2x2xf32>) -> tensor<?x32xf32> {
+  %y = moe.grouped_matmul %rows, %w, %re weight_scales %s {weight_block = array<i64: 16, 32>}
+    : (tensor<?x64xf32>, tensor<4x32x64xi8>, tensor<?xi32>, tensor<4x2x2xf32>) -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
 // Tests that the clamped SwiGLU (gpt-oss) clamps the gate above and up both
 // ways at the limit, scales the gate by alpha inside the sigmoid, and adds 1
 // to up.

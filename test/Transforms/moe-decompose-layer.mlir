@@ -372,3 +372,22 @@ func.func @layer_gpt_oss(%x: tensor<?x64xbf16>, %wr: tensor<8x64xbf16>, %rb: ten
           tensor<8x64x24xbf16>, tensor<8x48xbf16>, tensor<8x64xbf16>) -> tensor<?x64xbf16>
   return %y : tensor<?x64xbf16>
 }
+
+// -----
+
+// FP8 expert weights: each expert GEMM reads its weight's codes with that
+// weight's block scales and the layer's block shape.
+// CHECK-LABEL: func.func @layer_fp8_weights
+// CHECK-SAME: %[[W13:[^:]+]]: tensor<8x48x64xi8>, %[[W2:[^:]+]]: tensor<8x64x24xi8>, %[[S13:[^:]+]]: tensor<8x3x2xf32>, %[[S2:[^:]+]]: tensor<8x4x1xf32>
+// CHECK: moe.grouped_matmul %{{.+}}, %[[W13]], %{{.+}} weight_scales %[[S13]] offsets %{{.+}} {weight_block = array<i64: 16, 32>} : (tensor<?x64xf32>, tensor<8x48x64xi8>, tensor<?xi32>, tensor<8x3x2xf32>, tensor<9xi32>) -> tensor<?x48xf32>
+// CHECK: moe.grouped_matmul %{{.+}}, %[[W2]], %{{.+}} weight_scales %[[S2]] offsets %{{.+}} {weight_block = array<i64: 16, 32>} : (tensor<?x24xf32>, tensor<8x64x24xi8>, tensor<?xi32>, tensor<8x4x1xf32>, tensor<9xi32>) -> tensor<?x64xf32>
+func.func @layer_fp8_weights(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                             %w13: tensor<8x48x64xi8>, %w2: tensor<8x64x24xi8>,
+                             %s13: tensor<8x3x2xf32>, %s2: tensor<8x4x1xf32>) -> tensor<?x64xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2 weight_scales(%s13, %s2))
+         routing <softmax, top_k = 2, normalize> activation swiglu
+         layout <ep = 1, tp = 1> {weight_block = array<i64: 16, 32>}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x48x64xi8>, tensor<8x64x24xi8>,
+          tensor<8x3x2xf32>, tensor<8x4x1xf32>) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}

@@ -69,7 +69,8 @@ bool isEarlierOutput(llvm::StringRef out) {
 int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef,
                               ConfigCheck check, CompileLayer compile,
                               llvm::StringRef entryRef, llvm::StringRef dtypeRef,
-                              llvm::StringRef runtimeDir) {
+                              llvm::StringRef runtimeDir,
+                              KeepFp8Weights keepFp8Weights) {
   // Copies: `compile` reassigns the options these may point into.
   const std::string dir = dirRef.str(), out = outRef.str(),
                     entry = entryRef.str(), dtype = dtypeRef.str();
@@ -87,7 +88,7 @@ int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef,
   TensorDType element = dtype == "bf16" ? TensorDType::BF16 : TensorDType::F32;
   std::vector<std::vector<LayerTensor>> layers;
   for (int64_t layer : config.moeLayers) {
-    auto tensors = checkpoint.layerTensors(layer, element);
+    auto tensors = checkpoint.layerTensors(layer, element, keepFp8Weights(config));
     if (!tensors)
       return fail(llvm::toString(tensors.takeError()));
     layers.push_back(std::move(*tensors));

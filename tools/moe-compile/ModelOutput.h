@@ -15,6 +15,8 @@ namespace moe_compile {
 /// Checks the compile options against a model's config.
 using ConfigCheck = llvm::function_ref<std::optional<std::string>(
     const mlir::moe::MoELayerConfig &)>;
+/// Whether the layer of a config reads FP8 weights as codes and scales.
+using KeepFp8Weights = llvm::function_ref<bool(const mlir::moe::MoELayerConfig &)>;
 /// Compiles the layer of `config` into `library`, its plan into `plan`.
 using CompileLayer = llvm::function_ref<int(
     llvm::StringRef config, llvm::StringRef library, llvm::StringRef plan)>;
@@ -29,7 +31,8 @@ using CompileLayer = llvm::function_ref<int(
 /// earlier moe-compile output at OUT is replaced. Returns the exit code.
 int compileModel(llvm::StringRef dir, llvm::StringRef out, ConfigCheck check,
                  CompileLayer compile, llvm::StringRef entry,
-                 llvm::StringRef dtype, llvm::StringRef runtimeDir);
+                 llvm::StringRef dtype, llvm::StringRef runtimeDir,
+                 KeepFp8Weights keepFp8Weights);
 
 } // namespace moe_compile
 

@@ -132,6 +132,14 @@ cl::opt<std::string> replicaSelection(
              "replicated expert's choices so that the busiest rank is least "
              "busy; replica_share is then not read)"),
     cl::init("static"), cl::cat(category));
+cl::opt<std::string> fp8Weights(
+    "fp8-weights",
+    cl::desc("Expert weights of an FP8 block-scaled checkpoint (its "
+             "quantization_config): keep (the layer reads the E4M3 codes and "
+             "their block scales: half the bytes of bf16) or dequantize (to "
+             "--dtype when read). Default: keep with --target cpu where the "
+             "scale blocks' rows divide the intermediate size, else dequantize"),
+    cl::init("keep"), cl::cat(category));
 cl::opt<std::string> entry("entry", cl::desc("Name of the layer function"),
                            cl::init("moe_layer"), cl::cat(category));
 cl::opt<Emit> emit(
@@ -330,6 +338,11 @@ std::optional<std::string> optionProblem() {
     return "--router-dtype must be f32 or bf16, got '" + routerDtype + "'";
   if (auto problem = entryProblem(entry))
     return problem;
+  if (fp8Weights != "keep" && fp8Weights != "dequantize")
+    return "--fp8-weights must be keep or dequantize, got '" + fp8Weights + "'";
+  if (target == Target::Cuda && given(fp8Weights) && fp8Weights == "keep")
+    return "--fp8-weights=keep is for --target cpu: FP8 expert GEMMs are not "
+           "generated for the GPU yet (use --fp8-weights=dequantize)";
   if (!fp8Gemm && dispatchQuant == "none")
     return "--fp8-gemm=false chooses how FP8 dispatches reach the GEMM: it "
            "needs --dispatch-quant";
@@ -367,8 +380,26 @@ std::optional<std::string> optionProblem() {
   return std::nullopt;
 }
 
+/// Whether the layer of `config` reads its FP8 weights as codes and scales
+/// (--fp8-weights).
+bool keepFp8Weights(const moe::MoELayerConfig &config) {
+  if (!config.fp8WeightBlocks || fp8Weights != "keep")
+    return false;
+  if (given(fp8Weights))
+    return true;
+  return target == Target::Cpu &&
+         config.intermediateSize % config.fp8WeightBlocks->first == 0;
+}
+
 /// Checks the options against the model's config.
 std::optional<std::string> configProblem(const moe::MoELayerConfig &config) {
+  if (keepFp8Weights(config) &&
+      config.intermediateSize % config.fp8WeightBlocks->first != 0)
+    return llvm::formatv("--fp8-weights=keep: the scale blocks' {0} rows do not "
+                         "divide the intermediate size {1}, so gate's and up's "
+                         "blocks do not stack (use --fp8-weights=dequantize)",
+                         config.fp8WeightBlocks->first, config.intermediateSize)
+        .str();
   if (ep > 1 && physicalExperts == 0 && config.numExperts % ep != 0)
     return llvm::formatv("--ep {0} does not divide the {1} experts of the "
                          "config", ep.getValue(), config.numExperts).str();
@@ -405,6 +436,7 @@ OwningOpRef<ModuleOp> loadInput(MLIRContext &context,
     }
     config = *parsed;
     config->logitsBf16 = routerDtype == "bf16";
+    config->keepFp8Weights = keepFp8Weights(*config);
     Type elem = dtype == "bf16" ? Type(BFloat16Type::get(&context))
                                 : Type(Float32Type::get(&context));
     return moe::buildLayerModule(
@@ -537,7 +569,7 @@ int main(int argc, char **argv) {
       planFile = plan.str();
       layerRuntimeRpath = "$ORIGIN";
       return compileLayer(argv[0]);
-    }, entry, dtype, runtimeLibDir(argv[0]));
+    }, entry, dtype, runtimeLibDir(argv[0]), keepFp8Weights);
   return compileLayer(argv[0]);
 }
 

@@ -54,7 +54,7 @@ struct TensorPiece {
 /// One argument of a compiled layer, as the checkpoint holds it.
 struct LayerTensor {
   std::string parameter; ///< The entry point's parameter name (plan).
-  TensorDType dtype;     ///< What the layer takes (f32 or the element type).
+  TensorDType dtype;     ///< What the layer takes (f32, the element type or FP8 codes).
   std::vector<int64_t> shape;
   /// Checkpoint tensors concatenated along dim 0, then stacked (w13: per
   /// expert, gate then up; w2: per expert, down).
@@ -71,10 +71,13 @@ public:
   llvm::StringRef configPath() const { return configFile; }
 
   /// The tensors of MoE layer `layer` in the layer's argument order, with
-  /// `element` (F32 or BF16) for activations and weights. Errors name the
+  /// `element` (F32 or BF16) for activations and weights. With
+  /// `keepFp8Weights` and an FP8 quantization_config the routed experts'
+  /// w13 and w2 stay F8_E4M3 codes, followed by their block scales
+  /// (w13_scale, w2_scale; MoELayerConfig::keepFp8Weights). Errors name the
   /// missing or misshapen checkpoint tensor.
-  llvm::Expected<std::vector<LayerTensor>> layerTensors(int64_t layer,
-                                                        TensorDType element) const;
+  llvm::Expected<std::vector<LayerTensor>>
+  layerTensors(int64_t layer, TensorDType element, bool keepFp8Weights = false) const;
 
 private:
   const TensorInfo *tensor(llvm::StringRef name) const;

@@ -54,6 +54,10 @@ struct MoELayerConfig {
   /// of a scale block. The checkpoint reader dequantizes them; the layer
   /// takes f32 or bf16 weights either way.
   std::optional<std::pair<int64_t, int64_t>> fp8WeightBlocks;
+  /// With fp8WeightBlocks: the routed experts' weights stay FP8 E4M3 codes
+  /// and the layer takes their block scales (w13_scale, w2_scale after w2)
+  /// instead of dequantized weights.
+  bool keepFp8Weights = false;
   /// quantization_config "mxfp4" (gpt-oss): the experts are stored as FP4
   /// E2M1 blocks of 32 with E8M0 scales, dequantized when read.
   bool mxfp4Experts = false;
@@ -82,7 +86,8 @@ struct ParallelLayout {
 
 /// Builds a module with one public function `funcName` computing the layer
 /// on one rank: `(x[?,H], router[E,H], [bias[E]], [router_bias[E]],
-/// w13[E/ep,2I,H], w2[E/ep,H,I], [w13_bias[E/ep,2I], w2_bias[E/ep,H]],
+/// w13[E/ep,2I,H], w2[E/ep,H,I], [w13_scale, w2_scale (FP8 weights)],
+/// [w13_bias[E/ep,2I], w2_bias[E/ep,H]],
 /// [shared_w13[2Is,H], shared_w2[H,Is], [shared_gate[1,H]]],
 /// [expert_rank[E]])
 /// -> y[?,H]`, with a C interface; with a placement, w13/w2 hold P/ep slots

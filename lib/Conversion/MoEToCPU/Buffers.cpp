@@ -7,6 +7,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/TypeUtilities.h"
 
 #include <functional>
 
@@ -61,6 +62,80 @@ Value cpu::widenToF32(OpBuilder &b, Location loc, Value v) {
       b, loc, i32, DenseElementsAttr::get(i32, b.getI32IntegerAttr(16)));
   Value high = arith::ShLIOp::create(b, loc, wide, shift);
   return vector::BitCastOp::create(b, loc, type.clone(b.getF32Type()), high);
+}
+
+namespace {
+/// FP8 E4M3 codes (i8, a scalar or a vector) as f32 times 2^-8: the sign
+/// goes to bit 15 of an i16 and the other 7 bits to its bits 7..13, which
+/// makes an f16 of the same value times 2^-8 (normal and subnormal codes
+/// alike: f16's exponent bias is 8 more than E4M3's), widened to f32. Three
+/// integer operations and one conversion per vector; NaN codes (0x7F, 0xFF)
+/// decode to +-480 (not valid weights, see moe.grouped_matmul).
+Value widenE4M3TimesTwoToMinus8(OpBuilder &b, Location loc, Value codes) {
+  auto like = [&](Type element) -> Type {
+    if (auto vector = dyn_cast<VectorType>(codes.getType()))
+      return vector.clone(element);
+    return element;
+  };
+  auto constant = [&](Type type, int64_t v) -> Value {
+    Attribute value = b.getIntegerAttr(getElementTypeOrSelf(type), v);
+    if (auto vector = dyn_cast<VectorType>(type))
+      value = DenseElementsAttr::get(vector, value);
+    return arith::ConstantOp::create(b, loc, cast<TypedAttr>(value));
+  };
+  Type i16 = like(b.getI16Type());
+  Value wide = arith::ExtSIOp::create(b, loc, i16, codes);
+  Value seven = constant(i16, 7);
+  Value shifted = arith::ShLIOp::create(b, loc, wide, seven);
+  Value keep = constant(i16, 0xBFFF - 0x10000);
+  Value bits = arith::AndIOp::create(b, loc, shifted, keep);
+  Value half = arith::BitcastOp::create(b, loc, like(b.getF16Type()), bits);
+  return arith::ExtFOp::create(b, loc, like(b.getF32Type()), half);
+}
+
+/// scales[expert, col / blockRows, k / blockCols] * 2^8.
+Value weightScaleTimesTwoTo8(OpBuilder &b, Location loc, const cpu::GemmBuffers &ops,
+                             Value expert, Value col, Value k) {
+  Value row = arith::DivUIOp::create(b, loc, col, cpu::constIndex(b, loc, ops.blockRows));
+  Value block = arith::DivUIOp::create(b, loc, k, cpu::constIndex(b, loc, ops.blockCols));
+  Value scale = memref::LoadOp::create(b, loc, ops.wScales, ValueRange{expert, row, block});
+  Value twoTo8 = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(256.0f));
+  return arith::MulFOp::create(b, loc, scale, twoTo8);
+}
+} // namespace
+
+Value cpu::loadWeightRow(OpBuilder &b, Location loc, const GemmBuffers &ops,
+                         int64_t lanes, Value expert, Value col, Value k, Value mask) {
+  Type element = cast<MemRefType>(ops.w.getType()).getElementType();
+  auto vectorType = VectorType::get({lanes}, element);
+  SmallVector<Value, 3> at = {expert, col, k};
+  Value v;
+  if (mask) {
+    Value zero = arith::ConstantOp::create(
+        b, loc, vectorType, DenseElementsAttr::get(vectorType, b.getZeroAttr(element)));
+    v = vector::MaskedLoadOp::create(b, loc, vectorType, ops.w, at, mask, zero);
+  } else {
+    v = vector::LoadOp::create(b, loc, vectorType, ops.w, at);
+  }
+  if (!ops.wScales)
+    return widenToF32(b, loc, v);
+  // The vector lies in one scale block: blockCols is a multiple of lanes.
+  Value scale = weightScaleTimesTwoTo8(b, loc, ops, expert, col, k);
+  Value decoded = widenE4M3TimesTwoToMinus8(b, loc, v);
+  Value scales = vector::BroadcastOp::create(b, loc, decoded.getType(), scale);
+  return arith::MulFOp::create(b, loc, decoded, scales);
+}
+
+Value cpu::loadWeight(OpBuilder &b, Location loc, const GemmBuffers &ops,
+                      Value expert, Value col, Value k) {
+  Value v = memref::LoadOp::create(b, loc, ops.w, ValueRange{expert, col, k});
+  if (ops.wScales) {
+    Value scale = weightScaleTimesTwoTo8(b, loc, ops, expert, col, k);
+    return arith::MulFOp::create(b, loc, widenE4M3TimesTwoToMinus8(b, loc, v), scale);
+  }
+  if (v.getType().isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
 }
 
 void cpu::fillInLine(OpBuilder &b, Location loc, Value view, Value value) {

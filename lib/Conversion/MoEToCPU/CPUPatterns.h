@@ -42,7 +42,11 @@ struct CpuCodegenOptions {
 /// `out[r, n] = sum_k a[r, k] * w[e, n, k]` for the rows `r` of expert `e`.
 struct GemmBuffers {
   Value a;          ///< [R, K], f32 or bf16, unit innermost stride
-  Value w;          ///< [E, N, K], f32 or bf16, unit innermost stride
+  Value w;          ///< [E, N, K], f32, bf16 or FP8 codes, unit innermost stride
+  /// FP8 weights (i8 E4M3 codes): [E, ceil(N / blockRows), ceil(K /
+  /// blockCols)] f32 scales; blockCols is a multiple of the vector width.
+  Value wScales;
+  int64_t blockRows = 0, blockCols = 0;
   Value out;        ///< [R, N], f32 or bf16, written
   Value rowBegin;   ///< [E] index: first row of each expert
   Value rowEnd;     ///< [E] index: one past its last row
@@ -102,6 +106,13 @@ void forLoop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
              function_ref<void(Value)> body);
 /// A bf16 vector as f32 (exact: a shift of the 16 bits), an f32 one as is.
 Value widenToF32(OpBuilder &b, Location loc, Value vector);
+/// `lanes` weights `w[expert, col, k...]` as f32 (`mask`, optional, limits
+/// the read at the end of a row); FP8 codes are decoded and scaled.
+Value loadWeightRow(OpBuilder &b, Location loc, const GemmBuffers &ops,
+                    int64_t lanes, Value expert, Value col, Value k, Value mask);
+/// The weight `w[expert, col, k]` as f32.
+Value loadWeight(OpBuilder &b, Location loc, const GemmBuffers &ops, Value expert,
+                 Value col, Value k);
 /// Stores `value` into every element of `view` with scf.for loops on the
 /// calling thread. For the few padding rows of one expert inside a loop over
 /// experts, where a linalg.fill would start a thread team per expert.

@@ -122,7 +122,7 @@ private:
     // order of a call's arguments is the compiler's choice).
     auto fma = [&](Value k, Value mask, Value acc) {
       Value x = loadRow(ops.a, {row, k}, mask);
-      Value w = loadRow(ops.w, {expert, col, k}, mask);
+      Value w = loadWeightRow(b, loc, ops, lanes, expert, col, k, mask);
       return vector::FMAOp::create(b, loc, x, w, acc).getResult();
     };
     auto add = [&](Value k, Value acc) {
@@ -296,7 +296,7 @@ private:
       for (int64_t i = 0; i < rows; ++i)
         a.push_back(loadRow(ops.a, {rowIdx[i], k}, mask));
       for (int64_t j = 0; j < tileCols; ++j) {
-        Value w = loadRow(ops.w, {expert, colIdx[j], k}, mask);
+        Value w = loadWeightRow(b, loc, ops, lanes, expert, colIdx[j], k, mask);
         for (int64_t i = 0; i < rows; ++i)
           next[i * tileCols + j] =
               vector::FMAOp::create(b, loc, a[i], w, next[i * tileCols + j]);
@@ -398,7 +398,8 @@ private:
 namespace {
 /// moe.grouped_matmul on the grouped layout (with expert_offsets): the
 /// expert ranges first (O(rows)), zero rows that hold no expert's row, then
-/// the GEMM. FP8 inputs (with scales) keep the linalg lowering.
+/// the GEMM. FP8 weights are decoded in registers; FP8 rows (with scales)
+/// keep the linalg lowering.
 struct GroupedMatmulToCPU : OpRewritePattern<GroupedMatmulOp> {
   GroupedMatmulToCPU(MLIRContext *ctx, const CpuCodegenOptions &options)
       : OpRewritePattern(ctx), options(options) {}
@@ -406,7 +407,11 @@ struct GroupedMatmulToCPU : OpRewritePattern<GroupedMatmulOp> {
   LogicalResult matchAndRewrite(GroupedMatmulOp op,
                                 PatternRewriter &rewriter) const override {
     if (op.getScales() || !op.getExpertOffsets())
-      return rewriter.notifyMatchFailure(op, "needs the grouped layout, no FP8");
+      return rewriter.notifyMatchFailure(op, "needs the grouped layout, no FP8 rows");
+    std::optional<ArrayRef<int64_t>> block = op.getWeightBlock();
+    if (block && (*block)[1] % options.vectorWidth != 0)
+      return rewriter.notifyMatchFailure(
+          op, "FP8 weights need scale blocks of whole vectors along K");
     auto inType = op.getInput().getType();
     if (ShapedType::isDynamic(inType.getDimSize(1)) ||
         llvm::any_of(op.getWeight().getType().getShape(), ShapedType::isDynamic))
@@ -424,6 +429,11 @@ struct GroupedMatmulToCPU : OpRewritePattern<GroupedMatmulOp> {
     GemmBuffers ops;
     ops.a = readBuffer(b, loc, op.getInput());
     ops.w = readBuffer(b, loc, op.getWeight());
+    if (Value scales = op.getWeightScales()) {
+      ops.wScales = readBuffer(b, loc, scales);
+      ops.blockRows = (*block)[0];
+      ops.blockCols = (*block)[1];
+    }
     ops.out = out;
     ops.rowBegin = memref::AllocOp::create(b, loc, indexBuffer);
     ops.rowEnd = memref::AllocOp::create(b, loc, indexBuffer);

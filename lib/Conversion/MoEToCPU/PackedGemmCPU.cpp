@@ -6,8 +6,8 @@
 //     panels), so threads split them evenly whatever the routing (scf.forall);
 //   per panel of 2 x vector-width weight rows, the expert's weights are packed
 //     transposed into a [K][panel] f32 scratch (lanes x lanes blocks turned by
-//     vector.shuffle stages; bf16 is widened here), which stays in L2 while
-//     every row tile of the block uses it;
+//     vector.shuffle stages; bf16 is widened and FP8 decoded here), which
+//     stays in L2 while every row tile of the block uses it;
 //   register tiles of `packedTileRows` rows by the panel: per k, two vector
 //     loads of the packed weights and a broadcast of each row's activation,
 //     accumulated along K in 2 x packedTileRows registers (outer products: no
@@ -213,8 +213,6 @@ private:
 
   /// packed[k, j] = f32(w[expert, col + j, kBegin + k]) for k < kLength.
   void emitPack(Value packed, Value expert, Value col) {
-    Type element = cast<MemRefType>(ops.w.getType()).getElementType();
-    auto narrow = VectorType::get({lanes}, element);
     Value vectorEnd = arith::MulIOp::create(
         b, loc, arith::DivUIOp::create(b, loc, kLength, c(lanes)), c(lanes));
     for (int64_t half = 0; half < panel; half += lanes) {
@@ -224,9 +222,7 @@ private:
         SmallVector<Value> block;
         for (int64_t j = 0; j < lanes; ++j) {
           Value row = arith::AddIOp::create(b, loc, col, c(half + j));
-          Value v = vector::LoadOp::create(b, loc, narrow, ops.w,
-                                           ValueRange{expert, row, from});
-          block.push_back(widenToF32(b, loc, v));
+          block.push_back(loadWeightRow(b, loc, ops, lanes, expert, row, from, Value()));
         }
         transpose(block);
         for (int64_t j = 0; j < lanes; ++j)
@@ -239,10 +235,8 @@ private:
       Value from = arith::AddIOp::create(b, loc, kBegin, k);
       for (int64_t j = 0; j < panel; ++j) {
         Value row = arith::AddIOp::create(b, loc, col, c(j));
-        Value v = memref::LoadOp::create(b, loc, ops.w, ValueRange{expert, row, from});
-        if (!element.isF32())
-          v = arith::ExtFOp::create(b, loc, b.getF32Type(), v);
-        memref::StoreOp::create(b, loc, v, packed, ValueRange{k, c(j)});
+        memref::StoreOp::create(b, loc, loadWeight(b, loc, ops, expert, row, from),
+                                packed, ValueRange{k, c(j)});
       }
     });
   }

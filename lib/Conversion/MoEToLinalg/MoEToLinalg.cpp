@@ -478,21 +478,36 @@ struct GroupedMatmulLowering : OpRewritePattern<GroupedMatmulOp> {
       Value scale = tensor::ExtractOp::create(nb, loc, scales, ValueRange{idx[0], g});
       return arith::MulFOp::create(nb, loc, decodeE4M3(nb, loc, in), scale);
     };
+    // FP8 weights: element [e, m, k] is e4m3(code) * wscales[e, m / bm, k / bk].
+    Value wscales = op.getWeightScales();
+    SmallVector<int64_t, 2> block(op.getWeightBlock().value_or(ArrayRef<int64_t>{}));
+    auto weightElement = [wscales, block](OpBuilder &nb, Location loc, Value e,
+                                          ValueRange idx, Value code) -> Value {
+      if (!wscales)
+        return toF32(nb, loc, code);
+      Value bm = arith::ConstantIndexOp::create(nb, loc, block[0]);
+      Value bk = arith::ConstantIndexOp::create(nb, loc, block[1]);
+      Value row = arith::DivUIOp::create(nb, loc, idx[1], bm);
+      Value col = arith::DivUIOp::create(nb, loc, idx[2], bk);
+      Value scale = tensor::ExtractOp::create(nb, loc, wscales, ValueRange{e, row, col});
+      return arith::MulFOp::create(nb, loc, decodeE4M3(nb, loc, code), scale);
+    };
     // out[r,m] = sum_k in[r,k] * weight[row_expert[r], m, k]; rows of no
     // local expert (row_expert outside [0, E)) stay 0.
     Value acc = buildGeneric(
         b, {op.getInput(), op.getRowExpert()},
         buildFilled(b, {rows, cols}, b.getF32FloatAttr(0)),
         {Dims{0, 2}, Dims{0}, Dims{0, 1}}, 3, {2},
-        [weight, experts, element](OpBuilder &nb, Location loc, ValueRange idx,
-                                   ValueRange a) -> Value {
+        [weight, experts, element, weightElement](OpBuilder &nb, Location loc,
+                                                  ValueRange idx, ValueRange a) -> Value {
           Value local = arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::ult,
                                               a[1], constI32(nb, loc, experts));
           Value expert = arith::SelectOp::create(nb, loc, local, a[1],
                                                  constI32(nb, loc, 0));
-          Value w = tensor::ExtractOp::create(
-              nb, loc, weight, ValueRange{i32ToIndex(nb, loc, expert), idx[1], idx[2]});
-          Value lhs = element(nb, loc, idx, a[0]), rhs = toF32(nb, loc, w);
+          Value e = i32ToIndex(nb, loc, expert);
+          Value w = tensor::ExtractOp::create(nb, loc, weight, ValueRange{e, idx[1], idx[2]});
+          Value lhs = element(nb, loc, idx, a[0]);
+          Value rhs = weightElement(nb, loc, e, idx, w);
           Value p = arith::MulFOp::create(nb, loc, lhs, rhs);
           return addIf(nb, loc, local, p, a[2]);
         });

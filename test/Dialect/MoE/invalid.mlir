@@ -343,7 +343,7 @@ func.func @layer_c3_pair(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
   %y = "moe.layer"(%x, %wr, %w13, %w2, %s13) <{
          activation = #moe<activation swiglu>,
          layout = #moe.layout<ep = 1, tp = 1>,
-         operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0>,
+         operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0>,
          routing = #moe.routing<softmax, top_k = 2>}>
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
           tensor<8x64x32xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
@@ -1580,7 +1580,7 @@ func.func @layer_c12_no_shared(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
   %y = "moe.layer"(%x, %wr, %w13, %w2, %g) <{
          activation = #moe<activation swiglu>,
          layout = #moe.layout<ep = 1, tp = 1>,
-         operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0>,
+         operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0>,
          routing = #moe.routing<softmax, top_k = 2>}>
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
           tensor<8x64x32xf32>, tensor<1x64xf32>) -> tensor<?x64xf32>
@@ -1659,7 +1659,7 @@ func.func @layer_c15_one(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
   %y = "moe.layer"(%x, %wr, %w13, %w2, %b13) <{
          activation = #moe<activation swiglu>,
          layout = #moe.layout<ep = 1, tp = 1>,
-         operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>,
+         operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>,
          routing = #moe.routing<softmax, top_k = 2>}>
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
           tensor<8x64x32xf32>, tensor<8x64xf32>) -> tensor<?x64xf32>
@@ -1739,5 +1739,63 @@ func.func @route_c10(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %rb: tensor<2x
   // expected-error @+1 {{route_c10: the router's logit bias must be tensor<8xf32>, got 'tensor<2x4xf32>'}}
   %ids, %w = moe.route %x, %wr logit_bias %rb routing <softmax, top_k = 2>
       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<2x4xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that fp8_c1: FP8 weight codes need their scales and block shape.
+func.func @fp8_c1_missing(%x: tensor<?x64xf32>, %w: tensor<4x32x64xi8>, %re: tensor<?xi32>) {
+  // expected-error @+1 {{fp8_c1: weight: FP8 weight codes (i8) come with weight scales and a weight_block, and those only with them}}
+  %y = moe.grouped_matmul %x, %w, %re
+    : (tensor<?x64xf32>, tensor<4x32x64xi8>, tensor<?xi32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that fp8_c1: the scales are [E, ceil(M / rows), ceil(K / columns)].
+func.func @fp8_c1_shape(%x: tensor<?x64xf32>, %w: tensor<4x30x64xi8>, %re: tensor<?xi32>,
+                        %s: tensor<4x1x2xf32>) {
+  // expected-error @+1 {{fp8_c1: the scales of weight 'tensor<4x30x64xi8>' in blocks of 16 x 32 must be [E, ceil(M / rows), ceil(K / columns)], got 'tensor<4x1x2xf32>'}}
+  %y = moe.grouped_matmul %x, %w, %re weight_scales %s {weight_block = array<i64: 16, 32>}
+    : (tensor<?x64xf32>, tensor<4x30x64xi8>, tensor<?xi32>, tensor<4x1x2xf32>) -> tensor<?x30xf32>
+  return
+}
+
+// -----
+
+// Tests that fp8_c1: a block has two positive extents.
+func.func @fp8_c1_block(%x: tensor<?x64xf32>, %w: tensor<4x32x64xi8>, %re: tensor<?xi32>,
+                        %s: tensor<4x2x2xf32>) {
+  // expected-error @+1 {{fp8_c1: weight_block must be [rows, columns] of a scale block, each in [1,}}
+  %y = moe.grouped_matmul %x, %w, %re weight_scales %s {weight_block = array<i64: 0, 32>}
+    : (tensor<?x64xf32>, tensor<4x32x64xi8>, tensor<?xi32>, tensor<4x2x2xf32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that fp8_c1: float weights take no scales.
+func.func @fp8_c1_float(%x: tensor<?x64xf32>, %w: tensor<4x32x64xf32>, %re: tensor<?xi32>,
+                        %s: tensor<4x2x2xf32>) {
+  // expected-error @+1 {{fp8_c1: weight: FP8 weight codes (i8) come with weight scales}}
+  %y = moe.grouped_matmul %x, %w, %re weight_scales %s {weight_block = array<i64: 16, 32>}
+    : (tensor<?x64xf32>, tensor<4x32x64xf32>, tensor<?xi32>, tensor<4x2x2xf32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Tests that fp8_c1 holds for moe.layer: w2's scales follow w2's shape.
+func.func @fp8_c1_layer(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                        %w13: tensor<8x48x64xi8>, %w2: tensor<8x64x24xi8>,
+                        %s13: tensor<8x3x2xf32>, %s2: tensor<8x4x2xf32>) {
+  // expected-error @+1 {{fp8_c1: the scales of w2 'tensor<8x64x24xi8>' in blocks of 16 x 32 must be [E, ceil(M / rows), ceil(K / columns)], got 'tensor<8x4x2xf32>'}}
+  %y = moe.layer %x router(%wr) experts(%w13, %w2 weight_scales(%s13, %s2))
+         routing <softmax, top_k = 2, normalize> activation swiglu
+         layout <ep = 1, tp = 1> {weight_block = array<i64: 16, 32>}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x48x64xi8>, tensor<8x64x24xi8>,
+          tensor<8x3x2xf32>, tensor<8x4x2xf32>) -> tensor<?x64xf32>
   return
 }

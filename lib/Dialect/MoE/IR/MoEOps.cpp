@@ -43,6 +43,36 @@ LogicalResult expectSameElementType(Operation *op, StringRef rule,
                            << expected << ", got " << v.getType();
 }
 
+/// FP8 weights (`fp8_c1`): i8 codes come with f32 block scales and a block
+/// shape, and only they; `scales` is `[E, ceil(M / bm), ceil(K / bk)]` for
+/// the static `[E, M, K]` of `weight`.
+LogicalResult verifyWeightScales(Operation *op, StringRef name, Value weight,
+                                 Value scales, std::optional<ArrayRef<int64_t>> block) {
+  const bool codes = tensorType(weight).getElementType().isInteger(8);
+  if (codes != static_cast<bool>(scales) || codes != block.has_value())
+    return op->emitOpError() << "fp8_c1: " << name
+                             << ": FP8 weight codes (i8) come with weight scales "
+                                "and a weight_block, and those only with them";
+  if (!codes)
+    return success();
+  if (block->size() != 2 || (*block)[0] < 1 || (*block)[1] < 1 ||
+      (*block)[0] > limits::kMaxHidden || (*block)[1] > limits::kMaxHidden)
+    return op->emitOpError() << "fp8_c1: weight_block must be [rows, columns] "
+                                "of a scale block, each in [1, "
+                             << limits::kMaxHidden << "]";
+  ArrayRef<int64_t> w = tensorType(weight).getShape();
+  auto type = tensorType(scales);
+  if (w.size() != 3 || llvm::any_of(w, ShapedType::isDynamic) ||
+      type.getShape() != ArrayRef<int64_t>{w[0], llvm::divideCeilSigned(w[1], (*block)[0]),
+                                           llvm::divideCeilSigned(w[2], (*block)[1])})
+    return op->emitOpError() << "fp8_c1: the scales of " << name << " "
+                             << weight.getType() << " in blocks of " << (*block)[0]
+                             << " x " << (*block)[1]
+                             << " must be [E, ceil(M / rows), ceil(K / columns)], got "
+                             << scales.getType();
+  return success();
+}
+
 std::string dimStr(int64_t d) {
   return ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
 }
@@ -324,8 +354,14 @@ LogicalResult LayerOp::verify() {
                             "scales the expert's input) needs top_k = 1, got "
                          << getRouting().getTopK();
 
+  std::optional<ArrayRef<int64_t>> block = getWeightBlock();
+  if (failed(verifyWeightScales(op, "w13", getW13(), getW13Scale(), block)) ||
+      failed(verifyWeightScales(op, "w2", getW2(), getW2Scale(), block)))
+    return failure();
+  const bool fp8Weights = static_cast<bool>(getW13Scale());
   for (auto [name, value] :
-       {std::pair<StringRef, Value>{"w13", getW13()}, {"w2", getW2()},
+       {std::pair<StringRef, Value>{"w13", fp8Weights ? Value() : getW13()},
+        {"w2", fp8Weights ? Value() : getW2()},
         {"shared_w13", getSharedW13()}, {"shared_w2", getSharedW2()},
         {"shared_gate", getSharedGate()}, {"w13_bias", getW13Bias()},
         {"w2_bias", getW2Bias()}})
@@ -490,12 +526,19 @@ LogicalResult DispatchOp::verify() {
 LogicalResult GroupedMatmulOp::verify() {
   Operation *op = getOperation();
   const bool fp8 = getInput().getType().getElementType().isInteger(8);
-  Type elem = fp8 ? getWeight().getType().getElementType()
-                  : getInput().getType().getElementType();
+  const bool fp8Weights = getWeight().getType().getElementType().isInteger(8);
+  // The compute type: the activations', or the weights' for FP8 inputs, or
+  // the result's when both are FP8.
+  Type elem = !fp8 ? getInput().getType().getElementType()
+              : !fp8Weights ? getWeight().getType().getElementType()
+                            : getResult().getType().getElementType();
   if (failed(verifyExtents(op)) ||
       failed(expectRank(op, "gmm_c1", "input", getInput(), 2)) ||
       failed(expectRank(op, "gmm_c1", "weight", getWeight(), 3)) ||
-      failed(expectSameElementType(op, "gmm_c1", "weight", getWeight(), elem)))
+      (!fp8Weights &&
+       failed(expectSameElementType(op, "gmm_c1", "weight", getWeight(), elem))) ||
+      failed(verifyWeightScales(op, "weight", getWeight(), getWeightScales(),
+                                getWeightBlock())))
     return failure();
   ArrayRef<int64_t> in = getInput().getType().getShape();
   ArrayRef<int64_t> w = getWeight().getType().getShape();

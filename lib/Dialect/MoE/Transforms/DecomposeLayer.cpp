@@ -27,6 +27,9 @@ struct ExpertWeights {
   Value w13, w2;
   Value w13Bias, w2Bias; // gpt-oss; null for the others
   LayerOp layer;         // for the activation and its parameters
+  // FP8 weights: block scales of w13 and w2, and the block shape.
+  Value w13Scale, w2Scale;
+  DenseI64ArrayAttr block;
 };
 
 Value toF32(OpBuilder &b, Location loc, Value v) {
@@ -124,14 +127,16 @@ Value buildExpertMLP(ImplicitLocOpBuilder &b, Value rows, Value rowExpert,
   int64_t n = cast<RankedTensorType>(rows.getType()).getDimSize(0);
   auto w13Shape = cast<RankedTensorType>(w.w13.getType()).getShape();
   auto w2Shape = cast<RankedTensorType>(w.w2.getType()).getShape();
-  Value gateUp = GroupedMatmulOp::create(b, withShape(rows, {n, w13Shape[1]}),
-                                         rows, w.w13, rowExpert, /*scales=*/Value(), offsets);
+  Value gateUp = GroupedMatmulOp::create(b, withShape(rows, {n, w13Shape[1]}), rows,
+                                         w.w13, rowExpert, /*scales=*/Value(),
+                                         w.w13Scale, offsets, w.block);
   if (w.w13Bias)
     gateUp = addExpertBias(b, gateUp, rowExpert, w.w13Bias);
   Value act = activateUsedRows(b, gateUp, everyRowUsed ? Value() : offsets,
                                w13Shape[1] / 2, w.layer);
   Value out = GroupedMatmulOp::create(b, withShape(rows, {n, w2Shape[1]}), act, w.w2,
-                                      rowExpert, /*scales=*/Value(), offsets);
+                                      rowExpert, /*scales=*/Value(), w.w2Scale,
+                                      offsets, w.block);
   if (w.w2Bias)
     out = addExpertBias(b, out, rowExpert, w.w2Bias);
   return out;
@@ -322,7 +327,8 @@ struct MoEDecomposeLayerPass
     const bool everyRowUsed = ep == 1 && (!tile || activateAllRows);
     Value expertOut = buildExpertMLP(
         b, dispatch.getDispatched(), dispatch.getRowExpert(), dispatch.getExpertOffsets(),
-        {layer.getW13(), layer.getW2(), layer.getW13Bias(), layer.getW2Bias(), layer},
+        {layer.getW13(), layer.getW2(), layer.getW13Bias(), layer.getW2Bias(), layer,
+         layer.getW13Scale(), layer.getW2Scale(), layer.getWeightBlockAttr()},
         everyRowUsed);
     Value y = CombineOp::create(b, inputType, expertOut, dispatch.getSlot(),
                                 weights);

@@ -52,7 +52,8 @@ void feedCodesToTheGemm(EpDispatchOp op, int64_t groups) {
   b.setInsertionPoint(gemm);
   auto fed = GroupedMatmulOp::create(b, gemm.getType(), codes.getDispatched(),
                                      gemm.getWeight(), codes.getRowExpert(),
-                                     scales.getDispatched(), codes.getExpertOffsets());
+                                     scales.getDispatched(), gemm.getWeightScales(),
+                                     codes.getExpertOffsets(), gemm.getWeightBlockAttr());
   gemm.getResult().replaceAllUsesWith(fed.getResult());
   local.getRowExpert().replaceAllUsesWith(codes.getRowExpert());
   local.getSlot().replaceAllUsesWith(codes.getSlot());

@@ -12,6 +12,8 @@ def MoE_F32Tensor : RankedTensorOf<[F32]>;
 // Rows as they travel to the experts: activations, or FP8 E4M3 codes (i8
 // bits, e4m3fn) whose per-group f32 scales travel beside them.
 def MoE_RowsTensor : RankedTensorOf<[F32, BF16, I8]>;
+// Expert weights: floats, or FP8 E4M3 codes (i8 bits) with f32 block scales.
+def MoE_WeightTensor : RankedTensorOf<[F32, BF16, I8]>;
 
 //===----------------------------------------------------------------------===//
 // moe.layer
@@ -56,6 +58,12 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     goes to one replica of its expert, picked from the shares by the choice's
     index (see `moe.ep_dispatch`); with `per_batch_replicas`, from the batch's
     expert counts on all ranks instead.
+    With `weight_scales(%w13_scale, %w2_scale)` the routed experts' weights
+    are FP8 E4M3 codes (i8 bits, DeepSeek-V3's checkpoint format): weight
+    element `[e, m, k]` is `e4m3(w[e, m, k]) * scale[e, m / bm, k / bk]`
+    for `weight_block = array<i64: bm, bk>`, so `w13_scale` is
+    `[E, ceil(2I / bm), ceil(H / bk)]` and `w2_scale` `[E, ceil(H / bm),
+    ceil(I / bk)]` (f32). Codes 0x7F and 0xFF (NaN) are not valid weights.
     `phase = decode` (set by `moe-specialize-phase`) selects the decode
     layout: at most `max_tokens_per_rank` tokens, fixed capacity per expert,
     masked rows, no counts exchanged; without it (or with `prefill`) counts
@@ -77,8 +85,10 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     MoE_FloatTensor:$router_weight,
     Optional<MoE_F32Tensor>:$correction_bias,
     Optional<MoE_F32Tensor>:$router_bias,
-    MoE_FloatTensor:$w13,
-    MoE_FloatTensor:$w2,
+    MoE_WeightTensor:$w13,
+    MoE_WeightTensor:$w2,
+    Optional<MoE_F32Tensor>:$w13_scale,
+    Optional<MoE_F32Tensor>:$w2_scale,
     Optional<MoE_FloatTensor>:$w13_bias,
     Optional<MoE_FloatTensor>:$w2_bias,
     Optional<MoE_FloatTensor>:$shared_w13,
@@ -95,13 +105,15 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     UnitAttr:$score_input,
     OptionalAttr<F32Attr>:$swiglu_alpha,
     OptionalAttr<F32Attr>:$swiglu_limit,
-    UnitAttr:$per_batch_replicas
+    UnitAttr:$per_batch_replicas,
+    OptionalAttr<DenseI64ArrayAttr>:$weight_block
   );
   let results = (outs MoE_FloatTensor:$y);
   let assemblyFormat = [{
     $x `router` `(` $router_weight (`bias` $correction_bias^)?
     (`logit_bias` $router_bias^)? `)`
-    `experts` `(` $w13 `,` $w2 (`biases` `(` $w13_bias^ `,` $w2_bias `)`)? `)`
+    `experts` `(` $w13 `,` $w2 (`weight_scales` `(` $w13_scale^ `,` $w2_scale `)`)?
+    (`biases` `(` $w13_bias^ `,` $w2_bias `)`)? `)`
     (`shared` `(` $shared_w13^ `,` $shared_w2 `)`)?
     (`shared_gate` `(` $shared_gate^ `)`)?
     (`expert_rank` `(` $expert_rank^ `)`)?
@@ -225,6 +237,12 @@ def MoE_GroupedMatmulOp : MoE_Op<"grouped_matmul", [Pure, AttrSizedOperandSegmen
     one f32 scale per group of `K/G` elements: the GEMM reads
     `e4m3(input[r, k]) * scales[r, k / (K/G)]`, so quantized rows from the
     dispatch are consumed as they arrived; the result has the weight's type.
+    With `weight_scales` the weight holds FP8 E4M3 codes (i8 bits) in blocks
+    of `weight_block = array<i64: bm, bk>`: the GEMM reads
+    `e4m3(weight[e, m, k]) * weight_scales[e, m / bm, k / bk]`
+    (`weight_scales[E, ceil(M / bm), ceil(K / bk)]`, f32); the result's
+    element type is then the compute type (f32 or bf16). Codes 0x7F and
+    0xFF (NaN) are not valid weights.
     With `expert_offsets[E + 1]` (from `moe.dispatch`) the rows are grouped:
     expert `e`'s rows come first in `[offsets[e], offsets[e+1])`, rows of no
     expert after them; code generation then runs one GEMM per expert
@@ -235,13 +253,16 @@ def MoE_GroupedMatmulOp : MoE_Op<"grouped_matmul", [Pure, AttrSizedOperandSegmen
       : (tensor<?x64xf32>, tensor<8x64x64xf32>, tensor<?xi32>) -> tensor<?x64xf32>
     ```
   }];
-  let arguments = (ins MoE_RowsTensor:$input, MoE_FloatTensor:$weight,
+  let arguments = (ins MoE_RowsTensor:$input, MoE_WeightTensor:$weight,
                        MoE_I32Tensor:$row_expert, Optional<MoE_F32Tensor>:$scales,
-                       Optional<MoE_I32Tensor>:$expert_offsets);
+                       Optional<MoE_F32Tensor>:$weight_scales,
+                       Optional<MoE_I32Tensor>:$expert_offsets,
+                       OptionalAttr<DenseI64ArrayAttr>:$weight_block);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight `,` $row_expert (`scales` $scales^)?
-    (`offsets` $expert_offsets^)? attr-dict `:` functional-type(operands, results)
+    (`weight_scales` $weight_scales^)? (`offsets` $expert_offsets^)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
