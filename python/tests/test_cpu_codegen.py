@@ -248,3 +248,69 @@ def test_packed_grouped_gemm_matches_numpy(tmp_path, k, n, dtype, cpu):
     tolerance = 1e-5 if dtype == "f32" else 4e-3
     assert np.abs(got - want).max() <= tolerance * scale
     assert not got[offsets[-1]:].any()
+
+
+def fp8_gemm_source(k, n, experts, block, dtype):
+    rows, cols = block
+    scales = f"{experts}x{-(-n // rows)}x{-(-k // cols)}xf32"
+    return f"""
+func.func @gemm(%a: tensor<?x{k}x{dtype}>, %w: tensor<{experts}x{n}x{k}xi8>,
+                %s: tensor<{scales}>, %re: tensor<?xi32>, %off: tensor<{experts + 1}xi32>)
+    -> tensor<?x{n}x{dtype}> attributes {{llvm.emit_c_interface}} {{
+  %y = moe.grouped_matmul %a, %w, %re weight_scales %s offsets %off
+    {{weight_block = array<i64: {rows}, {cols}>}}
+    : (tensor<?x{k}x{dtype}>, tensor<{experts}x{n}x{k}xi8>, tensor<?xi32>, tensor<{scales}>,
+       tensor<{experts + 1}xi32>) -> tensor<?x{n}x{dtype}>
+  return %y : tensor<?x{n}x{dtype}>
+}}
+"""
+
+
+# Rows per expert: none, the decode dot (1, 2), register tiles (5), the packed
+# GEMM (24, 200).
+FP8_COUNTS = [0, 1, 2, 5, 24, 200]
+
+
+@pytest.mark.parametrize("k, n, block, dtype, cpu", [
+    (128, 96, (32, 64), "f32", None),      # scale blocks of whole decode steps
+    (200, 40, (16, 48), "f32", None),      # a partial last block each way, a masked tail
+    (128, 96, (32, 64), "bf16", None),     # bf16 rows widened once
+    (64, 32, (4, 8), "f32", None),         # blocks narrower than a vector: linalg
+    (128, 96, (32, 64), "bf16", "x86-64"),  # 4 lanes
+], ids=["f32", "ragged", "bf16", "narrow-blocks", "sse2"])
+def test_fp8_weight_grouped_gemm_matches_torch(tmp_path, k, n, block, dtype, cpu):
+    """out[r] = a[r] @ (e4m3(w[e]) * scales of w's blocks).T, whichever path
+    computes an expert's rows; every E4M3 code but NaN occurs (zeros,
+    subnormals, +-448), decoded for the reference by torch's float8_e4m3fn."""
+    torch = pytest.importorskip("torch")
+    experts = len(FP8_COUNTS)
+    library = compile_mlir(fp8_gemm_source(k, n, experts, block, dtype), tmp_path, "gemm", cpu)
+    offsets = np.concatenate([[0], np.cumsum(FP8_COUNTS)]).astype(np.int32)
+    rows = int(offsets[-1]) + 3
+    row_expert = np.full(rows, -1, np.int32)
+    for e in range(experts):
+        row_expert[offsets[e]:offsets[e + 1]] = e
+    rng = np.random.default_rng(11)
+    valid = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)
+    codes = rng.choice(valid, size=(experts, n, k))
+    br, bc = -(-n // block[0]), -(-k // block[1])
+    scales = np.exp(rng.uniform(-12, 2, size=(experts, br, bc))).astype(np.float32)
+    a = rng.standard_normal((rows, k), dtype=np.float32).astype(DTYPES[dtype])
+    decoded = torch.from_numpy(codes).view(torch.float8_e4m3fn).to(torch.float64).numpy()
+    full = np.repeat(np.repeat(scales, block[0], 1), block[1], 2)[:, :n, :k].astype(np.float64)
+    w = decoded * full
+    want = np.zeros((rows, n))
+    for e in range(experts):
+        lo, hi = offsets[e], offsets[e + 1]
+        want[lo:hi] = a[lo:hi].astype(np.float64) @ w[e].T
+    fn = CompiledFunction(str(library), "gemm", [(2, DTYPES[dtype])])
+    got = np.asarray(fn(a, codes.view(np.int8), scales, row_expert, offsets))
+    got = got.astype(np.float64)
+    # Each row against its own magnitude: the scales span 6 decades.
+    for e in range(experts):
+        lo, hi = offsets[e], offsets[e + 1]
+        if hi > lo:
+            size = np.abs(want[lo:hi]).max()
+            tolerance = 1e-5 if dtype == "f32" else 4e-3
+            assert np.abs(got[lo:hi] - want[lo:hi]).max() <= tolerance * size, (e, hi - lo)
+    assert not got[offsets[-1]:].any()

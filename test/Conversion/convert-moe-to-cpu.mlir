@@ -250,3 +250,55 @@ func.func @gemm_fp8_narrow_blocks(%rows: tensor<?x64xf32>, %w: tensor<4x32x64xi8
        tensor<5xi32>) -> tensor<?x32xf32>
   return %y : tensor<?x32xf32>
 }
+
+// -----
+
+// The decode dot over FP8 weights whose scale blocks (here 64 deep) hold
+// whole steps of its 4 accumulators: a block's codes are summed unscaled on
+// fresh accumulators (no multiply per vector), then each is added to the
+// running sum times the block's scale (times 2^8) in one FMA.
+// AVX512-LABEL: func.func @gemm_fp8_block_scaled
+// AVX512: %[[BLOCKS:.*]]:4 = scf.for %[[KB:.*]] = %c0 to %c128 step %c64 iter_args(%[[A0:.*]] = %[[ZERO:[^,]*]], %[[A1:.*]] = %[[ZERO]], %[[A2:.*]] = %[[ZERO]], %[[A3:.*]] = %[[ZERO]])
+// AVX512: %[[PART:.*]]:4 = scf.for %{{.*}} = %[[KB]] to %{{.*}} step %c64 iter_args(%{{.*}} = %[[ZERO]], %{{.*}} = %[[ZERO]], %{{.*}} = %[[ZERO]], %{{.*}} = %[[ZERO]])
+// AVX512-COUNT-4: arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
+// AVX512-NOT: arith.mulf
+// AVX512: scf.yield
+// AVX512: %[[SCALE:.*]] = memref.load %{{.*}} : memref<4x2x2xf32
+// AVX512: %[[S:.*]] = arith.mulf %[[SCALE]], %{{.*}} : f32
+// AVX512: %[[SPLAT:.*]] = vector.broadcast %[[S]] : f32 to vector<16xf32>
+// AVX512: vector.fma %[[PART]]#0, %[[SPLAT]], %[[A0]] : vector<16xf32>
+// AVX512: vector.fma %[[PART]]#1, %[[SPLAT]], %[[A1]] : vector<16xf32>
+// AVX512: vector.fma %[[PART]]#2, %[[SPLAT]], %[[A2]] : vector<16xf32>
+// AVX512: vector.fma %[[PART]]#3, %[[SPLAT]], %[[A3]] : vector<16xf32>
+// AVX512: vector.reduction <add>
+func.func @gemm_fp8_block_scaled(%rows: tensor<?x128xf32>, %w: tensor<4x32x128xi8>,
+                                 %s: tensor<4x2x2xf32>, %re: tensor<?xi32>,
+                                 %off: tensor<5xi32>) -> tensor<?x32xf32> {
+  %y = moe.grouped_matmul %rows, %w, %re weight_scales %s offsets %off
+    {weight_block = array<i64: 16, 64>}
+    : (tensor<?x128xf32>, tensor<4x32x128xi8>, tensor<?xi32>, tensor<4x2x2xf32>,
+       tensor<5xi32>) -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+// bf16 activations with FP8 weights: the experts' rows are widened to f32
+// once (a loop over the experts' row ranges), before the thread loop.
+// AVX512-LABEL: func.func @gemm_fp8_bf16_rows
+// AVX512: %[[WIDE:.*]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?x128xf32>
+// AVX512: scf.for
+// AVX512: scf.for
+// AVX512: scf.for
+// AVX512: vector.store %{{.*}}, %[[WIDE]]
+// AVX512: scf.forall
+// AVX512: vector.load %[[WIDE]]
+func.func @gemm_fp8_bf16_rows(%rows: tensor<?x128xbf16>, %w: tensor<4x32x128xi8>,
+                              %s: tensor<4x2x2xf32>, %re: tensor<?xi32>,
+                              %off: tensor<5xi32>) -> tensor<?x32xbf16> {
+  %y = moe.grouped_matmul %rows, %w, %re weight_scales %s offsets %off
+    {weight_block = array<i64: 16, 64>}
+    : (tensor<?x128xbf16>, tensor<4x32x128xi8>, tensor<?xi32>, tensor<4x2x2xf32>,
+       tensor<5xi32>) -> tensor<?x32xbf16>
+  return %y : tensor<?x32xbf16>
+}

@@ -64,14 +64,13 @@ Value cpu::widenToF32(OpBuilder &b, Location loc, Value v) {
   return vector::BitCastOp::create(b, loc, type.clone(b.getF32Type()), high);
 }
 
-namespace {
 /// FP8 E4M3 codes (i8, a scalar or a vector) as f32 times 2^-8: the sign
 /// goes to bit 15 of an i16 and the other 7 bits to its bits 7..13, which
 /// makes an f16 of the same value times 2^-8 (normal and subnormal codes
 /// alike: f16's exponent bias is 8 more than E4M3's), widened to f32. Three
 /// integer operations and one conversion per vector; NaN codes (0x7F, 0xFF)
 /// decode to +-480 (not valid weights, see moe.grouped_matmul).
-Value widenE4M3TimesTwoToMinus8(OpBuilder &b, Location loc, Value codes) {
+Value cpu::e4m3TimesTwoToMinus8(OpBuilder &b, Location loc, Value codes) {
   auto like = [&](Type element) -> Type {
     if (auto vector = dyn_cast<VectorType>(codes.getType()))
       return vector.clone(element);
@@ -93,16 +92,14 @@ Value widenE4M3TimesTwoToMinus8(OpBuilder &b, Location loc, Value codes) {
   return arith::ExtFOp::create(b, loc, like(b.getF32Type()), half);
 }
 
-/// scales[expert, col / blockRows, k / blockCols] * 2^8.
-Value weightScaleTimesTwoTo8(OpBuilder &b, Location loc, const cpu::GemmBuffers &ops,
-                             Value expert, Value col, Value k) {
+Value cpu::weightBlockScale(OpBuilder &b, Location loc, const GemmBuffers &ops,
+                           Value expert, Value col, Value k) {
   Value row = arith::DivUIOp::create(b, loc, col, cpu::constIndex(b, loc, ops.blockRows));
   Value block = arith::DivUIOp::create(b, loc, k, cpu::constIndex(b, loc, ops.blockCols));
   Value scale = memref::LoadOp::create(b, loc, ops.wScales, ValueRange{expert, row, block});
   Value twoTo8 = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(256.0f));
   return arith::MulFOp::create(b, loc, scale, twoTo8);
 }
-} // namespace
 
 Value cpu::loadWeightRow(OpBuilder &b, Location loc, const GemmBuffers &ops,
                          int64_t lanes, Value expert, Value col, Value k, Value mask) {
@@ -120,8 +117,8 @@ Value cpu::loadWeightRow(OpBuilder &b, Location loc, const GemmBuffers &ops,
   if (!ops.wScales)
     return widenToF32(b, loc, v);
   // The vector lies in one scale block: blockCols is a multiple of lanes.
-  Value scale = weightScaleTimesTwoTo8(b, loc, ops, expert, col, k);
-  Value decoded = widenE4M3TimesTwoToMinus8(b, loc, v);
+  Value scale = weightBlockScale(b, loc, ops, expert, col, k);
+  Value decoded = e4m3TimesTwoToMinus8(b, loc, v);
   Value scales = vector::BroadcastOp::create(b, loc, decoded.getType(), scale);
   return arith::MulFOp::create(b, loc, decoded, scales);
 }
@@ -130,12 +127,30 @@ Value cpu::loadWeight(OpBuilder &b, Location loc, const GemmBuffers &ops,
                       Value expert, Value col, Value k) {
   Value v = memref::LoadOp::create(b, loc, ops.w, ValueRange{expert, col, k});
   if (ops.wScales) {
-    Value scale = weightScaleTimesTwoTo8(b, loc, ops, expert, col, k);
-    return arith::MulFOp::create(b, loc, widenE4M3TimesTwoToMinus8(b, loc, v), scale);
+    Value scale = weightBlockScale(b, loc, ops, expert, col, k);
+    return arith::MulFOp::create(b, loc, e4m3TimesTwoToMinus8(b, loc, v), scale);
   }
   if (v.getType().isF32())
     return v;
   return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+
+void cpu::widenRow(OpBuilder &b, Location loc, Value narrow, Value wide, Value row,
+                   int64_t lanes) {
+  auto type = cast<MemRefType>(narrow.getType());
+  const int64_t depth = type.getDimSize(1);
+  auto vectorType = VectorType::get({lanes}, type.getElementType());
+  forLoop(b, loc, constIndex(b, loc, 0), constIndex(b, loc, depth / lanes * lanes),
+          constIndex(b, loc, lanes), [&](Value k) {
+            Value v = vector::LoadOp::create(b, loc, vectorType, narrow, ValueRange{row, k});
+            vector::StoreOp::create(b, loc, widenToF32(b, loc, v), wide, ValueRange{row, k});
+          });
+  forLoop(b, loc, constIndex(b, loc, depth / lanes * lanes), constIndex(b, loc, depth),
+          constIndex(b, loc, 1), [&](Value k) {
+            Value v = memref::LoadOp::create(b, loc, narrow, ValueRange{row, k});
+            memref::StoreOp::create(b, loc, arith::ExtFOp::create(b, loc, b.getF32Type(), v),
+                                    wide, ValueRange{row, k});
+          });
 }
 
 void cpu::fillInLine(OpBuilder &b, Location loc, Value view, Value value) {

@@ -106,6 +106,17 @@ void forLoop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
              function_ref<void(Value)> body);
 /// A bf16 vector as f32 (exact: a shift of the 16 bits), an f32 one as is.
 Value widenToF32(OpBuilder &b, Location loc, Value vector);
+/// FP8 E4M3 codes (i8, a scalar or a vector) as f32 times 2^-8 (exact:
+/// the codes' bits moved into an f16). NaN codes decode to +-480 (not valid
+/// weights, see moe.grouped_matmul).
+Value e4m3TimesTwoToMinus8(OpBuilder &b, Location loc, Value codes);
+/// The scale of FP8 weight [expert, col, k] times 2^8, to go with
+/// e4m3TimesTwoToMinus8.
+Value weightBlockScale(OpBuilder &b, Location loc, const GemmBuffers &ops, Value expert,
+                       Value col, Value k);
+/// wide[row, :] = f32(narrow[row, :]) for a bf16 `narrow` [R, K] (static K).
+void widenRow(OpBuilder &b, Location loc, Value narrow, Value wide, Value row,
+              int64_t lanes);
 /// `lanes` weights `w[expert, col, k...]` as f32 (`mask`, optional, limits
 /// the read at the end of a row); FP8 codes are decoded and scaled.
 Value loadWeightRow(OpBuilder &b, Location loc, const GemmBuffers &ops,

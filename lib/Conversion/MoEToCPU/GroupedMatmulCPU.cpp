@@ -48,6 +48,8 @@ public:
   }
 
   void emit() {
+    if (ops.wScales && !cast<MemRefType>(ops.a.getType()).getElementType().isF32())
+      widenExpertRows();
     packed = usesPackedGemm(ops, options);
     int64_t columnBlocks = llvm::divideCeil(cols, options.columnBlock);
     Value items = constIndex(b, loc, columnBlocks * experts);
@@ -65,6 +67,23 @@ public:
 
 private:
   Value c(int64_t v) { return constIndex(b, loc, v); }
+
+  /// FP8 weights with bf16 activations: the experts' rows are widened to f32
+  /// once, so that the dot products spend their vector operations on
+  /// decoding weights (each activation row meets every weight row of its
+  /// expert). Rows of no expert are left unset: no GEMM reads them.
+  void widenExpertRows() {
+    Value rows = memref::DimOp::create(b, loc, ops.a, 0);
+    Value wide = memref::AllocOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic, depth}, b.getF32Type()),
+        ValueRange{rows}, b.getI64IntegerAttr(64));
+    forLoop(c(0), c(experts), c(1), [&](Value expert) {
+      Value begin = memref::LoadOp::create(b, loc, ops.rowBegin, expert);
+      Value end = memref::LoadOp::create(b, loc, ops.rowEnd, expert);
+      forLoop(begin, end, c(1), [&](Value row) { widenRow(b, loc, ops.a, wide, row, lanes); });
+    });
+    ops.a = wide;
+  }
 
   void emitWorkItem(Value item) {
     Value expert = arith::RemUIOp::create(b, loc, item, c(experts));
@@ -112,6 +131,8 @@ private:
   /// weights (the hardware prefetcher's best case) with enough FMAs in
   /// flight to keep up with it.
   void emitDecodeDot(Value expert, Value row, Value col) {
+    if (blockScaledDecode())
+      return emitBlockScaledDecodeDot(expert, row, col);
     const int64_t n = options.decodeAccumulators;
     const bool pairs = bothBf16();
     // Elements one accumulator takes per step.
@@ -162,7 +183,13 @@ private:
           b, loc, maskType, b.getDenseI64ArrayAttr({depth - k}));
       acc[0] = fma(c(k), mask, acc[0]);
     }
-    // A fixed tree: (a0 + a1) + (a2 + a3).
+    storeDot(acc, row, col);
+  }
+
+  /// out[row, col] = the sum of the accumulators: a fixed tree, (a0 + a1) +
+  /// (a2 + a3), then one horizontal sum.
+  void storeDot(SmallVector<Value> acc, Value row, Value col) {
+    const int64_t n = acc.size();
     for (int64_t width = 1; width < n; width *= 2)
       for (int64_t j = 0; j + width < n; j += 2 * width)
         acc[j] = arith::AddFOp::create(b, loc, acc[j], acc[j + width]);
@@ -172,6 +199,55 @@ private:
     if (!outElement.isF32())
       sum = arith::TruncFOp::create(b, loc, outElement, sum);
     memref::StoreOp::create(b, loc, sum, ops.out, ValueRange{row, col});
+  }
+
+  /// FP8 weights whose scale blocks split the depth into whole steps of the
+  /// decode dot.
+  bool blockScaledDecode() const {
+    const int64_t step = options.decodeAccumulators * lanes;
+    return ops.wScales && depth % ops.blockCols == 0 && ops.blockCols % step == 0 &&
+           cast<MemRefType>(ops.a.getType()).getElementType().isF32();
+  }
+
+  /// The decode dot over FP8 weights, a scale block at a time: the block's
+  /// codes are summed unscaled on fresh accumulators, which are then added
+  /// to the running ones times the block's scale (one FMA per accumulator
+  /// and block instead of a multiply per vector of codes).
+  void emitBlockScaledDecodeDot(Value expert, Value row, Value col) {
+    const int64_t n = options.decodeAccumulators, step = n * lanes;
+    Value zero = arith::ConstantOp::create(
+        b, loc, f32Vector, DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(0)));
+    auto codesType = VectorType::get({lanes}, cast<MemRefType>(ops.w.getType()).getElementType());
+    SmallVector<Value> zeros(n, zero);
+    auto blocks = scf::ForOp::create(
+        b, loc, c(0), c(depth), c(ops.blockCols), zeros,
+        [&](OpBuilder &nb, Location, Value kb, ValueRange acc) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          auto inner = scf::ForOp::create(
+              b, loc, kb, arith::AddIOp::create(b, loc, kb, c(ops.blockCols)), c(step), zeros,
+              [&](OpBuilder &ib, Location, Value k, ValueRange part) {
+                OpBuilder::InsertionGuard innerGuard(b);
+                b.setInsertionPoint(ib.getInsertionBlock(), ib.getInsertionPoint());
+                SmallVector<Value> next;
+                for (int64_t j = 0; j < n; ++j) {
+                  Value kj = j ? arith::AddIOp::create(b, loc, k, c(j * lanes)).getResult() : k;
+                  Value x = loadRow(ops.a, {row, kj}, Value());
+                  Value codes = vector::LoadOp::create(b, loc, codesType, ops.w,
+                                                       ValueRange{expert, col, kj});
+                  Value w = e4m3TimesTwoToMinus8(b, loc, codes);
+                  next.push_back(vector::FMAOp::create(b, loc, x, w, part[j]));
+                }
+                scf::YieldOp::create(b, loc, next);
+              });
+          Value scale = vector::BroadcastOp::create(
+              b, loc, f32Vector, weightBlockScale(b, loc, ops, expert, col, kb));
+          SmallVector<Value> next;
+          for (int64_t j = 0; j < n; ++j)
+            next.push_back(vector::FMAOp::create(b, loc, inner.getResult(j), scale, acc[j]));
+          scf::YieldOp::create(b, loc, next);
+        });
+    storeDot(SmallVector<Value>(blocks.getResults()), row, col);
   }
 
   void emitRowBlocks(Value expert, Value begin, Value end, Value colBegin,
@@ -387,7 +463,7 @@ private:
 
   OpBuilder &b;
   Location loc;
-  const GemmBuffers &ops;
+  GemmBuffers ops; // a copy: FP8 weights swap in widened activations
   const CpuCodegenOptions &options;
   int64_t experts, cols, depth, lanes;
   VectorType f32Vector;

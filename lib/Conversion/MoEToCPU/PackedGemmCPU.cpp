@@ -186,26 +186,15 @@ private:
 
   /// An f32 copy of the activation rows, filled on threads.
   Value emitWidenedRows(Value rows) {
-    auto narrow = VectorType::get({lanes}, cast<MemRefType>(ops.a.getType()).getElementType());
     Value wide = memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic, depth}, b.getF32Type()),
         ValueRange{rows}, b.getI64IntegerAttr(64));
-    Value vectorEnd = c(depth / lanes * lanes);
     scf::ForallOp::create(
         b, loc, ArrayRef<OpFoldResult>{rows}, ValueRange{}, std::nullopt,
         [&](OpBuilder &nb, Location, ValueRange ivs) {
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-          Value row = ivs[0];
-          forLoop(b, loc, c(0), vectorEnd, c(lanes), [&](Value k) {
-            Value v = vector::LoadOp::create(b, loc, narrow, ops.a, ValueRange{row, k});
-            vector::StoreOp::create(b, loc, widenToF32(b, loc, v), wide, ValueRange{row, k});
-          });
-          forLoop(b, loc, vectorEnd, c(depth), c(1), [&](Value k) {
-            Value v = memref::LoadOp::create(b, loc, ops.a, ValueRange{row, k});
-            memref::StoreOp::create(b, loc, arith::ExtFOp::create(b, loc, b.getF32Type(), v),
-                                    wide, ValueRange{row, k});
-          });
+          widenRow(b, loc, ops.a, wide, ivs[0], lanes);
           scf::InParallelOp::create(b, loc);
         });
     return wide;
