@@ -180,6 +180,16 @@ func.func @gemm(%a: tensor<?x{k}x{dtype}>, %w: tensor<{experts}x{n}x{k}x{dtype}>
 """
 
 
+def grouped_rows(counts):
+    """Expert offsets for `counts` rows per expert, and row_expert with 3
+    rows of no expert after them."""
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    row_expert = np.full(int(offsets[-1]) + 3, -1, np.int32)
+    for e in range(len(counts)):
+        row_expert[offsets[e]:offsets[e + 1]] = e
+    return offsets, row_expert
+
+
 # Row counts around the packed GEMM's limits (24 rows and more; tiles of 6
 # rows in blocks of 192): no rows, the decode path (5, 23), whole tiles (24,
 # 30), every partial tile (25-29), a block less one, a block, a block and
@@ -203,11 +213,8 @@ def test_packed_grouped_gemm_matches_numpy(tmp_path, k, n, dtype, cpu):
     freed by the deallocation pipeline)."""
     experts = len(PACKED_COUNTS)
     library = compile_mlir(grouped_gemm_source(k, n, experts, dtype), tmp_path, "gemm", cpu)
-    offsets = np.concatenate([[0], np.cumsum(PACKED_COUNTS)]).astype(np.int32)
-    rows = int(offsets[-1]) + 3
-    row_expert = np.full(rows, -1, np.int32)
-    for e in range(experts):
-        row_expert[offsets[e]:offsets[e + 1]] = e
+    offsets, row_expert = grouped_rows(PACKED_COUNTS)
+    rows = len(row_expert)
     rng = np.random.default_rng(7)
     element = DTYPES[dtype]
     a = rng.standard_normal((rows, k), dtype=np.float32).astype(element)
@@ -285,11 +292,8 @@ def test_fp8_weight_grouped_gemm_matches_torch(tmp_path, k, n, block, dtype, cpu
     torch = pytest.importorskip("torch")
     experts = len(FP8_COUNTS)
     library = compile_mlir(fp8_gemm_source(k, n, experts, block, dtype), tmp_path, "gemm", cpu)
-    offsets = np.concatenate([[0], np.cumsum(FP8_COUNTS)]).astype(np.int32)
-    rows = int(offsets[-1]) + 3
-    row_expert = np.full(rows, -1, np.int32)
-    for e in range(experts):
-        row_expert[offsets[e]:offsets[e + 1]] = e
+    offsets, row_expert = grouped_rows(FP8_COUNTS)
+    rows = len(row_expert)
     rng = np.random.default_rng(11)
     valid = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)
     codes = rng.choice(valid, size=(experts, n, k))
