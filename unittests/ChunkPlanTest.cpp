@@ -37,6 +37,19 @@ TEST(ChunkPlan, ExpertIntermediatesFollowTheFormula) {
       EXPECT_EQ(b.bytesPerToken, s.ep * s.topK * 2 * s.intermediate * (4 + 2));
 }
 
+TEST(ChunkPlan, Bf16RowsCountTheirF32Copy) {
+  // The GEMMs widen bf16 rows (gate/up's H wide, down's I wide) to f32.
+  LayerShape s = deepseekLike();
+  int64_t copies = 0;
+  for (const BufferFootprint &b : moeBuffers(s))
+    if (b.name == "experts.f32_rows")
+      copies += b.bytesPerToken;
+  EXPECT_EQ(copies, s.ep * s.topK * (s.hidden + s.intermediate) * 4);
+  s.elementBytes = 4;
+  for (const BufferFootprint &b : moeBuffers(s))
+    EXPECT_NE(b.name, "experts.f32_rows");
+}
+
 TEST(ChunkPlan, ChunkIsTheLargestThatFits) {
   LayerShape s = deepseekLike();
   int64_t perToken = moeBytesPerToken(s);

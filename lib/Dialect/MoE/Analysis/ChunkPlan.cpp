@@ -50,6 +50,11 @@ std::vector<BufferFootprint> mlir::moe::moeBuffers(const LayerShape &s) {
       {"experts.down", "ep*k*H*(4 + eb)", c.mul(rows, h, f32 + eb)},
       {"combine.local", "ep*H*(4 + eb)", c.mul(ep, h, f32 + eb)},
   };
+  // bf16 rows are widened to f32 once for the GEMMs that read them many
+  // times (the packed prefill GEMM; every GEMM over FP8 weights).
+  if (eb < f32)
+    buffers.push_back({"experts.f32_rows", "ep*k*(H + I)*4 (bf16 only)",
+                       c.mul(rows, c.add(h, i), f32)});
   if (ep > 1) {
     buffers.push_back({"dispatch.send", "min(k,ep)*(H*eb + 8k)", c.mul(sent, wireRow)});
     buffers.push_back({"dispatch.recv+rows", "2*ep*(H*eb + 8k) + H*eb + 8k",
