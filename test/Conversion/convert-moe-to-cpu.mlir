@@ -302,3 +302,28 @@ func.func @gemm_fp8_bf16_rows(%rows: tensor<?x128xbf16>, %w: tensor<4x32x128xi8>
        tensor<5xi32>) -> tensor<?x32xbf16>
   return %y : tensor<?x32xbf16>
 }
+
+// -----
+
+// FP8 rows from an FP8 dispatch (codes with a scale per 32 codes) are
+// decoded to f32 once per row of an expert, then the same GEMM runs on them.
+// AVX512-LABEL: func.func @gemm_fp8_rows
+// AVX512: %[[WIDE:.*]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?x64xf32>
+// AVX512: scf.for
+// AVX512: scf.for %[[ROW:.*]] =
+// AVX512: scf.for %[[K:.*]] =
+// AVX512: %[[CODES:.*]] = vector.load %{{.*}}[%[[ROW]], %[[K]]] : memref<?x64xi8{{.*}}>, vector<16xi8>
+// AVX512: %[[G:.*]] = arith.divui %[[K]], %c32
+// AVX512: memref.load %{{.*}}[%[[ROW]], %[[G]]] : memref<?x2xf32
+// AVX512: arith.extsi %[[CODES]] : vector<16xi8> to vector<16xi16>
+// AVX512: vector.store %{{.*}}, %[[WIDE]][%[[ROW]], %[[K]]]
+// AVX512: scf.forall
+// AVX512: vector.load %[[WIDE]]
+// AVX512: vector.fma
+func.func @gemm_fp8_rows(%q: tensor<?x64xi8>, %w: tensor<4x32x64xf32>, %re: tensor<?xi32>,
+                         %s: tensor<?x2xf32>, %off: tensor<5xi32>) -> tensor<?x32xf32> {
+  %y = moe.grouped_matmul %q, %w, %re scales %s offsets %off
+    : (tensor<?x64xi8>, tensor<4x32x64xf32>, tensor<?xi32>, tensor<?x2xf32>, tensor<5xi32>)
+      -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}

@@ -153,6 +153,25 @@ void cpu::widenRow(OpBuilder &b, Location loc, Value narrow, Value wide, Value r
           });
 }
 
+void cpu::decodeFp8Row(OpBuilder &b, Location loc, Value codes, Value scales,
+                       int64_t group, Value wide, Value row, int64_t lanes) {
+  const int64_t depth = cast<MemRefType>(codes.getType()).getDimSize(1);
+  auto codesType = VectorType::get({lanes}, b.getI8Type());
+  auto f32Vector = VectorType::get({lanes}, b.getF32Type());
+  forLoop(b, loc, constIndex(b, loc, 0), constIndex(b, loc, depth), constIndex(b, loc, lanes),
+          [&](Value k) {
+            Value v = vector::LoadOp::create(b, loc, codesType, codes, ValueRange{row, k});
+            Value g = arith::DivUIOp::create(b, loc, k, constIndex(b, loc, group));
+            Value scale = memref::LoadOp::create(b, loc, scales, ValueRange{row, g});
+            Value twoTo8 = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(256.0f));
+            Value scaled = arith::MulFOp::create(b, loc, scale, twoTo8);
+            Value splat = vector::BroadcastOp::create(b, loc, f32Vector, scaled);
+            Value decoded = e4m3TimesTwoToMinus8(b, loc, v);
+            vector::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, decoded, splat), wide,
+                                    ValueRange{row, k});
+          });
+}
+
 void cpu::fillInLine(OpBuilder &b, Location loc, Value view, Value value) {
   int64_t rank = cast<MemRefType>(view.getType()).getRank();
   SmallVector<Value> sizes, indices;

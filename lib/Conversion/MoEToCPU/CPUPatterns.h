@@ -41,12 +41,16 @@ struct CpuCodegenOptions {
 /// Operands of a grouped GEMM on buffers:
 /// `out[r, n] = sum_k a[r, k] * w[e, n, k]` for the rows `r` of expert `e`.
 struct GemmBuffers {
-  Value a;          ///< [R, K], f32 or bf16, unit innermost stride
+  Value a;          ///< [R, K], f32, bf16 or FP8 codes, unit innermost stride
   Value w;          ///< [E, N, K], f32, bf16 or FP8 codes, unit innermost stride
   /// FP8 weights (i8 E4M3 codes): [E, ceil(N / blockRows), ceil(K /
   /// blockCols)] f32 scales; blockCols is a multiple of the vector width.
   Value wScales;
   int64_t blockRows = 0, blockCols = 0;
+  /// FP8 rows (i8 E4M3 codes in `a`): [R, K / rowGroup] f32 scales, one per
+  /// rowGroup codes (a multiple of the vector width).
+  Value aScales;
+  int64_t rowGroup = 0;
   Value out;        ///< [R, N], f32 or bf16, written
   Value rowBegin;   ///< [E] index: first row of each expert
   Value rowEnd;     ///< [E] index: one past its last row
@@ -117,6 +121,10 @@ Value weightBlockScale(OpBuilder &b, Location loc, const GemmBuffers &ops, Value
 /// wide[row, :] = f32(narrow[row, :]) for a bf16 `narrow` [R, K] (static K).
 void widenRow(OpBuilder &b, Location loc, Value narrow, Value wide, Value row,
               int64_t lanes);
+/// wide[row, :] = e4m3(codes[row, :]) * its groups' scales (`group` codes
+/// per scale, a multiple of `lanes`).
+void decodeFp8Row(OpBuilder &b, Location loc, Value codes, Value scales, int64_t group,
+                  Value wide, Value row, int64_t lanes);
 /// `lanes` weights `w[expert, col, k...]` as f32 (`mask`, optional, limits
 /// the read at the end of a row); FP8 codes are decoded and scaled.
 Value loadWeightRow(OpBuilder &b, Location loc, const GemmBuffers &ops,

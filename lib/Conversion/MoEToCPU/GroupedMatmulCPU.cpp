@@ -48,7 +48,8 @@ public:
   }
 
   void emit() {
-    if (ops.wScales && !cast<MemRefType>(ops.a.getType()).getElementType().isF32())
+    if (ops.aScales ||
+        (ops.wScales && !cast<MemRefType>(ops.a.getType()).getElementType().isF32()))
       widenExpertRows();
     packed = usesPackedGemm(ops, options);
     int64_t columnBlocks = llvm::divideCeil(cols, options.columnBlock);
@@ -68,10 +69,10 @@ public:
 private:
   Value c(int64_t v) { return constIndex(b, loc, v); }
 
-  /// FP8 weights with bf16 activations: the experts' rows are widened to f32
-  /// once, so that the dot products spend their vector operations on
-  /// decoding weights (each activation row meets every weight row of its
-  /// expert). Rows of no expert are left unset: no GEMM reads them.
+  /// FP8 rows (from an FP8 dispatch) are decoded to f32 once, and so are
+  /// bf16 rows that meet FP8 weights, so that the dot products spend their
+  /// vector operations on the weights (each row meets every weight row of
+  /// its expert). Rows of no expert are left unset: no GEMM reads them.
   void widenExpertRows() {
     Value rows = memref::DimOp::create(b, loc, ops.a, 0);
     Value wide = memref::AllocOp::create(
@@ -80,7 +81,12 @@ private:
     forLoop(c(0), c(experts), c(1), [&](Value expert) {
       Value begin = memref::LoadOp::create(b, loc, ops.rowBegin, expert);
       Value end = memref::LoadOp::create(b, loc, ops.rowEnd, expert);
-      forLoop(begin, end, c(1), [&](Value row) { widenRow(b, loc, ops.a, wide, row, lanes); });
+      forLoop(begin, end, c(1), [&](Value row) {
+        if (ops.aScales)
+          decodeFp8Row(b, loc, ops.a, ops.aScales, ops.rowGroup, wide, row, lanes);
+        else
+          widenRow(b, loc, ops.a, wide, row, lanes);
+      });
     });
     ops.a = wide;
   }
@@ -475,15 +481,23 @@ namespace {
 /// moe.grouped_matmul on the grouped layout (with expert_offsets): the
 /// expert ranges first (O(rows)), zero rows that hold no expert's row, then
 /// the GEMM. FP8 weights are decoded in registers; FP8 rows (with scales)
-/// keep the linalg lowering.
+/// are decoded to f32 once per call.
 struct GroupedMatmulToCPU : OpRewritePattern<GroupedMatmulOp> {
   GroupedMatmulToCPU(MLIRContext *ctx, const CpuCodegenOptions &options)
       : OpRewritePattern(ctx), options(options) {}
 
   LogicalResult matchAndRewrite(GroupedMatmulOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getScales() || !op.getExpertOffsets())
-      return rewriter.notifyMatchFailure(op, "needs the grouped layout, no FP8 rows");
+    if (!op.getExpertOffsets())
+      return rewriter.notifyMatchFailure(op, "needs the grouped layout");
+    int64_t rowGroup = 0;
+    if (Value scales = op.getScales()) {
+      rowGroup = op.getInput().getType().getDimSize(1) /
+                 cast<RankedTensorType>(scales.getType()).getDimSize(1);
+      if (rowGroup % options.vectorWidth != 0)
+        return rewriter.notifyMatchFailure(
+            op, "FP8 rows need scale groups of whole vectors");
+    }
     std::optional<ArrayRef<int64_t>> block = op.getWeightBlock();
     if (block && (*block)[1] % options.vectorWidth != 0)
       return rewriter.notifyMatchFailure(
@@ -505,6 +519,10 @@ struct GroupedMatmulToCPU : OpRewritePattern<GroupedMatmulOp> {
     GemmBuffers ops;
     ops.a = readBuffer(b, loc, op.getInput());
     ops.w = readBuffer(b, loc, op.getWeight());
+    if (Value scales = op.getScales()) {
+      ops.aScales = readBuffer(b, loc, scales);
+      ops.rowGroup = rowGroup;
+    }
     if (Value scales = op.getWeightScales()) {
       ops.wScales = readBuffer(b, loc, scales);
       ops.blockRows = (*block)[0];
