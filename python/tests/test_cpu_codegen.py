@@ -258,17 +258,22 @@ def test_packed_grouped_gemm_matches_numpy(tmp_path, k, n, dtype, cpu):
 
 
 def fp8_gemm_source(k, n, experts, block, dtype):
+    """FP8 weights; dtype "fp8" also takes FP8 rows with a scale per 32 codes."""
     rows, cols = block
     scales = f"{experts}x{-(-n // rows)}x{-(-k // cols)}xf32"
+    a, out = ("i8", "f32") if dtype == "fp8" else (dtype, dtype)
+    row_scales = f"%rs: tensor<?x{k // 32}xf32>, " if dtype == "fp8" else ""
+    use_row_scales = "scales %rs " if dtype == "fp8" else ""
+    row_scales_type = f"tensor<?x{k // 32}xf32>, " if dtype == "fp8" else ""
     return f"""
-func.func @gemm(%a: tensor<?x{k}x{dtype}>, %w: tensor<{experts}x{n}x{k}xi8>,
-                %s: tensor<{scales}>, %re: tensor<?xi32>, %off: tensor<{experts + 1}xi32>)
-    -> tensor<?x{n}x{dtype}> attributes {{llvm.emit_c_interface}} {{
-  %y = moe.grouped_matmul %a, %w, %re weight_scales %s offsets %off
+func.func @gemm(%a: tensor<?x{k}x{a}>, %w: tensor<{experts}x{n}x{k}xi8>,
+                %s: tensor<{scales}>, %re: tensor<?xi32>, {row_scales}%off: tensor<{experts + 1}xi32>)
+    -> tensor<?x{n}x{out}> attributes {{llvm.emit_c_interface}} {{
+  %y = moe.grouped_matmul %a, %w, %re {use_row_scales}weight_scales %s offsets %off
     {{weight_block = array<i64: {rows}, {cols}>}}
-    : (tensor<?x{k}x{dtype}>, tensor<{experts}x{n}x{k}xi8>, tensor<?xi32>, tensor<{scales}>,
-       tensor<{experts + 1}xi32>) -> tensor<?x{n}x{dtype}>
-  return %y : tensor<?x{n}x{dtype}>
+    : (tensor<?x{k}x{a}>, tensor<{experts}x{n}x{k}xi8>, tensor<?xi32>, {row_scales_type}tensor<{scales}>,
+       tensor<{experts + 1}xi32>) -> tensor<?x{n}x{out}>
+  return %y : tensor<?x{n}x{out}>
 }}
 """
 
@@ -284,7 +289,8 @@ FP8_COUNTS = [0, 1, 2, 5, 24, 200]
     (128, 96, (32, 64), "bf16", None),     # bf16 rows widened once
     (64, 32, (4, 8), "f32", None),         # blocks narrower than a vector: linalg
     (128, 96, (32, 64), "bf16", "x86-64"),  # 4 lanes
-], ids=["f32", "ragged", "bf16", "narrow-blocks", "sse2"])
+    (128, 96, (32, 64), "fp8", None),      # FP8 rows too (an FP8 dispatch's), decoded once
+], ids=["f32", "ragged", "bf16", "narrow-blocks", "sse2", "fp8-rows"])
 def test_fp8_weight_grouped_gemm_matches_torch(tmp_path, k, n, block, dtype, cpu):
     """out[r] = a[r] @ (e4m3(w[e]) * scales of w's blocks).T, whichever path
     computes an expert's rows; every E4M3 code but NaN occurs (zeros,
@@ -299,22 +305,30 @@ def test_fp8_weight_grouped_gemm_matches_torch(tmp_path, k, n, block, dtype, cpu
     codes = rng.choice(valid, size=(experts, n, k))
     br, bc = -(-n // block[0]), -(-k // block[1])
     scales = np.exp(rng.uniform(-12, 2, size=(experts, br, bc))).astype(np.float32)
-    a = rng.standard_normal((rows, k), dtype=np.float32).astype(DTYPES[dtype])
-    decoded = torch.from_numpy(codes).view(torch.float8_e4m3fn).to(torch.float64).numpy()
+    decode = lambda c: torch.from_numpy(c).view(torch.float8_e4m3fn).to(torch.float64).numpy()  # noqa: E731
+    if dtype == "fp8":
+        a_codes = rng.choice(valid, size=(rows, k))
+        row_scales = np.exp(rng.uniform(-4, 2, size=(rows, k // 32))).astype(np.float32)
+        a = decode(a_codes) * np.repeat(row_scales, 32, axis=1)
+        args = (a_codes.view(np.int8), codes.view(np.int8), scales, row_expert, row_scales)
+    else:
+        a = rng.standard_normal((rows, k), dtype=np.float32).astype(DTYPES[dtype])
+        args = (a, codes.view(np.int8), scales, row_expert)
+    decoded = decode(codes)
     full = np.repeat(np.repeat(scales, block[0], 1), block[1], 2)[:, :n, :k].astype(np.float64)
     w = decoded * full
     want = np.zeros((rows, n))
     for e in range(experts):
         lo, hi = offsets[e], offsets[e + 1]
         want[lo:hi] = a[lo:hi].astype(np.float64) @ w[e].T
-    fn = CompiledFunction(str(library), "gemm", [(2, DTYPES[dtype])])
-    got = np.asarray(fn(a, codes.view(np.int8), scales, row_expert, offsets))
+    fn = CompiledFunction(str(library), "gemm", [(2, DTYPES.get(dtype, np.float32))])
+    got = np.asarray(fn(*args, offsets))
     got = got.astype(np.float64)
     # Each row against its own magnitude: the scales span 6 decades.
     for e in range(experts):
         lo, hi = offsets[e], offsets[e + 1]
         if hi > lo:
             size = np.abs(want[lo:hi]).max()
-            tolerance = 1e-5 if dtype == "f32" else 4e-3
+            tolerance = 4e-3 if dtype == "bf16" else 1e-5
             assert np.abs(got[lo:hi] - want[lo:hi]).max() <= tolerance * size, (e, hi - lo)
     assert not got[offsets[-1]:].any()
