@@ -134,3 +134,22 @@ def test_fp8_dispatch_with_top8_stays_within_053_of_bf16(tmp_path):
           f"{dispatched_bytes(bf16)} = {ratio:.4f}x")
     assert ratio <= 0.53
     assert abs(ratio - 1104 / 2096) < 1e-9  # the same rows, FP8 and BF16 row sizes
+
+
+@pytest.mark.parametrize("quant", ["none", "fp8-e4m3-g32-ue8m0"])
+def test_fp8_expert_weights_on_expert_parallel_ranks(tmp_path, quant):
+    """FP8 block-scaled expert weights (a DeepSeek-V3 quantization_config; the
+    layer takes codes and w13_scale / w2_scale, each rank its experts'), with
+    and without an FP8 dispatch: every rank's output matches the reference on
+    the weights the codes stand for (moec.reference decodes with ml_dtypes)."""
+    config = tmp_path / "config.json"
+    text = json.loads(DEEPSEEK.read_text())
+    text["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
+                                   "weight_block_size": [8, 32]}
+    config.write_text(json.dumps(text))
+    plan, results = run(tmp_path, 2, quant=quant, config=config,
+                        tolerance=FP8_LAYER_TOLERANCE if quant != "none" else None)
+    assert plan["expert_weights"] == {"format": "fp8_e4m3", "block": [8, 32]}, plan
+    names = [p["name"] for p in plan["entry_point"]["parameters"]]
+    assert names[names.index("w2") + 1:names.index("w2") + 3] == ["w13_scale", "w2_scale"], names
+    assert len(results) == 2
