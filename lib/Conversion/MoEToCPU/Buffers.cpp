@@ -10,6 +10,7 @@
 #include "mlir/IR/TypeUtilities.h"
 
 #include <functional>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -167,8 +168,19 @@ void cpu::decodeFp8Row(OpBuilder &b, Location loc, Value codes, Value scales,
             Value scaled = arith::MulFOp::create(b, loc, scale, twoTo8);
             Value splat = vector::BroadcastOp::create(b, loc, f32Vector, scaled);
             Value decoded = e4m3TimesTwoToMinus8(b, loc, v);
-            vector::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, decoded, splat), wide,
-                                    ValueRange{row, k});
+            Value value = arith::MulFOp::create(b, loc, decoded, splat);
+            // A NaN activation travels as a NaN code (docs/FP8Dispatch.md)
+            // and stays NaN, as when the receiver dequantizes.
+            Value low7 = arith::ConstantOp::create(
+                b, loc, DenseElementsAttr::get(codesType, b.getI8IntegerAttr(0x7F)));
+            Value magnitude = arith::AndIOp::create(b, loc, v, low7);
+            Value isNaN = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, magnitude, low7);
+            Value nan = arith::ConstantOp::create(
+                b, loc,
+                DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(
+                                                      std::numeric_limits<float>::quiet_NaN())));
+            value = arith::SelectOp::create(b, loc, isNaN, nan, value);
+            vector::StoreOp::create(b, loc, value, wide, ValueRange{row, k});
           });
 }
 

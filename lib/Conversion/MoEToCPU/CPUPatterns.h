@@ -122,7 +122,7 @@ Value weightBlockScale(OpBuilder &b, Location loc, const GemmBuffers &ops, Value
 void widenRow(OpBuilder &b, Location loc, Value narrow, Value wide, Value row,
               int64_t lanes);
 /// wide[row, :] = e4m3(codes[row, :]) * its groups' scales (`group` codes
-/// per scale, a multiple of `lanes`).
+/// per scale, a multiple of `lanes`); NaN codes give NaN.
 void decodeFp8Row(OpBuilder &b, Location loc, Value codes, Value scales, int64_t group,
                   Value wide, Value row, int64_t lanes);
 /// `lanes` weights `w[expert, col, k...]` as f32 (`mask`, optional, limits
