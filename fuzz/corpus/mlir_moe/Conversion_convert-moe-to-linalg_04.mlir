@@ -1,6 +1,7 @@
-func.func @grouped_matmul_bf16(%in: tensor<6x16xbf16>, %w: tensor<4x8x16xbf16>,
-                               %re: tensor<6xi32>) -> tensor<6x8xbf16> {
-  %r = moe.grouped_matmul %in, %w, %re
-    : (tensor<6x16xbf16>, tensor<4x8x16xbf16>, tensor<6xi32>) -> tensor<6x8xbf16>
-  return %r : tensor<6x8xbf16>
+func.func @dispatch_row_tile(%x: tensor<3x16xf32>, %ids: tensor<3x2xi32>)
+    -> (tensor<18x16xf32>, tensor<18xi32>, tensor<3x2xi32>, tensor<5xi32>) {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 4 row_tile = 4
+    : (tensor<3x16xf32>, tensor<3x2xi32>)
+      -> (tensor<18x16xf32>, tensor<18xi32>, tensor<3x2xi32>, tensor<5xi32>)
+  return %rows, %re, %slot, %off : tensor<18x16xf32>, tensor<18xi32>, tensor<3x2xi32>, tensor<5xi32>
 }

@@ -1,4 +1,7 @@
-func.func @activation(%h: tensor<?x16xf32>) -> tensor<?x8xf32> {
-  %a = moe.activation %h kind swiglu : (tensor<?x16xf32>) -> tensor<?x8xf32>
-  return %a : tensor<?x8xf32>
+func.func @dispatch_masked_offsets(%x: tensor<4x16xf32>, %ids: tensor<4x2xi32>)
+    -> (tensor<32x16xf32>, tensor<5xi32>) {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 4 capacity = 8 row_tile = 4
+    : (tensor<4x16xf32>, tensor<4x2xi32>)
+      -> (tensor<32x16xf32>, tensor<32xi32>, tensor<4x2xi32>, tensor<5xi32>)
+  return %rows, %off : tensor<32x16xf32>, tensor<5xi32>
 }

@@ -1,6 +1,6 @@
-func.func @combine(%o: tensor<?x16xf32>, %s: tensor<?x2xi32>, %w: tensor<?x2xf32>)
-    -> tensor<?x16xf32> {
-  %y = moe.combine %o, %s, %w
-    : (tensor<?x16xf32>, tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x16xf32>
-  return %y : tensor<?x16xf32>
+func.func @grouped_matmul_offsets(%in: tensor<?x64xf32>, %w: tensor<8x32x64xf32>,
+                                  %re: tensor<?xi32>, %off: tensor<9xi32>) -> tensor<?x32xf32> {
+  %r = moe.grouped_matmul %in, %w, %re offsets %off
+    : (tensor<?x64xf32>, tensor<8x32x64xf32>, tensor<?xi32>, tensor<9xi32>) -> tensor<?x32xf32>
+  return %r : tensor<?x32xf32>
 }

@@ -1,6 +1,6 @@
-func.func @route_static_result(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>)
-    -> (tensor<3x2xi32>, tensor<3x2xf32>) {
-  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
-    : (tensor<?x16xf32>, tensor<4x16xf32>) -> (tensor<3x2xi32>, tensor<3x2xf32>)
-  return %ids, %w : tensor<3x2xi32>, tensor<3x2xf32>
+func.func @grouped_matmul_f32(%in: tensor<?x64xf32>, %w: tensor<8x32x64xf32>,
+                              %re: tensor<?xi32>) -> tensor<?x32xf32> {
+  %r = moe.grouped_matmul %in, %w, %re
+    : (tensor<?x64xf32>, tensor<8x32x64xf32>, tensor<?xi32>) -> tensor<?x32xf32>
+  return %r : tensor<?x32xf32>
 }

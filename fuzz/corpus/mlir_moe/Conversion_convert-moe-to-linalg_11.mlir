@@ -1,9 +1,6 @@
-func.func @layer_not_decomposed(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
-                                %w13: tensor<4x8x16xf32>, %w2: tensor<4x16x4xf32>)
-    -> tensor<?x16xf32> {
-  %y = moe.layer %x router(%wr) experts(%w13, %w2)
-         routing <softmax, top_k = 1> activation swiglu layout <ep = 1, tp = 1>
-       : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x8x16xf32>,
-          tensor<4x16x4xf32>) -> tensor<?x16xf32>
-  return %y : tensor<?x16xf32>
+func.func @gemm_fp8_weights(%rows: tensor<?x64xf32>, %w: tensor<4x32x64xi8>,
+                            %re: tensor<?xi32>, %s: tensor<4x2x2xf32>) -> tensor<?x32xf32> {
+  %y = moe.grouped_matmul %rows, %w, %re weight_scales %s {weight_block = array<i64: 16, 32>}
+    : (tensor<?x64xf32>, tensor<4x32x64xi8>, tensor<?xi32>, tensor<4x2x2xf32>) -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
 }

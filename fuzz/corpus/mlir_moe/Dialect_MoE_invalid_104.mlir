@@ -1,3 +1,4 @@
-func.func @layout_c3() attributes {l = #moe.layout<ep = 4611686018427387904, tp = 1>} {
+func.func @layout_c2_tp(%x: tensor<?x64xf32>) attributes {
+  layout = #moe.layout<ep = 4, tp = 3>} {
   return
 }

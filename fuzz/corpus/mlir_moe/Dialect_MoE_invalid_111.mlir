@@ -1,9 +1,3 @@
-func.func @layer_c9_max_tokens(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<2x8x8xf32>,
-                               %w2: tensor<2x8x4xf32>, %er: tensor<4xi32>) {
-  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
-         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
-         {max_tokens_per_rank = 4611686018427387904 : i64}
-       : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<2x8x8xf32>, tensor<2x8x4xf32>, tensor<4xi32>)
-         -> tensor<?x8xf32>
+func.func @routing_c6_groups() attributes {r = #moe.routing<sigmoid, top_k = 2, n_group = 2048, topk_group = 1>} {
   return
 }

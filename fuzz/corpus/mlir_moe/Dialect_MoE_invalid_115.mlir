@@ -1,8 +1,5 @@
-func.func @layer_c10_decode(%x: tensor<5x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<4x8x8xf32>,
-                            %w2: tensor<4x8x4xf32>) {
-  %y = moe.layer %x router(%wr) experts(%w13, %w2)
-         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
-         {max_tokens_per_rank = 4 : i64, phase = #moe<phase decode>}
-       : (tensor<5x8xf32>, tensor<4x8xf32>, tensor<4x8x8xf32>, tensor<4x8x4xf32>) -> tensor<5x8xf32>
+func.func @route_c9(%x: tensor<4294967296x64xf32>, %wr: tensor<8x64xf32>) {
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<4294967296x64xf32>, tensor<8x64xf32>) -> (tensor<4294967296x2xi32>, tensor<4294967296x2xf32>)
   return
 }

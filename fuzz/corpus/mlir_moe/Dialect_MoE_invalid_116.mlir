@@ -1,8 +1,5 @@
-func.func @layer_c11(%x: tensor<1073741824x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<4x8x8xf32>,
-                     %w2: tensor<4x8x4xf32>) {
-  %y = moe.layer %x router(%wr) experts(%w13, %w2)
-         routing <softmax, top_k = 4> activation swiglu layout <ep = 1, tp = 1>
-       : (tensor<1073741824x8xf32>, tensor<4x8xf32>, tensor<4x8x8xf32>, tensor<4x8x4xf32>)
-         -> tensor<1073741824x8xf32>
+func.func @route_c9_hidden(%x: tensor<?x2097152xf32>, %wr: tensor<8x2097152xf32>) {
+  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2>
+    : (tensor<?x2097152xf32>, tensor<8x2097152xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
   return
 }

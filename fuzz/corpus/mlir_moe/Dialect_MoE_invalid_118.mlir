@@ -1,8 +1,8 @@
-func.func @layer_c11_decode(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<4x8x8xf32>,
-                            %w2: tensor<4x8x4xf32>) {
+func.func @layer_c9(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>,
+                    %w13: tensor<4x4194304x8xf32>, %w2: tensor<4x8x2097152xf32>) {
   %y = moe.layer %x router(%wr) experts(%w13, %w2)
-         routing <softmax, top_k = 1> activation swiglu layout <ep = 1, tp = 1>
-         {max_tokens_per_rank = 1073741824 : i64, phase = #moe<phase decode>}
-       : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<4x8x8xf32>, tensor<4x8x4xf32>) -> tensor<?x8xf32>
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<4x4194304x8xf32>,
+          tensor<4x8x2097152xf32>) -> tensor<?x8xf32>
   return
 }

@@ -1,5 +1,9 @@
-func.func @dispatch_c6(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
-  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 4 capacity = 4611686018427387904
-    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
+func.func @layer_c9_max_tokens(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<2x8x8xf32>,
+                               %w2: tensor<2x8x4xf32>, %er: tensor<4xi32>) {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 4611686018427387904 : i64}
+       : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<2x8x8xf32>, tensor<2x8x4xf32>, tensor<4xi32>)
+         -> tensor<?x8xf32>
   return
 }

@@ -1,5 +1,7 @@
-func.func @dispatch_c6_k(%x: tensor<?x64xf32>, %ids: tensor<?x0xi32>) {
-  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 4
-    : (tensor<?x64xf32>, tensor<?x0xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x0xi32>)
+func.func @layer_c9_hidden(%x: tensor<?x?xf32>, %wr: tensor<4x8xf32>, %w13: tensor<4x8x8xf32>,
+                           %w2: tensor<4x8x4xf32>) {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x?xf32>, tensor<4x8xf32>, tensor<4x8x8xf32>, tensor<4x8x4xf32>) -> tensor<?x?xf32>
   return
 }

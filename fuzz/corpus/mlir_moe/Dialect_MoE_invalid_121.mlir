@@ -1,6 +1,9 @@
-func.func @gmm_c4_zero(%q: tensor<?x64xi8>, %w: tensor<4x32x64xf32>, %re: tensor<?xi32>,
-                       %s: tensor<?x0xf32>) {
-  %y = moe.grouped_matmul %q, %w, %re scales %s
-    : (tensor<?x64xi8>, tensor<4x32x64xf32>, tensor<?xi32>, tensor<?x0xf32>) -> tensor<?x32xf32>
+func.func @layer_c9_slots(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<2097152x8x8xf32>,
+                          %w2: tensor<2097152x8x4xf32>, %p: tensor<4194304xi32>, %s: tensor<4194304xf32>) {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) placement(%p, %s)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 8 : i64}
+       : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<2097152x8x8xf32>, tensor<2097152x8x4xf32>,
+          tensor<4194304xi32>, tensor<4194304xf32>) -> tensor<?x8xf32>
   return
 }

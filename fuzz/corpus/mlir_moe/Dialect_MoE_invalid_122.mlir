@@ -1,7 +1,8 @@
-func.func @ep_dispatch_c8(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
-                          %er: tensor<8xi32>) {
-  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 16 ep = 2 max_tokens = 4611686018427387904
-    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
-      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+func.func @layer_c10(%x: tensor<5x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<4x8x8xf32>,
+                     %w2: tensor<4x8x4xf32>) {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+         {max_tokens_per_rank = 4 : i64}
+       : (tensor<5x8xf32>, tensor<4x8xf32>, tensor<4x8x8xf32>, tensor<4x8x4xf32>) -> tensor<5x8xf32>
   return
 }

@@ -1,8 +1,8 @@
-func.func @ep_combine_c2(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>, %w: tensor<4x2xf32>,
-                         %er: tensor<8xi32>) {
-  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 16
-    : (tensor<4x64xf32>, tensor<4x2xi32>, tensor<4x2xf32>, tensor<8xi32>)
-      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
-  %y = moe.ep_combine %rx, %h : (tensor<?x64xf32>, i64) -> tensor<5x64xf32>
+func.func @layer_c11(%x: tensor<1073741824x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<4x8x8xf32>,
+                     %w2: tensor<4x8x4xf32>) {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 4> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<1073741824x8xf32>, tensor<4x8xf32>, tensor<4x8x8xf32>, tensor<4x8x4xf32>)
+         -> tensor<1073741824x8xf32>
   return
 }

@@ -1,7 +1,5 @@
-func.func @chunk_c2(%x: tensor<8x16xf32>) {
-  %y = moe.chunk_loop %x chunk_size = 4 : (tensor<8x16xf32>) -> tensor<8x16xf32> {
-  ^bb0(%c: tensor<8x16xf32>):
-    moe.yield %c : tensor<8x16xf32>
-  }
+func.func @dispatch_c6(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 4 capacity = 4611686018427387904
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
   return
 }

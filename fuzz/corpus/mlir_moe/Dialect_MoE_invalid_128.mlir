@@ -1,7 +1,5 @@
-func.func @chunk_c3(%x: tensor<?x16xf32>, %o: tensor<?x8xf32>) {
-  %y = moe.chunk_loop %x chunk_size = 4 : (tensor<?x16xf32>) -> tensor<?x16xf32> {
-  ^bb0(%c: tensor<?x16xf32>):
-    moe.yield %o : tensor<?x8xf32>
-  }
+func.func @dispatch_c6_row_tile(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 4 row_tile = 1025
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
   return
 }

@@ -4,7 +4,7 @@ func.func @layer_c3_pair(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
   %y = "moe.layer"(%x, %wr, %w13, %w2, %s13) <{
          activation = #moe<activation swiglu>,
          layout = #moe.layout<ep = 1, tp = 1>,
-         operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1, 0, 0, 0, 0>,
+         operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0>,
          routing = #moe.routing<softmax, top_k = 2>}>
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
           tensor<8x64x32xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>

@@ -1,5 +1,5 @@
-func.func @dispatch_c4(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
-  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
-    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x4xi32>)
+func.func @dispatch_c2_row_tile(%x: tensor<4x64xf32>, %ids: tensor<4x2xi32>) {
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8 row_tile = 4
+    : (tensor<4x64xf32>, tensor<4x2xi32>) -> (tensor<8x64xf32>, tensor<8xi32>, tensor<4x2xi32>)
   return
 }

@@ -1,5 +1,5 @@
-func.func @dispatch_num_experts(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
-  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 0
-    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
+func.func @dispatch_c4(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x4xi32>)
   return
 }

@@ -1,5 +1,6 @@
-func.func @gmm_c1_rank(%in: tensor<?x64xf32>, %w: tensor<32x64xf32>, %re: tensor<?xi32>) {
-  %r = moe.grouped_matmul %in, %w, %re
-    : (tensor<?x64xf32>, tensor<32x64xf32>, tensor<?xi32>) -> tensor<?x32xf32>
+func.func @dispatch_c7_offsets(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>)
+      -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<8xi32>)
   return
 }

@@ -1,5 +1,5 @@
-func.func @gmm_c2(%in: tensor<6x64xf32>, %w: tensor<8x32x64xf32>, %re: tensor<5xi32>) {
-  %r = moe.grouped_matmul %in, %w, %re
-    : (tensor<6x64xf32>, tensor<8x32x64xf32>, tensor<5xi32>) -> tensor<6x32xf32>
+func.func @dispatch_row_tile_zero(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  %rows, %re, %slot = moe.dispatch %x, %ids num_experts = 8 row_tile = 0
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
   return
 }

@@ -1,4 +1,5 @@
-func.func @act_c2_odd(%h: tensor<?x63xf32>) {
-  %a = moe.activation %h kind swiglu : (tensor<?x63xf32>) -> tensor<?x31xf32>
+func.func @gmm_c2_element(%in: tensor<6x64xf32>, %w: tensor<8x32x64xf32>, %re: tensor<6xi64>) {
+  %r = moe.grouped_matmul %in, %w, %re
+    : (tensor<6x64xf32>, tensor<8x32x64xf32>, tensor<6xi64>) -> tensor<6x32xf32>
   return
 }

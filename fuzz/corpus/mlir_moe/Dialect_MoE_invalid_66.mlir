@@ -1,5 +1,6 @@
-func.func @combine_c1_rank(%o: tensor<?x64xf32>, %s: tensor<?xi32>, %w: tensor<?x2xf32>) {
-  %y = moe.combine %o, %s, %w
-    : (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xf32>) -> tensor<?x64xf32>
+func.func @gmm_c5(%in: tensor<?x64xf32>, %w: tensor<8x32x64xf32>, %re: tensor<?xi32>,
+                  %off: tensor<8xi32>) {
+  %r = moe.grouped_matmul %in, %w, %re offsets %off
+    : (tensor<?x64xf32>, tensor<8x32x64xf32>, tensor<?xi32>, tensor<8xi32>) -> tensor<?x32xf32>
   return
 }

@@ -1,5 +1,4 @@
-func.func @combine_c2_element(%o: tensor<?x64xbf16>, %s: tensor<?x2xi32>, %w: tensor<?x2xf32>) {
-  %y = moe.combine %o, %s, %w
-    : (tensor<?x64xbf16>, tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x64xf32>
+func.func @act_c2_odd(%h: tensor<?x63xf32>) {
+  %a = moe.activation %h kind swiglu : (tensor<?x63xf32>) -> tensor<?x31xf32>
   return
 }

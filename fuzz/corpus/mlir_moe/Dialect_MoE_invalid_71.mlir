@@ -1,7 +1,4 @@
-func.func @ep_dispatch_c1_rank(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
-                               %w: tensor<?x2xf32>, %er: tensor<8x1xi32>) {
-  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 64
-    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8x1xi32>)
-      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+func.func @act_c2_dynamic(%h: tensor<?x?xf32>) {
+  %a = moe.activation %h kind swiglu : (tensor<?x?xf32>) -> tensor<?x32xf32>
   return
 }

@@ -1,7 +1,5 @@
-func.func @ep_dispatch_c2_shape(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
-                                %w: tensor<?x2xf32>, %er: tensor<8xi32>) {
-  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 64
-    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
-      -> (tensor<?x64xf32>, tensor<?x4xi32>, tensor<?x2xf32>, i64)
+func.func @combine_c1_shape(%o: tensor<?x64xf32>, %s: tensor<?x2xi32>, %w: tensor<?x4xf32>) {
+  %y = moe.combine %o, %s, %w
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x4xf32>) -> tensor<?x64xf32>
   return
 }

@@ -1,4 +1,5 @@
-func.func @ep_combine_c1_rank(%p: tensor<?x64xf32>, %h: i64) {
-  %y = moe.ep_combine %p, %h : (tensor<?x64xf32>, i64) -> tensor<?xf32>
+func.func @combine_c2_shape(%o: tensor<8x64xf32>, %s: tensor<4x2xi32>, %w: tensor<4x2xf32>) {
+  %y = moe.combine %o, %s, %w
+    : (tensor<8x64xf32>, tensor<4x2xi32>, tensor<4x2xf32>) -> tensor<8x64xf32>
   return
 }

@@ -1,4 +1,5 @@
-func.func @ep_combine_c1_element(%p: tensor<?x64xbf16>, %h: i64) {
-  %y = moe.ep_combine %p, %h : (tensor<?x64xbf16>, i64) -> tensor<?x64xf32>
+func.func @combine_c2_element(%o: tensor<?x64xbf16>, %s: tensor<?x2xi32>, %w: tensor<?x2xf32>) {
+  %y = moe.combine %o, %s, %w
+    : (tensor<?x64xbf16>, tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x64xf32>
   return
 }

@@ -1,4 +1,7 @@
-func.func @ep_combine_c1_hidden(%p: tensor<?x64xf32>, %h: i64) {
-  %y = moe.ep_combine %p, %h : (tensor<?x64xf32>, i64) -> tensor<?x32xf32>
+func.func @ep_dispatch_c1_rank(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
+                               %w: tensor<?x2xf32>, %er: tensor<8x1xi32>) {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 64
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8x1xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
   return
 }

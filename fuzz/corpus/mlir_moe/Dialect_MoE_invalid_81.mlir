@@ -1,10 +1,7 @@
-func.func @layer_c2_placed(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
-                           %w13: tensor<4x64x64xf32>, %w2: tensor<4x64x32xf32>,
-                           %p: tensor<10xi32>, %s: tensor<10xf32>) {
-  %y = moe.layer %x router(%wr) experts(%w13, %w2) placement(%p, %s)
-         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
-         {max_tokens_per_rank = 16 : i64}
-       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>, tensor<4x64x32xf32>,
-          tensor<10xi32>, tensor<10xf32>) -> tensor<?x64xf32>
+func.func @ep_dispatch_c2_shape(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
+                                %w: tensor<?x2xf32>, %er: tensor<8xi32>) {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 64
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x4xi32>, tensor<?x2xf32>, i64)
   return
 }

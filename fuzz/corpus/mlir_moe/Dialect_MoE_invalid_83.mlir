@@ -1,7 +1,4 @@
-func.func @ep_dispatch_c6_shares(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
-                                 %p: tensor<10xi32>, %s: tensor<8xf32>) {
-  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w placement(%p, %s) capacity = 8
-    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<10xi32>, tensor<8xf32>)
-      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+func.func @ep_combine_c1_rank(%p: tensor<?x64xf32>, %h: i64) {
+  %y = moe.ep_combine %p, %h : (tensor<?x64xf32>, i64) -> tensor<?xf32>
   return
 }

@@ -1,5 +1,4 @@
-func.func @gmm_c4_missing(%q: tensor<?x64xi8>, %w: tensor<4x32x64xf32>, %re: tensor<?xi32>) {
-  %y = moe.grouped_matmul %q, %w, %re
-    : (tensor<?x64xi8>, tensor<4x32x64xf32>, tensor<?xi32>) -> tensor<?x32xf32>
+func.func @ep_combine_c1_element(%p: tensor<?x64xbf16>, %h: i64) {
+  %y = moe.ep_combine %p, %h : (tensor<?x64xbf16>, i64) -> tensor<?x64xf32>
   return
 }

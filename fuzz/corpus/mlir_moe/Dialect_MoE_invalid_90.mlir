@@ -1,5 +1,7 @@
-func.func @dispatch_c5_tokens(%x: tensor<9x64xf32>, %ids: tensor<9x2xi32>) {
-  %d, %e, %s = moe.dispatch %x, %ids num_experts = 4 capacity = 8
-    : (tensor<9x64xf32>, tensor<9x2xi32>) -> (tensor<32x64xf32>, tensor<32xi32>, tensor<9x2xi32>)
+func.func @ep_dispatch_c10(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                           %er: tensor<8xi32>) {
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er per_batch_replicas capacity = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
   return
 }

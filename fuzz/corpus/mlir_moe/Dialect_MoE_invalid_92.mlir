@@ -1,7 +1,5 @@
-func.func @ep_dispatch_c5(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
-                          %w: tensor<?x2xf32>, %er: tensor<8xi32>) {
-  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8 ep = 3
-    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
-      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+func.func @gmm_c4_missing(%q: tensor<?x64xi8>, %w: tensor<4x32x64xf32>, %re: tensor<?xi32>) {
+  %y = moe.grouped_matmul %q, %w, %re
+    : (tensor<?x64xi8>, tensor<4x32x64xf32>, tensor<?xi32>) -> tensor<?x32xf32>
   return
 }

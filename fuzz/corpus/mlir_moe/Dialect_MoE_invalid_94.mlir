@@ -1,5 +1,7 @@
-func.func @routing_field_twice(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>) {
-  %ids, %w = moe.route %x, %wr routing <softmax, top_k = 2, top_k = 3>
-    : (tensor<?x64xf32>, tensor<8x64xf32>) -> (tensor<?x3xi32>, tensor<?x3xf32>)
+func.func @ep_dispatch_c7_codes(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                                %er: tensor<8xi32>) {
+  %rx, %s, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xi8>, tensor<?x2xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
   return
 }

@@ -1,4 +1,9 @@
-func.func @layout_c2_tp(%x: tensor<?x64xf32>) attributes {
-  layout = #moe.layout<ep = 4, tp = 3>} {
+func.func @layer_c7(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                    %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>) {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+         {phase = #moe<phase decode>}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>,
+          tensor<8x64x32xf32>) -> tensor<?x64xf32>
   return
 }

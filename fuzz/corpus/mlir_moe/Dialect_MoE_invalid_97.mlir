@@ -1,4 +1,5 @@
-func.func @tp_c1_columns(%x: tensor<?x64xf32>) {
-  %s = moe.tp_slice %x tp = 2 : (tensor<?x64xf32>) -> tensor<?x32xf32>
+func.func @dispatch_c5_rows(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>) {
+  %d, %e, %s = moe.dispatch %x, %ids num_experts = 4 capacity = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>) -> (tensor<?x64xf32>, tensor<?xi32>, tensor<?x2xi32>)
   return
 }

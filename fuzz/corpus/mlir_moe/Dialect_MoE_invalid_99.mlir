@@ -1,3 +1,7 @@
-func.func @routing_c5() attributes {r = #moe.routing<softmax, top_k = 2, scale = 1.0e-50>} {
+func.func @ep_dispatch_c4_rows(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>,
+                               %w: tensor<?x2xf32>, %er: tensor<8xi32>) {
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8 slots = 4
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
   return
 }

@@ -1,6 +1,9 @@
-func.func @activation(%h: tensor<?x64xf32>, %h2: tensor<6x16xbf16>)
-    -> (tensor<?x32xf32>, tensor<6x8xbf16>) {
-  %a = moe.activation %h kind swiglu : (tensor<?x64xf32>) -> tensor<?x32xf32>
-  %a2 = moe.activation %h2 kind swiglu : (tensor<6x16xbf16>) -> tensor<6x8xbf16>
-  return %a, %a2 : tensor<?x32xf32>, tensor<6x8xbf16>
+func.func @dispatch_row_tile(%x: tensor<3x16xf32>, %ids: tensor<3x2xi32>, %w: tensor<4x8x16xf32>)
+    -> (tensor<34x8xf32>, tensor<3x2xi32>, tensor<5xi32>) {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 4 row_tile = 8
+    : (tensor<3x16xf32>, tensor<3x2xi32>)
+      -> (tensor<34x16xf32>, tensor<34xi32>, tensor<3x2xi32>, tensor<5xi32>)
+  %r = moe.grouped_matmul %rows, %w, %re offsets %off
+    : (tensor<34x16xf32>, tensor<4x8x16xf32>, tensor<34xi32>, tensor<5xi32>) -> tensor<34x8xf32>
+  return %r, %slot, %off : tensor<34x8xf32>, tensor<3x2xi32>, tensor<5xi32>
 }

@@ -1,9 +1,12 @@
-func.func @combine(%o: tensor<?x64xf32>, %s: tensor<?x2xi32>, %w: tensor<?x2xf32>,
-                   %o2: tensor<6x16xbf16>, %s2: tensor<3x2xi32>,
-                   %w2: tensor<3x2xf32>) -> (tensor<?x64xf32>, tensor<3x16xbf16>) {
-  %y = moe.combine %o, %s, %w
-    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x64xf32>
-  %y2 = moe.combine %o2, %s2, %w2
-    : (tensor<6x16xbf16>, tensor<3x2xi32>, tensor<3x2xf32>) -> tensor<3x16xbf16>
-  return %y, %y2 : tensor<?x64xf32>, tensor<3x16xbf16>
+func.func @dispatch_masked_row_tile(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>,
+                                    %q: tensor<32x64xi8>, %w: tensor<4x8x64xf32>,
+                                    %s: tensor<32x2xf32>)
+    -> (tensor<32x16xf32>, tensor<32x8xf32>) {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 4 capacity = 8 row_tile = 4
+    : (tensor<?x16xf32>, tensor<?x2xi32>)
+      -> (tensor<32x16xf32>, tensor<32xi32>, tensor<?x2xi32>, tensor<5xi32>)
+  %r = moe.grouped_matmul %q, %w, %re scales %s offsets %off
+    : (tensor<32x64xi8>, tensor<4x8x64xf32>, tensor<32xi32>, tensor<32x2xf32>, tensor<5xi32>)
+      -> tensor<32x8xf32>
+  return %rows, %r : tensor<32x16xf32>, tensor<32x8xf32>
 }

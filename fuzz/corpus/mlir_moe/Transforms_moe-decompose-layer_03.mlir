@@ -1,10 +1,11 @@
-func.func @layer_ep(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>,
-                    %w13: tensor<2x8x16xf32>, %w2: tensor<2x16x4xf32>,
-                    %er: tensor<8xi32>) -> tensor<?x16xf32> {
-  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
-         routing <softmax, top_k = 2> activation swiglu layout <ep = 4, tp = 1>
-         {max_tokens_per_rank = 16 : i64}
-       : (tensor<?x16xf32>, tensor<8x16xf32>, tensor<2x8x16xf32>,
-          tensor<2x16x4xf32>, tensor<8xi32>) -> tensor<?x16xf32>
-  return %y : tensor<?x16xf32>
+func.func @layer_shared_gate(%x: tensor<?x64xbf16>, %wr: tensor<8x64xbf16>,
+                             %w13: tensor<8x48x64xbf16>, %w2: tensor<8x64x24xbf16>,
+                             %s13: tensor<48x64xbf16>, %s2: tensor<64x24xbf16>,
+                             %g: tensor<1x64xbf16>) -> tensor<?x64xbf16> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) shared(%s13, %s2) shared_gate(%g)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xbf16>, tensor<8x64xbf16>, tensor<8x48x64xbf16>,
+          tensor<8x64x24xbf16>, tensor<48x64xbf16>, tensor<64x24xbf16>,
+          tensor<1x64xbf16>) -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
 }

@@ -1,10 +1,13 @@
-func.func @placed(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %w13: tensor<5x64x64xf32>,
-                  %w2: tensor<5x64x32xf32>, %p: tensor<10xi32>, %s: tensor<10xf32>)
-    -> tensor<?x64xf32> {
-  %y = moe.layer %x router(%wr) experts(%w13, %w2) placement(%p, %s)
-         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
-         {max_tokens_per_rank = 16 : i64}
-       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<5x64x64xf32>, tensor<5x64x32xf32>,
-          tensor<10xi32>, tensor<10xf32>) -> tensor<?x64xf32>
-  return %y : tensor<?x64xf32>
+func.func @two_layers(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+                      %w13: tensor<4x8x16xf32>, %w2: tensor<4x16x4xf32>)
+    -> tensor<?x16xf32> {
+  %y1 = moe.layer %x router(%wr) experts(%w13, %w2)
+          routing <softmax, top_k = 1> activation swiglu layout <ep = 1, tp = 1>
+        : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x8x16xf32>,
+           tensor<4x16x4xf32>) -> tensor<?x16xf32>
+  %y2 = moe.layer %y1 router(%wr) experts(%w13, %w2)
+          routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
+        : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x8x16xf32>,
+           tensor<4x16x4xf32>) -> tensor<?x16xf32>
+  return %y2 : tensor<?x16xf32>
 }

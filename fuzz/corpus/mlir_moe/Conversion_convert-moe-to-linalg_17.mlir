@@ -1,0 +1,9 @@
+func.func @layer_not_decomposed(%x: tensor<?x16xf32>, %wr: tensor<4x16xf32>,
+                                %w13: tensor<4x8x16xf32>, %w2: tensor<4x16x4xf32>)
+    -> tensor<?x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 1> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<4x8x16xf32>,
+          tensor<4x16x4xf32>) -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}

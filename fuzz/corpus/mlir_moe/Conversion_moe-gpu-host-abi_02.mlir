@@ -1,0 +1,3 @@
+func.func private @helper(%x: memref<4xf32>) {
+  return
+}

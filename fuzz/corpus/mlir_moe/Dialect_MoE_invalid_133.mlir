@@ -1,0 +1,7 @@
+func.func @ep_dispatch_c9(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                          %er: tensor<8xi32>) {
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 16
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<8x64xf32>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
+  return
+}

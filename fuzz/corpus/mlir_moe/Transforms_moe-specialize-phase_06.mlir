@@ -1,0 +1,8 @@
+func.func @no_results(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
+                      %w13: tensor<8x64x64xf32>, %w2: tensor<8x64x32xf32>) {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) routing <softmax, top_k = 2>
+         activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>, tensor<8x64x32xf32>)
+         -> tensor<?x64xf32>
+  return
+}
