@@ -93,7 +93,8 @@ def main(argv=None):
         phys_to_log = np.array(placed["phy2log"], np.int32)
         slots = len(phys_to_log) // ranks
         mine = phys_to_log[rank * slots:(rank + 1) * slots]
-    for name in ("w13", "w2", "w13_scale", "w2_scale", "w13_bias", "w2_bias"):  # its experts'
+    # Each rank holds its experts' weights (and their FP8 scales and biases).
+    for name in ("w13", "w2", "w13_scale", "w2_scale", "w13_bias", "w2_bias"):
         if name in weights:
             args_in_order[name] = np.ascontiguousarray(weights[name][mine])
     if args.placement:
