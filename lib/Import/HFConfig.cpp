@@ -39,7 +39,8 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
     auto [bm, bk] = *c.fp8WeightBlocks;
     auto blocks = [&](int64_t rows, int64_t cols) {
       return RankedTensorType::get(
-          {local, llvm::divideCeilSigned(rows, bm), llvm::divideCeilSigned(cols, bk)}, b.getF32Type());
+          {local, llvm::divideCeilSigned(rows, bm), llvm::divideCeilSigned(cols, bk)},
+          b.getF32Type());
     };
     inputs.push_back(blocks(2 * i, h));
     inputs.push_back(blocks(h, i));
@@ -91,8 +92,8 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
   const bool clamped = c.activation == Activation::clamped_swiglu;
   auto layer = LayerOp::create(
       b, loc, xType, args[0], args[1], bias, routerBias, w13, w2, w13Scale, w2Scale,
-      w13Bias, w2Bias,
-      sharedW13, sharedW2, sharedGate, expertRank, physToLog, replicaShare, routing,
+      w13Bias, w2Bias, sharedW13, sharedW2, sharedGate, expertRank, physToLog, replicaShare,
+      routing,
       ActivationAttr::get(&context, c.activation),
       LayoutAttr::getChecked([&] { return emitError(loc); }, &context, ep,
                              layout.tp),
