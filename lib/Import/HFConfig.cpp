@@ -140,9 +140,13 @@ json::Value moe::layerPlan(const MoELayerConfig &c, const ParallelLayout &layout
       fp8 ? "fp8_e4m3" : elementType);
   if (fp8) {
     auto [bm, bk] = *c.fp8WeightBlocks;
-    add("w13_scale[.,ceil(2I/bm),ceil(H/bk)] (f32)", "w13_scale",
+    add(placed ? "w13_scale[P/ep,ceil(2I/bm),ceil(H/bk)] (f32)"
+               : "w13_scale[E/ep,ceil(2I/bm),ceil(H/bk)] (f32)",
+        "w13_scale",
         {local, llvm::divideCeilSigned(2 * i, bm), llvm::divideCeilSigned(h, bk)}, "f32");
-    add("w2_scale[.,ceil(H/bm),ceil(I/bk)] (f32)", "w2_scale",
+    add(placed ? "w2_scale[P/ep,ceil(H/bm),ceil(I/bk)] (f32)"
+               : "w2_scale[E/ep,ceil(H/bm),ceil(I/bk)] (f32)",
+        "w2_scale",
         {local, llvm::divideCeilSigned(h, bm), llvm::divideCeilSigned(i, bk)}, "f32");
   }
   if (c.expertBias) {
