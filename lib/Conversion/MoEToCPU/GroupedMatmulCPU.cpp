@@ -17,7 +17,9 @@
 // Weights are read in HuggingFace's [E, N, K] layout: both operands are
 // contiguous along K, so no packing step is needed. bf16 operands are
 // widened to f32 in registers (a shift of the 16 bits), so a bf16 layer
-// reads half the bytes.
+// reads half the bytes; FP8 weights (E4M3 codes with block scales) are
+// decoded in registers too, a quarter of the bytes. FP8 rows (from an FP8
+// dispatch), and bf16 rows that meet FP8 weights, become f32 once per call.
 //===----------------------------------------------------------------------===//
 #include "CPUPatterns.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
