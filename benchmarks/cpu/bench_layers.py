@@ -143,7 +143,8 @@ def worker_layer(spec):
     for dtype in spec["dtypes"]:
         lib = spec["libraries"][dtype]
         wd = common.cast(w32, dtype)
-        # FP8 rows: numpy and the reference use the values the codes stand for.
+        # With FP8 weights numpy, torch and the reference use the values the
+        # codes stand for.
         w_np = common.dequantized(w32) if dtype == "fp8" else w32
         w_ref = ({k: v.astype(np.float64) for k, v in w_np.items()}
                  if dtype == "fp8" and w64 else w64)
