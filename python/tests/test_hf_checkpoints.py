@@ -25,6 +25,7 @@ from safetensors.torch import load_file, save_file
 
 import moec  # noqa: E402
 from moec.toolchain import tool  # noqa: E402
+from moec.weights import quantize_fp8_blocks  # noqa: E402
 
 TOKENS = 37
 HIDDEN = 32
@@ -317,20 +318,9 @@ def test_missing_expert_tensor_is_refused(tmp_path):
 
 
 def _quantize_e4m3(w, block):
-    """DeepSeek-V3's FP8 format: per (rows x cols) block, scale = amax / 448,
-    codes = round(w / scale) in e4m3; returns (codes, scale_inv)."""
-    import ml_dtypes
-    rows, cols = block
-    br, bc = -(-w.shape[0] // rows), -(-w.shape[1] // cols)
-    scale = np.zeros((br, bc), np.float32)
-    codes = np.zeros(w.shape, ml_dtypes.float8_e4m3fn)
-    for i in range(br):
-        for j in range(bc):
-            tile = w[i * rows:(i + 1) * rows, j * cols:(j + 1) * cols]
-            scale[i, j] = max(float(np.abs(tile).max()), 1e-12) / 448.0
-            codes[i * rows:(i + 1) * rows, j * cols:(j + 1) * cols] = \
-                (tile / scale[i, j]).astype(ml_dtypes.float8_e4m3fn)
-    return codes, scale
+    """DeepSeek-V3's FP8 format for one 2-D weight: (codes, scale_inv)."""
+    codes, scale = quantize_fp8_blocks(w[None], block)
+    return codes[0], scale[0]
 
 
 # (block, --fp8-weights, whether the layer keeps the codes): blocks of 12 rows do

@@ -93,13 +93,20 @@ Value cpu::e4m3TimesTwoToMinus8(OpBuilder &b, Location loc, Value codes) {
   return arith::ExtFOp::create(b, loc, like(b.getF32Type()), half);
 }
 
+namespace {
+/// A scale times 2^8, for values decoded by e4m3TimesTwoToMinus8.
+Value timesTwoTo8(OpBuilder &b, Location loc, Value scale) {
+  Value twoTo8 = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(256.0f));
+  return arith::MulFOp::create(b, loc, scale, twoTo8);
+}
+} // namespace
+
 Value cpu::weightBlockScale(OpBuilder &b, Location loc, const GemmBuffers &ops,
                            Value expert, Value col, Value k) {
   Value row = arith::DivUIOp::create(b, loc, col, cpu::constIndex(b, loc, ops.blockRows));
   Value block = arith::DivUIOp::create(b, loc, k, cpu::constIndex(b, loc, ops.blockCols));
   Value scale = memref::LoadOp::create(b, loc, ops.wScales, ValueRange{expert, row, block});
-  Value twoTo8 = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(256.0f));
-  return arith::MulFOp::create(b, loc, scale, twoTo8);
+  return timesTwoTo8(b, loc, scale);
 }
 
 Value cpu::loadWeightRow(OpBuilder &b, Location loc, const GemmBuffers &ops,
@@ -164,9 +171,8 @@ void cpu::decodeFp8Row(OpBuilder &b, Location loc, Value codes, Value scales,
             Value v = vector::LoadOp::create(b, loc, codesType, codes, ValueRange{row, k});
             Value g = arith::DivUIOp::create(b, loc, k, constIndex(b, loc, group));
             Value scale = memref::LoadOp::create(b, loc, scales, ValueRange{row, g});
-            Value twoTo8 = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(256.0f));
-            Value scaled = arith::MulFOp::create(b, loc, scale, twoTo8);
-            Value splat = vector::BroadcastOp::create(b, loc, f32Vector, scaled);
+            Value splat =
+                vector::BroadcastOp::create(b, loc, f32Vector, timesTwoTo8(b, loc, scale));
             Value decoded = e4m3TimesTwoToMinus8(b, loc, v);
             Value value = arith::MulFOp::create(b, loc, decoded, splat);
             // A NaN activation travels as a NaN code (docs/FP8Dispatch.md)
