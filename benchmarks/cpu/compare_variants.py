@@ -50,8 +50,12 @@ def main():
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
 
+    with tempfile.TemporaryDirectory(prefix="moe-variants-") as work:
+        compare(args, Path(work))
+
+
+def compare(args, work):
     config = HERE / "configs" / LAYERS[args.layer]
-    work = Path(tempfile.mkdtemp(prefix="moe-variants-"))
     variants = []
     for i, flags in enumerate(args.variant):
         library, plan_path = work / f"v{i}.so", work / f"v{i}.plan.json"

@@ -166,8 +166,14 @@ def main():
     parser.add_argument("--strict", action="store_true", help="near ties must agree too")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    out_dir = args.keep or Path(tempfile.mkdtemp(prefix="route-diff-"))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        return check(args, args.keep)
+    with tempfile.TemporaryDirectory(prefix="route-diff-") as out_dir:
+        return check(args, Path(out_dir))
+
+
+def check(args, out_dir):
     rng = np.random.default_rng(args.seed)
     failures, near, checked = 0, 0, 0
     for dtype in ("f32", "bf16"):
