@@ -50,6 +50,7 @@
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
@@ -68,7 +69,7 @@ void moe::registerMoECompilerDialects(DialectRegistry &registry) {
                   bufferization::BufferizationDialect, affine::AffineDialect,
                   index::IndexDialect, ub::UBDialect, vector::VectorDialect,
                   gpu::GPUDialect, NVVM::NVVMDialect, nvgpu::NVGPUDialect, LLVM::LLVMDialect,
-                  omp::OpenMPDialect>();
+                  omp::OpenMPDialect, x86vector::X86VectorDialect>();
 
   // The CUDA pipeline inlines a layer's phase variants into its entry.
   func::registerInlinerExtension(registry);

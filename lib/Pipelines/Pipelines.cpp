@@ -54,10 +54,10 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
   // element is still computed by one thread, whatever the thread count.
   std::string strategy = llvm::formatv(
       "convert-moe-to-cpu{{vector-width={0} register-rows={1} register-cols={2} "
-      "column-block={3} packed-min-rows={4}},",
+      "column-block={3} packed-min-rows={4} bf16-dot={5}},",
       options.vectorWidth.getValue(), options.registerRows.getValue(),
       options.registerCols.getValue(), options.columnBlock.getValue(),
-      options.packedMinRows.getValue());
+      options.packedMinRows.getValue(), options.bf16Dot.getValue());
   std::string text = toLinalg(options.dedupeTp, options.dispatchQuantization,
                               options.fp8Gemm, strategy, options.rowTile) +
                      kToBuffers +
@@ -72,7 +72,7 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
     text += ",arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
             "arith-expand{include-bf16},convert-vector-to-scf,convert-scf-to-cf,"
             "expand-strided-metadata,lower-affine,"
-            "convert-vector-to-llvm,"
+            "convert-vector-to-llvm{enable-x86vector},"
             "finalize-memref-to-llvm{use-generic-functions},convert-math-to-llvm,"
             "convert-arith-to-llvm,convert-cf-to-llvm,convert-openmp-to-llvm,"
             "convert-func-to-llvm,convert-index-to-llvm,convert-ub-to-llvm,"

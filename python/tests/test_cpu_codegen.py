@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,6 +33,20 @@ func.func @dispatch(%x: tensor<?x{H}xf32>, %ids: tensor<?x{K}xi32>)
     : tensor<?x{H}xf32>, tensor<?xi32>, tensor<?x{K}xi32>, tensor<{E + 1}xi32>
 }}
 """
+
+
+def host_has_bf16_dot():
+    """Whether this CPU has AVX512-BF16 (moe-compile then multiplies bf16
+    pairs with vdpbf16ps)."""
+    try:
+        return "avx512_bf16" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+def disassemble(library):
+    return subprocess.run(["objdump", "-d", str(library)], check=True,
+                          capture_output=True, text=True).stdout
 
 
 def padded_layout(x, ids, experts, tile):
@@ -201,10 +216,13 @@ PACKED_COUNTS = [0, 5, 23, 24, 25, 26, 27, 28, 29, 30, 191, 192, 193, 400]
     (40, 96, "f32", None),      # panels of 2 vectors; a partial group of panels
     (37, 96, "f32", None),      # a depth that ends element-wise
     (4200, 32, "f32", None),    # the depth split into blocks that add up
-    (37, 96, "bf16", None),     # bf16 widened in the pack and the row copy
+    (37, 96, "bf16", None),     # odd depth: bf16 widened in the pack and the row copy
     (40, 12, "f32", None),      # no whole panel: the decode path for every expert
     (37, 96, "bf16", "x86-64"),  # 4 lanes: 4 x 4 transposes, panels of 8
-], ids=["f32", "ragged-depth", "split-depth", "bf16", "narrow", "sse2"])
+    (96, 96, "bf16", None),     # even depth: vdpbf16ps pairs where the CPU has them
+    (50, 96, "bf16", None),     # ... and a depth that ends in pairs packed one by one
+], ids=["f32", "ragged-depth", "split-depth", "bf16", "narrow", "sse2", "bf16-dot",
+        "bf16-dot-tail"])
 def test_packed_grouped_gemm_matches_numpy(tmp_path, k, n, dtype, cpu):
     """out[r] = a[r] @ w[e].T for the rows of each expert, whichever path
     (decode or packed, one or several depth blocks) computes it; padding
@@ -213,6 +231,9 @@ def test_packed_grouped_gemm_matches_numpy(tmp_path, k, n, dtype, cpu):
     freed by the deallocation pipeline)."""
     experts = len(PACKED_COUNTS)
     library = compile_mlir(grouped_gemm_source(k, n, experts, dtype), tmp_path, "gemm", cpu)
+    if dtype == "bf16" and k % 2 == 0 and host_has_bf16_dot():
+        # The case is about the dot-product path: it must be the one taken.
+        assert "vdpbf16ps" in disassemble(library)
     offsets, row_expert = grouped_rows(PACKED_COUNTS)
     rows = len(row_expert)
     rng = np.random.default_rng(7)

@@ -85,6 +85,11 @@ int64_t moe_compile::vectorWidthOf(const TargetMachine &machine) {
   return 4;
 }
 
+bool moe_compile::hasBf16DotOf(const TargetMachine &machine) {
+  return vectorWidthOf(machine) == 16 &&
+         machine.getMCSubtargetInfo()->checkFeatures("+avx512bf16");
+}
+
 void moe_compile::optimize(Module &module, TargetMachine &machine) {
   module.setDataLayout(machine.createDataLayout());
   LoopAnalysisManager loops;

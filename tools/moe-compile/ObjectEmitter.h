@@ -24,6 +24,10 @@ createTargetMachine(llvm::StringRef cpu);
 /// f32 lanes of the widest vectors `machine` has (16, 8 or 4).
 int64_t vectorWidthOf(const llvm::TargetMachine &machine);
 
+/// Whether the target multiplies bf16 pairs into f32 on 16 lanes
+/// (AVX512-BF16's vdpbf16ps).
+bool hasBf16DotOf(const llvm::TargetMachine &machine);
+
 /// Translates a module in the LLVM dialect to LLVM IR for the host.
 llvm::Expected<std::unique_ptr<llvm::Module>>
 translateForHost(mlir::ModuleOp module, llvm::LLVMContext &context);

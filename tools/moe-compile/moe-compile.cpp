@@ -167,6 +167,12 @@ cl::opt<int64_t> packedMinRows(
     cl::desc("Experts with at least this many rows in a call take the packed "
              "(prefill) GEMM; fewer take the decode GEMM (0: never packed)"),
     cl::init(24), cl::cat(category));
+cl::opt<bool> bf16Dot(
+    "bf16-dot",
+    cl::desc("Multiply bf16 rows by bf16 weights with vdpbf16ps where --cpu "
+             "has AVX512-BF16 (false: widen both to f32, the same bits as on "
+             "a CPU without it)"),
+    cl::init(true), cl::cat(category));
 cl::opt<Target> target(
     "target", cl::desc("Where the layer runs"), cl::init(Target::Cpu),
     cl::values(clEnumValN(Target::Cpu, "cpu", "host code"),
@@ -499,7 +505,11 @@ llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine) {
             "(outer products of a broadcast activation and two weight vectors)"},
            {"weight_layout", "HuggingFace [E, out, in] in memory; no pack step at "
                              "load: the packed GEMM packs a panel per row block"},
-           {"bf16", "widened to f32 in registers"}}},
+           {"bf16", bf16Dot && moe_compile::hasBf16DotOf(machine)
+                        ? "pairs of bf16 products summed into f32 by vdpbf16ps "
+                          "(AVX512-BF16) where both operands are bf16, else "
+                          "widened to f32 in registers"
+                        : "widened to f32 in registers"}}},
       {"threads", "OpenMP worksharing loops over (column block, expert) work "
                   "items, over up to 64 slots of listed (row block, panels) work "
                   "items and over tokens; OMP_NUM_THREADS, default all cores"},
@@ -636,6 +646,7 @@ int compileLayer(const char *argv0) {
     return 1;
   moe::CpuPipelineOptions cpuOptions;
   cpuOptions.vectorWidth = moe_compile::vectorWidthOf(**machine);
+  cpuOptions.bf16Dot = bf16Dot && moe_compile::hasBf16DotOf(**machine);
   cpuOptions.rowTile = rowTile;
   cpuOptions.packedMinRows = packedMinRows;
   cpuOptions.dispatchQuantization = dispatchQuant;

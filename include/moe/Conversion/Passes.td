@@ -79,6 +79,10 @@ def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
            "Output columns of one thread work item">,
     Option<"packedMinRows", "packed-min-rows", "int64_t", "24",
            "Experts with at least this many rows take the packed GEMM (0: none)">,
+    Option<"bf16Dot", "bf16-dot", "bool", "false",
+           "The target has AVX512-BF16 (vector-width 16): GEMMs of bf16 rows and "
+           "bf16 weights multiply pairs of bf16 with x86vector.avx512.dot "
+           "(vdpbf16ps) instead of widening them to f32">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
@@ -86,7 +90,8 @@ def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect",
-                           "::mlir::vector::VectorDialect"];
+                           "::mlir::vector::VectorDialect",
+                           "::mlir::x86vector::X86VectorDialect"];
 }
 
 def MoEParallelOuterLoop : Pass<"moe-parallel-outer-loop"> {

@@ -46,6 +46,11 @@ struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("Experts with at least this many rows take the packed "
                      "GEMM (0: never)"),
       llvm::cl::init(24)};
+  Option<bool> bf16Dot{
+      *this, "bf16-dot",
+      llvm::cl::desc("bf16 GEMMs multiply bf16 pairs with vdpbf16ps (moe-compile "
+                     "sets it when --cpu has AVX512-BF16 and 16 lanes)"),
+      llvm::cl::init(false)};
   Option<int64_t> rowTile{
       *this, "row-tile",
       llvm::cl::desc("Pad each expert's dispatched rows to a multiple of this "

@@ -30,6 +30,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -154,9 +155,11 @@ private:
       Value w = loadWeightRow(b, loc, ops, lanes, expert, col, k, mask);
       return vector::FMAOp::create(b, loc, x, w, acc).getResult();
     };
-    auto add = [&](Value k, Value acc) {
+    auto add = [&](Value k, Value acc) -> Value {
       if (!pairs)
         return fma(k, Value(), acc);
+      if (options.bf16Dot)
+        return dot(acc, loadBf16Pairs(ops.a, {row, k}), loadBf16Pairs(ops.w, {expert, col, k}));
       auto [aLow, aHigh] = loadWidePair(ops.a, {row, k});
       auto [wLow, wHigh] = loadWidePair(ops.w, {expert, col, k});
       acc = vector::FMAOp::create(b, loc, aLow, wLow, acc);
@@ -326,6 +329,17 @@ private:
     return widenToF32(b, loc, v);
   }
 
+  /// acc[i] + a[2i] * w[2i] + a[2i + 1] * w[2i + 1] (vdpbf16ps).
+  Value dot(Value acc, Value a, Value w) {
+    return x86vector::DotBF16Op::create(b, loc, acc.getType(), acc, a, w).getResult();
+  }
+
+  /// 2 x lanes bf16 elements of a row from index `k` on, as they are.
+  Value loadBf16Pairs(Value buffer, ValueRange indices) {
+    return vector::LoadOp::create(b, loc, VectorType::get({2 * lanes}, b.getBF16Type()),
+                                  buffer, indices);
+  }
+
   bool bothBf16() const {
     return lanes % 4 == 0 &&
            cast<MemRefType>(ops.a.getType()).getElementType().isBF16() &&
@@ -396,7 +410,10 @@ private:
     // slower at T = 2048).
     SmallVector<Value> acc = init;
     int64_t start = k0;
-    if (bothBf16() && rows == 1) {
+    // With bf16 dot products: 2 x lanes elements per step and no widening,
+    // so whole register tiles take it too.
+    const bool dots = bothBf16() && options.bf16Dot;
+    if (bothBf16() && (rows == 1 || dots)) {
       int64_t pairs = k0 + kLength / (2 * lanes) * (2 * lanes);
       if (pairs > k0) {
         auto loop = scf::ForOp::create(
@@ -405,6 +422,18 @@ private:
               OpBuilder::InsertionGuard guard(b);
               b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
               SmallVector<Value> next(iter.begin(), iter.end());
+              if (dots) {
+                SmallVector<Value> a;
+                for (int64_t i = 0; i < rows; ++i)
+                  a.push_back(loadBf16Pairs(ops.a, {rowIdx[i], k}));
+                for (int64_t j = 0; j < tileCols; ++j) {
+                  Value w = loadBf16Pairs(ops.w, {expert, colIdx[j], k});
+                  for (int64_t i = 0; i < rows; ++i)
+                    next[i * tileCols + j] = dot(next[i * tileCols + j], a[i], w);
+                }
+                scf::YieldOp::create(b, loc, next);
+                return;
+              }
               SmallVector<std::pair<Value, Value>> a;
               for (int64_t i = 0; i < rows; ++i)
                 a.push_back(loadWidePair(ops.a, {rowIdx[i], k}));

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::moe {
@@ -28,10 +29,11 @@ struct ConvertMoEToCPUPass
   void runOnOperation() override {
     if (vectorWidth < 1 || registerRows < 1 || registerCols < 1 ||
         columnBlock < registerCols || columnBlock % registerCols != 0 ||
-        packedMinRows < 0) {
+        packedMinRows < 0 || (bf16Dot && vectorWidth != 16)) {
       getOperation()->emitError(
           "convert-moe-to-cpu: tile sizes must be positive and column-block "
-          "a multiple of register-cols; packed-min-rows must not be negative");
+          "a multiple of register-cols; packed-min-rows must not be negative; "
+          "bf16-dot needs vector-width 16");
       return signalPassFailure();
     }
     cpu::CpuCodegenOptions options;
@@ -40,6 +42,7 @@ struct ConvertMoEToCPUPass
     options.registerCols = registerCols;
     options.columnBlock = columnBlock;
     options.packedMinRows = packedMinRows;
+    options.bf16Dot = bf16Dot;
     RewritePatternSet patterns(&getContext());
     cpu::populateCpuGroupedMatmulPatterns(patterns, options);
     cpu::populateCpuRoutePatterns(patterns, options);

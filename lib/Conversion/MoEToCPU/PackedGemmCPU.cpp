@@ -21,6 +21,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -40,6 +41,9 @@ public:
     groupCols = options.packedGroupPanels * panel;
     blockRows = options.packedBlockRows;
     f32Vector = VectorType::get({lanes}, b.getF32Type());
+    auto isBf16 = [](Value v) { return cast<MemRefType>(v.getType()).getElementType().isBF16(); };
+    dots = options.bf16Dot && isBf16(ops.a) && isBf16(ops.w) && depth % 2 == 0;
+    pairType = VectorType::get({2 * lanes}, b.getBF16Type());
   }
 
   void emit() {
@@ -81,7 +85,7 @@ public:
     // bf16 activations are widened once, before the tiles broadcast them: a
     // broadcast of a 16-bit value would take the shuffle port the FMAs need.
     rowSource = ops.a;
-    if (!cast<MemRefType>(ops.a.getType()).getElementType().isF32())
+    if (!cast<MemRefType>(ops.a.getType()).getElementType().isF32() && !dots)
       rowSource = emitWidenedRows(rows);
     // Items of one row block are adjacent, so a thread's share of them
     // mostly reads the same activation rows.
@@ -92,8 +96,11 @@ public:
     // that it is freed; one block of the same size each call, which the
     // runtime's allocator keeps).
     const int64_t slots = options.packedSlots, block = depthBlock();
+    // With bf16 dot products a panel row holds the pairs of two depths.
+    const int64_t packedRows = dots ? block / 2 : block, packedCols = dots ? 2 * panel : panel;
+    Type packedElement = dots ? b.getBF16Type() : b.getF32Type();
     Value scratch = memref::AllocOp::create(
-        b, loc, MemRefType::get({slots, block, panel}, b.getF32Type()), ValueRange{},
+        b, loc, MemRefType::get({slots, packedRows, packedCols}, packedElement), ValueRange{},
         b.getI64IntegerAttr(64));
     Value used = arith::MinUIOp::create(b, loc, items, c(slots));
     scf::ForallOp::create(
@@ -109,13 +116,13 @@ public:
           Value first = share(slot);
           Value last = share(arith::AddIOp::create(b, loc, slot, c(1)));
           auto panelType = MemRefType::get(
-              {block, panel}, b.getF32Type(),
-              StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, {panel, 1}));
+              {packedRows, packedCols}, packedElement,
+              StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, {packedCols, 1}));
           Value packed = memref::SubViewOp::create(
               b, loc, panelType, scratch,
               ArrayRef<OpFoldResult>{slot, b.getIndexAttr(0), b.getIndexAttr(0)},
-              ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(block),
-                                     b.getIndexAttr(panel)},
+              ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(packedRows),
+                                     b.getIndexAttr(packedCols)},
               ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1), b.getIndexAttr(1)});
           forLoop(b, loc, first, last, c(1), [&](Value item) {
             Value rowBlock = arith::DivUIOp::create(b, loc, item, c(groups));
@@ -176,7 +183,7 @@ private:
   /// output is split.
   int64_t depthBlock() const {
     auto out = cast<MemRefType>(ops.out.getType()).getElementType();
-    int64_t fits = options.packedPanelBytes / (panel * 4) / lanes * lanes;
+    int64_t fits = options.packedPanelBytes / (panel * (dots ? 2 : 4)) / lanes * lanes;
     if (!out.isF32() || fits >= depth || fits < lanes)
       return depth;
     // Even blocks: no short last block.
@@ -202,6 +209,8 @@ private:
 
   /// packed[k, j] = f32(w[expert, col + j, kBegin + k]) for k < kLength.
   void emitPack(Value packed, Value expert, Value col) {
+    if (dots)
+      return emitPairPack(packed, expert, col);
     Value vectorEnd = arith::MulIOp::create(
         b, loc, arith::DivUIOp::create(b, loc, kLength, c(lanes)), c(lanes));
     for (int64_t half = 0; half < panel; half += lanes) {
@@ -226,6 +235,45 @@ private:
         Value row = arith::AddIOp::create(b, loc, col, c(j));
         memref::StoreOp::create(b, loc, loadWeight(b, loc, ops, expert, row, from),
                                 packed, ValueRange{k, c(j)});
+      }
+    });
+  }
+
+  /// packed[k / 2, 2 j + k % 2] = w[expert, col + j, kBegin + k] for k <
+  /// kLength (even): the pairs of depths that one vdpbf16ps lane multiplies.
+  /// A pair is 32 bits, so lanes weight rows of 2 x lanes bf16 are a lanes x
+  /// lanes block of i32 to transpose.
+  void emitPairPack(Value packed, Value expert, Value col) {
+    const int64_t run = 2 * lanes;
+    auto pairsAsI32 = VectorType::get({lanes}, b.getI32Type());
+    Value vectorEnd = arith::MulIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, kLength, c(run)), c(run));
+    for (int64_t half = 0; half < panel; half += lanes) {
+      forLoop(b, loc, c(0), vectorEnd, c(run), [&](Value k) {
+        Value from = arith::AddIOp::create(b, loc, kBegin, k);
+        SmallVector<Value> block;
+        for (int64_t j = 0; j < lanes; ++j) {
+          Value row = arith::AddIOp::create(b, loc, col, c(half + j));
+          Value w = vector::LoadOp::create(b, loc, pairType, ops.w, ValueRange{expert, row, from});
+          block.push_back(vector::BitCastOp::create(b, loc, pairsAsI32, w));
+        }
+        transpose(block);
+        Value pairRow = arith::DivUIOp::create(b, loc, k, c(2));
+        for (int64_t p = 0; p < lanes; ++p)
+          vector::StoreOp::create(
+              b, loc, vector::BitCastOp::create(b, loc, pairType, block[p]), packed,
+              ValueRange{arith::AddIOp::create(b, loc, pairRow, c(p)), c(2 * half)});
+      });
+    }
+    forLoop(b, loc, vectorEnd, kLength, c(1), [&](Value k) {
+      Value from = arith::AddIOp::create(b, loc, kBegin, k);
+      Value pairRow = arith::DivUIOp::create(b, loc, k, c(2));
+      Value odd = arith::RemUIOp::create(b, loc, k, c(2));
+      for (int64_t j = 0; j < panel; ++j) {
+        Value row = arith::AddIOp::create(b, loc, col, c(j));
+        Value w = memref::LoadOp::create(b, loc, ops.w, ValueRange{expert, row, from});
+        memref::StoreOp::create(b, loc, w, packed,
+                                ValueRange{pairRow, arith::AddIOp::create(b, loc, odd, c(2 * j))});
       }
     });
   }
@@ -277,7 +325,7 @@ private:
     for (int64_t i = 0; i < rows; ++i)
       sourceRows.push_back(arith::AddIOp::create(b, loc, row, c(i)));
     SmallVector<Value> init(2 * rows, zero);
-    auto loop = scf::ForOp::create(
+    auto loop = dots ? emitPairTileLoop(packed, sourceRows, init) : scf::ForOp::create(
         b, loc, c(0), kLength, c(1), init,
         [&](OpBuilder &nb, Location, Value k, ValueRange acc) {
           OpBuilder::InsertionGuard guard(b);
@@ -295,6 +343,43 @@ private:
           scf::YieldOp::create(b, loc, next);
         });
 
+    storeTile(loop, row, rows, col, accumulate);
+  }
+
+  /// The register tile's loop with bf16 dot products: per pair of depths,
+  /// each row's pair of activations (one 32-bit broadcast) times the two
+  /// vectors of packed weight pairs.
+  scf::ForOp emitPairTileLoop(Value packed, ArrayRef<Value> sourceRows, ValueRange init) {
+    auto pairsAsI32 = VectorType::get({lanes}, b.getI32Type());
+    auto twoBf16 = VectorType::get({2}, b.getBF16Type());
+    auto oneI32 = VectorType::get({1}, b.getI32Type());
+    return scf::ForOp::create(
+        b, loc, c(0), arith::DivUIOp::create(b, loc, kLength, c(2)), c(1), init,
+        [&](OpBuilder &nb, Location, Value kk, ValueRange acc) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          SmallVector<Value> next(acc.begin(), acc.end());
+          Value w0 = vector::LoadOp::create(b, loc, pairType, packed, ValueRange{kk, c(0)});
+          Value w1 = vector::LoadOp::create(b, loc, pairType, packed, ValueRange{kk, c(2 * lanes)});
+          Value kx = arith::AddIOp::create(
+              b, loc, kBegin, arith::MulIOp::create(b, loc, kk, c(2)));
+          for (size_t i = 0; i < sourceRows.size(); ++i) {
+            Value pair = vector::LoadOp::create(b, loc, twoBf16, rowSource,
+                                                ValueRange{sourceRows[i], kx});
+            Value bits = vector::ExtractOp::create(
+                b, loc, vector::BitCastOp::create(b, loc, oneI32, pair), ArrayRef<int64_t>{0});
+            Value xs = vector::BitCastOp::create(
+                b, loc, pairType, vector::BroadcastOp::create(b, loc, pairsAsI32, bits));
+            next[2 * i] = x86vector::DotBF16Op::create(b, loc, f32Vector, next[2 * i], xs, w0);
+            next[2 * i + 1] =
+                x86vector::DotBF16Op::create(b, loc, f32Vector, next[2 * i + 1], xs, w1);
+          }
+          scf::YieldOp::create(b, loc, next);
+        });
+  }
+
+  /// The register tile's accumulators (2 per row) to the output.
+  void storeTile(scf::ForOp loop, Value row, int64_t rows, Value col, bool accumulate) {
     Type outElement = cast<MemRefType>(ops.out.getType()).getElementType();
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, kBegin, c(0));
     for (int64_t i = 0; i < rows; ++i) {
@@ -321,6 +406,10 @@ private:
   const CpuCodegenOptions &options;
   int64_t experts, cols, depth, lanes, panel, groupCols, blockRows;
   VectorType f32Vector;
+  /// bf16 rows and weights multiplied by vdpbf16ps: the panel holds bf16
+  /// pairs (pairType: 2 x lanes bf16) and the rows are read as they are.
+  bool dots = false;
+  VectorType pairType;
   /// The f32 activation rows the tiles broadcast from: `a` or its f32 copy.
   Value rowSource;
   /// The depth block being computed: its first k and its length.
