@@ -307,11 +307,14 @@ FP8_COUNTS = [0, 1, 2, 5, 24, 200]
 @pytest.mark.parametrize("k, n, block, dtype, cpu", [
     (128, 96, (32, 64), "f32", None),      # scale blocks of whole decode steps
     (200, 40, (16, 48), "f32", None),      # a partial last block each way, a masked tail
-    (128, 96, (32, 64), "bf16", None),     # bf16 rows widened once
+    (128, 96, (32, 64), "bf16", None),     # bf16 rows widened once; packed: vdpbf16ps pairs
+    (200, 96, (32, 48), "bf16", None),     # ... a partial last scale block and pack tail
+    (200, 40, (16, 48), "bf16", None),     # blocks narrower than a panel: widened everywhere
     (64, 32, (4, 8), "f32", None),         # blocks narrower than a vector: linalg
     (128, 96, (32, 64), "bf16", "x86-64"),  # 4 lanes
     (128, 96, (32, 64), "fp8", None),      # FP8 rows too (an FP8 dispatch's), decoded once
-], ids=["f32", "ragged", "bf16", "narrow-blocks", "sse2", "fp8-rows"])
+], ids=["f32", "ragged", "bf16", "bf16-ragged", "bf16-narrow-blocks", "narrow-blocks", "sse2",
+        "fp8-rows"])
 def test_fp8_weight_grouped_gemm_matches_torch(tmp_path, k, n, block, dtype, cpu):
     """out[r] = a[r] @ (e4m3(w[e]) * scales of w's blocks).T, whichever path
     computes an expert's rows; every E4M3 code but NaN occurs (zeros,
@@ -319,6 +322,8 @@ def test_fp8_weight_grouped_gemm_matches_torch(tmp_path, k, n, block, dtype, cpu
     torch = pytest.importorskip("torch")
     experts = len(FP8_COUNTS)
     library = compile_mlir(fp8_gemm_source(k, n, experts, block, dtype), tmp_path, "gemm", cpu)
+    if dtype == "bf16" and cpu is None and block[0] % 32 == 0 and host_has_bf16_dot():
+        assert "vdpbf16ps" in disassemble(library)
     offsets, row_expert = grouped_rows(FP8_COUNTS)
     rows = len(row_expert)
     rng = np.random.default_rng(11)

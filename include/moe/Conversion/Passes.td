@@ -65,8 +65,15 @@ def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
       selection per token: O(T E k), ties to the lower expert id, NaN last.
     * `moe.dispatch`: a counting sort by a scan: O(T k + E).
 
-    Other moe ops are left for `convert-moe-to-linalg`. FP8 grouped GEMMs
-    (with `scales`) keep the linalg lowering.
+    With `bf16-dot` (AVX512-BF16, 16 lanes), GEMMs whose rows and weights
+    are both bf16 multiply pairs of bf16 with `x86vector.avx512.dot`
+    (vdpbf16ps) instead of widening them: the dot products read 32 elements
+    of depth a step, and the packed panels hold pairs of depths
+    (`[K / 2][2 x panel]` bf16) against a 32-bit broadcast of each row's pair.
+
+    Other moe ops are left for `convert-moe-to-linalg`. FP8 rows and FP8
+    weights whose scale groups are not whole vectors keep the linalg
+    lowering.
   }];
   let options = [
     Option<"vectorWidth", "vector-width", "int64_t", "8",

@@ -80,6 +80,13 @@ void buildGroupedGemm(OpBuilder &b, Location loc, const GemmBuffers &operands,
 /// whether it applies to these operands, its GEMM, and whether the expert
 /// rows [begin, end) take it.
 bool usesPackedGemm(const GemmBuffers &operands, const CpuCodegenOptions &options);
+/// Whether the packed GEMM multiplies bf16 pairs (options.bf16Dot): bf16
+/// rows with bf16 weights, or with FP8 weights whose scale blocks hold whole
+/// pairs of depths and whole panels of columns (their codes become bf16
+/// exactly, and each scale block's sum is scaled once). Such rows are read
+/// as they are, not widened.
+bool packedGemmMultipliesBf16Pairs(const GemmBuffers &operands,
+                                   const CpuCodegenOptions &options);
 void buildPackedGemm(OpBuilder &b, Location loc, const GemmBuffers &operands,
                      const CpuCodegenOptions &options);
 Value isPackedExpert(OpBuilder &b, Location loc, const GemmBuffers &operands,

@@ -17,7 +17,8 @@
 // Weights are read in HuggingFace's [E, N, K] layout: both operands are
 // contiguous along K, so no packing step is needed. bf16 operands are
 // widened to f32 in registers (a shift of the 16 bits), so a bf16 layer
-// reads half the bytes; FP8 weights (E4M3 codes with block scales) are
+// reads half the bytes, or, with `bf16Dot`, multiplied as pairs by
+// vdpbf16ps without widening; FP8 weights (E4M3 codes with block scales) are
 // decoded in registers too, a quarter of the bytes. FP8 rows (from an FP8
 // dispatch), and bf16 rows that meet FP8 weights, become f32 once per call.
 //===----------------------------------------------------------------------===//
@@ -51,6 +52,10 @@ public:
   }
 
   void emit() {
+    // The packed GEMM may take bf16 rows as they are (pairs for vdpbf16ps).
+    GemmBuffers packedOps = ops;
+    if (!packedGemmMultipliesBf16Pairs(packedOps, options))
+      packedOps.a = Value();
     if (ops.aScales ||
         (ops.wScales && !cast<MemRefType>(ops.a.getType()).getElementType().isF32()))
       widenExpertRows();
@@ -65,8 +70,11 @@ public:
           emitWorkItem(ivs[0]);
           scf::InParallelOp::create(b, loc);
         });
-    if (packed)
-      buildPackedGemm(b, loc, ops, options);
+    if (packed) {
+      if (!packedOps.a)
+        packedOps = ops;
+      buildPackedGemm(b, loc, packedOps, options);
+    }
   }
 
 private:

@@ -7,7 +7,8 @@
 //   per panel of 2 x vector-width weight rows, the expert's weights are packed
 //     transposed into a [K][panel] f32 scratch (lanes x lanes blocks turned by
 //     vector.shuffle stages; bf16 is widened and FP8 decoded here), which
-//     stays in L2 while every row tile of the block uses it;
+//     stays in L2 while every row tile of the block uses it; with bf16 dot
+//     products a [K / 2][2 x panel] bf16 scratch of pairs of depths instead;
 //   register tiles of `packedTileRows` rows by the panel: per k, two vector
 //     loads of the packed weights and a broadcast of each row's activation,
 //     accumulated along K in 2 x packedTileRows registers (outer products: no
@@ -41,8 +42,7 @@ public:
     groupCols = options.packedGroupPanels * panel;
     blockRows = options.packedBlockRows;
     f32Vector = VectorType::get({lanes}, b.getF32Type());
-    auto isBf16 = [](Value v) { return cast<MemRefType>(v.getType()).getElementType().isBF16(); };
-    dots = options.bf16Dot && isBf16(ops.a) && isBf16(ops.w) && depth % 2 == 0;
+    dots = packedGemmMultipliesBf16Pairs(ops, options);
     pairType = VectorType::get({2 * lanes}, b.getBF16Type());
   }
 
@@ -128,6 +128,7 @@ public:
             Value rowBlock = arith::DivUIOp::create(b, loc, item, c(groups));
             Value group = arith::RemUIOp::create(b, loc, item, c(groups));
             Value expert = memref::LoadOp::create(b, loc, blockExpert, rowBlock);
+            itemExpert = expert;
             Value begin = memref::LoadOp::create(b, loc, blockRow, rowBlock);
             Value end = arith::MinUIOp::create(
                 b, loc, arith::AddIOp::create(b, loc, begin, c(blockRows)),
@@ -184,6 +185,9 @@ private:
   int64_t depthBlock() const {
     auto out = cast<MemRefType>(ops.out.getType()).getElementType();
     int64_t fits = options.packedPanelBytes / (panel * (dots ? 2 : 4)) / lanes * lanes;
+    // FP8 pairs are scaled per scale block inside the tiles: one depth block.
+    if (dots && ops.wScales)
+      return depth;
     if (!out.isF32() || fits >= depth || fits < lanes)
       return depth;
     // Even blocks: no short last block.
@@ -240,9 +244,10 @@ private:
   }
 
   /// packed[k / 2, 2 j + k % 2] = w[expert, col + j, kBegin + k] for k <
-  /// kLength (even): the pairs of depths that one vdpbf16ps lane multiplies.
-  /// A pair is 32 bits, so lanes weight rows of 2 x lanes bf16 are a lanes x
-  /// lanes block of i32 to transpose.
+  /// kLength (even): the pairs of depths that one vdpbf16ps lane multiplies
+  /// (FP8 codes as bf16 of their value times 2^-8, unscaled). A pair is 32
+  /// bits, so lanes weight rows of 2 x lanes bf16 are a lanes x lanes block
+  /// of i32 to transpose.
   void emitPairPack(Value packed, Value expert, Value col) {
     const int64_t run = 2 * lanes;
     auto pairsAsI32 = VectorType::get({lanes}, b.getI32Type());
@@ -254,7 +259,7 @@ private:
         SmallVector<Value> block;
         for (int64_t j = 0; j < lanes; ++j) {
           Value row = arith::AddIOp::create(b, loc, col, c(half + j));
-          Value w = vector::LoadOp::create(b, loc, pairType, ops.w, ValueRange{expert, row, from});
+          Value w = loadPairs(expert, row, from);
           block.push_back(vector::BitCastOp::create(b, loc, pairsAsI32, w));
         }
         transpose(block);
@@ -272,10 +277,40 @@ private:
       for (int64_t j = 0; j < panel; ++j) {
         Value row = arith::AddIOp::create(b, loc, col, c(j));
         Value w = memref::LoadOp::create(b, loc, ops.w, ValueRange{expert, row, from});
+        if (ops.wScales)
+          w = codesAsBf16(w);
         memref::StoreOp::create(b, loc, w, packed,
                                 ValueRange{pairRow, arith::AddIOp::create(b, loc, odd, c(2 * j))});
       }
     });
+  }
+
+  /// 2 x lanes weights of a row from `k` on, as bf16 (FP8 codes decoded).
+  Value loadPairs(Value expert, Value row, Value k) {
+    if (!ops.wScales)
+      return vector::LoadOp::create(b, loc, pairType, ops.w, ValueRange{expert, row, k});
+    auto codes = VectorType::get({2 * lanes}, b.getI8Type());
+    return codesAsBf16(vector::LoadOp::create(b, loc, codes, ops.w, ValueRange{expert, row, k}));
+  }
+
+  /// E4M3 codes (a scalar or a vector) as bf16 of their value times 2^-8:
+  /// the f32 of e4m3TimesTwoToMinus8 has at most 4 significant bits, so
+  /// its upper 16 bits are that bf16, exactly.
+  Value codesAsBf16(Value codes) {
+    auto like = [&](Type element) -> Type {
+      if (auto vector = dyn_cast<VectorType>(codes.getType()))
+        return vector.clone(element);
+      return element;
+    };
+    Value f32 = e4m3TimesTwoToMinus8(b, loc, codes);
+    Value bits = arith::BitcastOp::create(b, loc, like(b.getI32Type()), f32);
+    Attribute sixteen = b.getI32IntegerAttr(16);
+    if (auto vector = dyn_cast<VectorType>(bits.getType()))
+      sixteen = DenseElementsAttr::get(vector, sixteen);
+    Value upper = arith::ShRUIOp::create(
+        b, loc, bits, arith::ConstantOp::create(b, loc, cast<TypedAttr>(sixteen)));
+    Value half = arith::TruncIOp::create(b, loc, like(b.getI16Type()), upper);
+    return arith::BitcastOp::create(b, loc, like(b.getBF16Type()), half);
   }
 
   /// Transposes `rows` (lanes vectors of lanes elements, lanes a power of
@@ -325,7 +360,7 @@ private:
     for (int64_t i = 0; i < rows; ++i)
       sourceRows.push_back(arith::AddIOp::create(b, loc, row, c(i)));
     SmallVector<Value> init(2 * rows, zero);
-    auto loop = dots ? emitPairTileLoop(packed, sourceRows, init) : scf::ForOp::create(
+    auto loop = dots ? emitPairTileLoop(packed, sourceRows, init, col) : scf::ForOp::create(
         b, loc, c(0), kLength, c(1), init,
         [&](OpBuilder &nb, Location, Value k, ValueRange acc) {
           OpBuilder::InsertionGuard guard(b);
@@ -349,12 +384,50 @@ private:
   /// The register tile's loop with bf16 dot products: per pair of depths,
   /// each row's pair of activations (one 32-bit broadcast) times the two
   /// vectors of packed weight pairs.
-  scf::ForOp emitPairTileLoop(Value packed, ArrayRef<Value> sourceRows, ValueRange init) {
+  scf::ForOp emitPairTileLoop(Value packed, ArrayRef<Value> sourceRows, ValueRange init,
+                              Value col) {
+    if (ops.wScales)
+      return emitScaledPairTileLoop(packed, sourceRows, init, col);
+    return emitPairSteps(packed, sourceRows, init, c(0),
+                         arith::DivUIOp::create(b, loc, kLength, c(2)));
+  }
+
+  /// FP8 weights: per scale block along the depth, the pair steps on fresh
+  /// accumulators, then added times the block's scale (one per panel: the
+  /// blocks' rows are a multiple of the panel).
+  scf::ForOp emitScaledPairTileLoop(Value packed, ArrayRef<Value> sourceRows, ValueRange init,
+                                    Value col) {
+    Value zero = init.front();
+    return scf::ForOp::create(
+        b, loc, c(0), kLength, c(ops.blockCols), init,
+        [&](OpBuilder &nb, Location, Value kb, ValueRange acc) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value kbEnd = arith::MinUIOp::create(
+              b, loc, arith::AddIOp::create(b, loc, kb, c(ops.blockCols)), kLength);
+          auto block = emitPairSteps(packed, sourceRows,
+                                     SmallVector<Value>(acc.size(), zero),
+                                     arith::DivUIOp::create(b, loc, kb, c(2)),
+                                     arith::DivUIOp::create(b, loc, kbEnd, c(2)));
+          Value scale = vector::BroadcastOp::create(
+              b, loc, f32Vector,
+              weightBlockScale(b, loc, ops, itemExpert, col,
+                               arith::AddIOp::create(b, loc, kBegin, kb)));
+          SmallVector<Value> next;
+          for (size_t i = 0; i < acc.size(); ++i)
+            next.push_back(vector::FMAOp::create(b, loc, block.getResult(i), scale, acc[i]));
+          scf::YieldOp::create(b, loc, next);
+        });
+  }
+
+  /// The pair steps [first, last) of the register tile.
+  scf::ForOp emitPairSteps(Value packed, ArrayRef<Value> sourceRows, ValueRange init,
+                           Value first, Value last) {
     auto pairsAsI32 = VectorType::get({lanes}, b.getI32Type());
     auto twoBf16 = VectorType::get({2}, b.getBF16Type());
     auto oneI32 = VectorType::get({1}, b.getI32Type());
     return scf::ForOp::create(
-        b, loc, c(0), arith::DivUIOp::create(b, loc, kLength, c(2)), c(1), init,
+        b, loc, first, last, c(1), init,
         [&](OpBuilder &nb, Location, Value kk, ValueRange acc) {
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
@@ -410,12 +483,26 @@ private:
   /// pairs (pairType: 2 x lanes bf16) and the rows are read as they are.
   bool dots = false;
   VectorType pairType;
-  /// The f32 activation rows the tiles broadcast from: `a` or its f32 copy.
+  /// The activation rows the tiles broadcast from: `a` (f32, or bf16 with
+  /// dots) or its f32 copy.
   Value rowSource;
   /// The depth block being computed: its first k and its length.
   Value kBegin, kLength;
+  /// The expert of the work item being emitted.
+  Value itemExpert;
 };
 } // namespace
+
+bool cpu::packedGemmMultipliesBf16Pairs(const GemmBuffers &ops,
+                                        const CpuCodegenOptions &options) {
+  auto element = [](Value v) { return cast<MemRefType>(v.getType()).getElementType(); };
+  if (!options.bf16Dot || options.vectorWidth != 16 || !element(ops.a).isBF16() ||
+      ops.depth() % 2 != 0)
+    return false;
+  if (!ops.wScales)
+    return element(ops.w).isBF16();
+  return ops.blockCols % 2 == 0 && ops.blockRows % (2 * options.vectorWidth) == 0;
+}
 
 bool cpu::usesPackedGemm(const GemmBuffers &ops, const CpuCodegenOptions &options) {
   // The pack turns lanes x lanes blocks with shuffle stages: a power of two.
