@@ -250,24 +250,13 @@ def worker_main(kind, spec_path):
 
 # ------------------------------------------------------------------ sections
 
-def fp8_config(config, work):
-    """A copy of `config` whose expert weights are FP8 in blocks of common.FP8_BLOCK
-    (a quantization_config as DeepSeek-V3's checkpoints have)."""
-    text = json.loads(Path(config).read_text())
-    text["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
-                                   "weight_block_size": [128, 128]}
-    path = Path(work) / f"{Path(config).stem}-fp8.json"
-    path.write_text(json.dumps(text))
-    return path
-
-
 def section_layers(args, work, report):
     compiled = {}
     compile_rows = []
     for name in args.layers:
         for dtype in args.dtypes:
             start = time.perf_counter()
-            config = LAYERS[name] if dtype != "fp8" else fp8_config(LAYERS[name], work)
+            config = LAYERS[name] if dtype != "fp8" else common.fp8_config(LAYERS[name], work)
             library, plan = compile_config(config, work, "bf16" if dtype == "fp8" else dtype,
                                            name=f"bench_{name}{'_fp8' if dtype == 'fp8' else ''}",
                                            max_tokens_per_rank=max(args.tokens),

@@ -4,6 +4,7 @@ baselines, FLOP counts and the timer.
 Import this only in a process whose thread settings are final: numpy and
 torch read OMP_NUM_THREADS / OPENBLAS_NUM_THREADS when they load.
 """
+import json
 import os
 import sys
 import time
@@ -24,6 +25,17 @@ FP8_BLOCK = (128, 128)
 
 
 # ---------------------------------------------------------------- weights
+
+def fp8_config(config, work):
+    """A copy of `config` whose expert weights are FP8 in blocks of FP8_BLOCK
+    (a quantization_config as DeepSeek-V3's checkpoints have)."""
+    text = json.loads(Path(config).read_text())
+    text["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
+                                   "weight_block_size": list(FP8_BLOCK)}
+    path = Path(work) / f"{Path(config).stem}-fp8.json"
+    path.write_text(json.dumps(text))
+    return path
+
 
 def _bf16_exact(a):
     """Rounds f32 values to bf16 in place of f32: the f32 and bf16 layers then

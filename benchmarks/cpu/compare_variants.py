@@ -39,7 +39,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layer", choices=sorted(LAYERS), default="qwen3")
     parser.add_argument("--tokens", type=int, default=512)
-    parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    parser.add_argument("--dtype", choices=["f32", "bf16", "fp8"], default="f32",
+                        help="fp8: bf16 activations, FP8 expert weights (numpy: f32 "
+                             "on the weights they stand for)")
     parser.add_argument("--variant", action="append", default=[],
                         help="moe-compile flags of one variant (repeat; '' = defaults)")
     parser.add_argument("--rounds", type=int, default=7)
@@ -56,11 +58,14 @@ def main():
 
 def compare(args, work):
     config = HERE / "configs" / LAYERS[args.layer]
+    dtype = args.dtype
+    if dtype == "fp8":
+        config, dtype = common.fp8_config(config, work), "bf16"
     variants = []
     for i, flags in enumerate(args.variant):
         library, plan_path = work / f"v{i}.so", work / f"v{i}.plan.json"
         started = time.perf_counter()
-        subprocess.run([tool("moe-compile"), "--config", str(config), "--dtype", args.dtype,
+        subprocess.run([tool("moe-compile"), "--config", str(config), "--dtype", dtype,
                         "--entry", "moe_layer", "--plan", str(plan_path), "-o", str(library),
                         *shlex.split(flags)], check=True)
         seconds = time.perf_counter() - started
@@ -73,6 +78,7 @@ def compare(args, work):
     weights = common.cast(w32, args.dtype)
     x32 = common.make_tokens(plan, args.tokens, args.seed)
     x = x32.astype(common.NP_DTYPE[args.dtype])
+    w_numpy = common.dequantized(w32) if args.dtype == "fp8" else w32
     ordered = [check_arguments(p, x, weights)[1:] for _, p, _, _ in variants]
     best = [float("inf")] * (len(variants) + 1)
     outputs = [None] * len(variants)
@@ -83,7 +89,7 @@ def compare(args, work):
             best[i] = min(best[i], time.perf_counter() - started)
             outputs[i] = np.asarray(y, dtype=np.float32)
         started = time.perf_counter()
-        common.numpy_layer(x32, w32, plan)
+        common.numpy_layer(x32, w_numpy, plan)
         best[-1] = min(best[-1], time.perf_counter() - started)
 
     flops = common.layer_flops(plan, args.tokens)

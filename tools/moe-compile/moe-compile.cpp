@@ -479,16 +479,18 @@ bool usesBf16Dot(llvm::TargetMachine &machine) {
 
 /// --packed-min-rows, or its default: with bf16 dot products the register
 /// tiles (no packing) lose to the packed GEMM from fewer rows on (one core,
-/// Qwen3-like layer at T = 256: 192 ms from 24 rows, 178 from 12).
-int64_t packedMinRowsFor(llvm::TargetMachine &machine) {
+/// Qwen3-like layer at T = 256: 192 ms from 24 rows, 178 from 12), and with
+/// FP8 weights, which the register tiles decode for every 3 rows, from 4
+/// (T = 128: 215 ms from 12 rows, 146 from 4).
+int64_t packedMinRowsFor(llvm::TargetMachine &machine, bool fp8Weights) {
   if (packedMinRows.getNumOccurrences() || dtype != "bf16" || !usesBf16Dot(machine))
     return packedMinRows;
-  return 12;
+  return fp8Weights ? 4 : 12;
 }
 
 /// How the CPU code is generated: the decisions of convert-moe-to-cpu and
 /// the dispatch layout they read.
-llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine) {
+llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine, bool fp8Weights) {
   moe::CpuPipelineOptions defaults;
   int64_t lanes = moe_compile::vectorWidthOf(machine);
   return llvm::json::Object{
@@ -511,7 +513,7 @@ llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine) {
             "experts with fewer than register_tile_rows rows in a call: a weight "
             "row at a time in memory order, each of the expert's rows dotted "
             "with it on several independent vector accumulators along the depth"},
-           {"packed_min_rows", packedMinRowsFor(machine)},
+           {"packed_min_rows", packedMinRowsFor(machine, fp8Weights)},
            {"packed",
             "experts with at least packed_min_rows rows in a call: per work item "
             "(up to 192 rows of one expert by 4 panels of " + std::to_string(2 * lanes) +
@@ -644,7 +646,8 @@ int compileLayer(const char *argv0) {
     if (!report)
       return fail(llvm::toString(report.takeError()));
     if (target == Target::Cpu)
-      (*report->getAsObject())["code_generation"] = codeGenerationReport(**machine);
+      (*report->getAsObject())["code_generation"] =
+          codeGenerationReport(**machine, config->keepFp8Weights);
     else {
       llvm::Expected<llvm::json::Object> gpu = gpuReport(*module);
       if (!gpu)
@@ -663,7 +666,7 @@ int compileLayer(const char *argv0) {
   cpuOptions.vectorWidth = moe_compile::vectorWidthOf(**machine);
   cpuOptions.bf16Dot = usesBf16Dot(**machine);
   cpuOptions.rowTile = rowTile;
-  cpuOptions.packedMinRows = packedMinRowsFor(**machine);
+  cpuOptions.packedMinRows = packedMinRowsFor(**machine, config && config->keepFp8Weights);
   cpuOptions.dispatchQuantization = dispatchQuant;
   cpuOptions.dedupeTp = !noTpDedupe;
   cpuOptions.fp8Gemm = fp8Gemm;
