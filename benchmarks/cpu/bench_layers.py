@@ -251,6 +251,7 @@ def worker_main(kind, spec_path):
 # ------------------------------------------------------------------ sections
 
 def section_layers(args, work, report):
+    import common  # for fp8_config (numpy loads here, harmless)
     compiled = {}
     compile_rows = []
     for name in args.layers:
