@@ -166,13 +166,13 @@ cl::opt<int64_t> packedMinRows(
     "packed-min-rows",
     cl::desc("Experts with at least this many rows in a call take the packed "
              "(prefill) GEMM; fewer take the register tiles (0: never packed; "
-             "default 24, 12 for --dtype bf16 with vdpbf16ps)"),
+             "default 24; with vdpbf16ps 12 for --dtype bf16, 4 for FP8 weights)"),
     cl::init(24), cl::cat(category));
 cl::opt<bool> bf16Dot(
     "bf16-dot",
-    cl::desc("Multiply bf16 rows by bf16 weights with vdpbf16ps where --cpu "
-             "has AVX512-BF16 (false: widen both to f32, the same bits as on "
-             "a CPU without it)"),
+    cl::desc("Multiply bf16 rows by bf16 weights (and by FP8 weights in the "
+             "packed GEMM) with vdpbf16ps where --cpu has AVX512-BF16 (false: "
+             "widen both to f32, the same bits as on a CPU without it)"),
     cl::init(true), cl::cat(category));
 cl::opt<Target> target(
     "target", cl::desc("Where the layer runs"), cl::init(Target::Cpu),
@@ -524,7 +524,8 @@ llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine, bool fp8We
                              "load: the packed GEMM packs a panel per row block"},
            {"bf16", usesBf16Dot(machine)
                         ? "pairs of bf16 products summed into f32 by vdpbf16ps "
-                          "(AVX512-BF16) where both operands are bf16, else "
+                          "(AVX512-BF16) where both operands are bf16 (FP8 "
+                          "weights: in the packed GEMM, as exact bf16), else "
                           "widened to f32 in registers"
                         : "widened to f32 in registers"}}},
       {"threads", "OpenMP worksharing loops over (column block, expert) work "

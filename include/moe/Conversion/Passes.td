@@ -69,7 +69,9 @@ def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
     are both bf16 multiply pairs of bf16 with `x86vector.avx512.dot`
     (vdpbf16ps) instead of widening them: the dot products read 32 elements
     of depth a step, and the packed panels hold pairs of depths
-    (`[K / 2][2 x panel]` bf16) against a 32-bit broadcast of each row's pair.
+    (`[K / 2][2 x panel]` bf16) against a 32-bit broadcast of each row's pair;
+    FP8 weights there are packed as exact bf16 and each scale block's sum is
+    scaled once.
 
     Other moe ops are left for `convert-moe-to-linalg`. FP8 rows and FP8
     weights whose scale groups are not whole vectors keep the linalg
@@ -88,8 +90,8 @@ def ConvertMoEToCPU : Pass<"convert-moe-to-cpu"> {
            "Experts with at least this many rows take the packed GEMM (0: none)">,
     Option<"bf16Dot", "bf16-dot", "bool", "false",
            "The target has AVX512-BF16 (vector-width 16): GEMMs of bf16 rows and "
-           "bf16 weights multiply pairs of bf16 with x86vector.avx512.dot "
-           "(vdpbf16ps) instead of widening them to f32">,
+           "bf16 weights (FP8 weights in the packed GEMM) multiply pairs of bf16 "
+           "with x86vector.avx512.dot (vdpbf16ps) instead of widening them to f32">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",

@@ -19,9 +19,9 @@ struct CpuCodegenOptions {
   /// sequential stream (f32 Qwen3-like T = 1, one core: 32 GB/s against
   /// 25 GB/s for 8 weight rows streamed side by side).
   int64_t decodeAccumulators = 4;
-  /// bf16 rows times bf16 weights as pairs of bf16 products summed into f32
-  /// (AVX512-BF16's vdpbf16ps, 32 products per instruction against 16 for
-  /// f32 FMAs); needs vectorWidth 16.
+  /// bf16 rows times bf16 weights (and FP8 weights in the packed GEMM) as
+  /// pairs of bf16 products summed into f32 (AVX512-BF16's vdpbf16ps, 32
+  /// products per instruction against 16 for f32 FMAs); needs vectorWidth 16.
   bool bf16Dot = false;
   int64_t columnBlock = 64;
   /// Bytes of the weight rows one register tile pass keeps in L1.
