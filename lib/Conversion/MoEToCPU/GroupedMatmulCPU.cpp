@@ -135,9 +135,28 @@ private:
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(branch.thenBlock());
-      forLoop(colBegin, colEnd, c(1), [&](Value col) {
-        forLoop(begin, end, c(1), [&](Value row) { emitDecodeDot(expert, row, col); });
-      });
+      auto eachRow = [&] {
+        forLoop(colBegin, colEnd, c(1), [&](Value col) {
+          forLoop(begin, end, c(1), [&](Value row) { emitDecodeDot(expert, row, col); });
+        });
+      };
+      if (blockScaledDecode()) {
+        // Two rows share each decoded vector of codes (the decode, not
+        // memory, bounds this loop).
+        Value two = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                          arith::SubIOp::create(b, loc, end, begin), c(2));
+        auto pair = scf::IfOp::create(b, loc, two, /*withElseRegion=*/true);
+        OpBuilder::InsertionGuard pairGuard(b);
+        b.setInsertionPointToStart(pair.thenBlock());
+        Value second = arith::AddIOp::create(b, loc, begin, c(1));
+        forLoop(colBegin, colEnd, c(1), [&](Value col) {
+          emitBlockScaledDecodeDot(expert, {begin, second}, col);
+        });
+        b.setInsertionPointToStart(pair.elseBlock());
+        eachRow();
+      } else {
+        eachRow();
+      }
       b.setInsertionPointToStart(branch.elseBlock());
       emitRowBlocks(expert, begin, end, colBegin, colEnd);
     }
@@ -149,7 +168,7 @@ private:
   /// flight to keep up with it.
   void emitDecodeDot(Value expert, Value row, Value col) {
     if (blockScaledDecode())
-      return emitBlockScaledDecodeDot(expert, row, col);
+      return emitBlockScaledDecodeDot(expert, {row}, col);
     const int64_t n = options.decodeAccumulators;
     const bool pairs = bothBf16();
     // Elements one accumulator takes per step.
@@ -231,13 +250,15 @@ private:
   /// The decode dot over FP8 weights, a scale block at a time: the block's
   /// codes are summed unscaled on fresh accumulators, which are then added
   /// to the running ones times the block's scale (one FMA per accumulator
-  /// and block instead of a multiply per vector of codes).
-  void emitBlockScaledDecodeDot(Value expert, Value row, Value col) {
+  /// and block instead of a multiply per vector of codes). Each vector of
+  /// codes is decoded once for all `rows` (one or two).
+  void emitBlockScaledDecodeDot(Value expert, ArrayRef<Value> rows, Value col) {
     const int64_t n = options.decodeAccumulators, step = n * lanes;
+    const int64_t count = rows.size();
     Value zero = arith::ConstantOp::create(
         b, loc, f32Vector, DenseElementsAttr::get(f32Vector, b.getF32FloatAttr(0)));
     auto codesType = VectorType::get({lanes}, cast<MemRefType>(ops.w.getType()).getElementType());
-    SmallVector<Value> zeros(n, zero);
+    SmallVector<Value> zeros(n * count, zero);
     auto blocks = scf::ForOp::create(
         b, loc, c(0), c(depth), c(ops.blockCols), zeros,
         [&](OpBuilder &nb, Location, Value kb, ValueRange acc) {
@@ -248,25 +269,30 @@ private:
               [&](OpBuilder &ib, Location, Value k, ValueRange part) {
                 OpBuilder::InsertionGuard innerGuard(b);
                 b.setInsertionPoint(ib.getInsertionBlock(), ib.getInsertionPoint());
-                SmallVector<Value> next;
+                // Accumulator j of row r is next[r * n + j].
+                SmallVector<Value> next(part.begin(), part.end());
                 for (int64_t j = 0; j < n; ++j) {
                   Value kj = j ? arith::AddIOp::create(b, loc, k, c(j * lanes)).getResult() : k;
-                  Value x = loadRow(ops.a, {row, kj}, Value());
+                  SmallVector<Value> x;
+                  for (Value row : rows)
+                    x.push_back(loadRow(ops.a, {row, kj}, Value()));
                   Value codes = vector::LoadOp::create(b, loc, codesType, ops.w,
                                                        ValueRange{expert, col, kj});
                   Value w = e4m3TimesTwoToMinus8(b, loc, codes);
-                  next.push_back(vector::FMAOp::create(b, loc, x, w, part[j]));
+                  for (int64_t r = 0; r < count; ++r)
+                    next[r * n + j] = vector::FMAOp::create(b, loc, x[r], w, next[r * n + j]);
                 }
                 scf::YieldOp::create(b, loc, next);
               });
           Value scale = vector::BroadcastOp::create(
               b, loc, f32Vector, weightBlockScale(b, loc, ops, expert, col, kb));
           SmallVector<Value> next;
-          for (int64_t j = 0; j < n; ++j)
+          for (int64_t j = 0; j < n * count; ++j)
             next.push_back(vector::FMAOp::create(b, loc, inner.getResult(j), scale, acc[j]));
           scf::YieldOp::create(b, loc, next);
         });
-    storeDot(SmallVector<Value>(blocks.getResults()), row, col);
+    for (int64_t r = 0; r < count; ++r)
+      storeDot(SmallVector<Value>(blocks.getResults().slice(r * n, n)), rows[r], col);
   }
 
   void emitRowBlocks(Value expert, Value begin, Value end, Value colBegin,
