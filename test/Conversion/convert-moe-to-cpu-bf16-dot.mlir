@@ -10,8 +10,8 @@
 // The decode dot: a row's 32 bf16 against a weight row's 32, as they are.
 // CHECK-LABEL: func.func @gemm_bf16_dot
 // CHECK:       scf.forall
-// CHECK:         %[[W:.+]] = vector.load {{.*}} : memref<2x32x96xbf16, {{.*}}>, vector<32xbf16>
-// CHECK-NEXT:    %[[X:.+]] = vector.load {{.*}} : memref<?x96xbf16, {{.*}}>, vector<32xbf16>
+// CHECK:         %[[X:.+]] = vector.load {{.*}} : memref<?x96xbf16, {{.*}}>, vector<32xbf16>
+// CHECK-NEXT:    %[[W:.+]] = vector.load {{.*}} : memref<2x32x96xbf16, {{.*}}>, vector<32xbf16>
 // CHECK-NEXT:    x86vector.avx512.dot %{{.+}}, %[[X]], %[[W]] : vector<32xbf16> -> vector<16xf32>
 // Register tiles (3 rows by 4 weight rows): 12 accumulators, 32 of depth a step.
 // CHECK:         scf.for {{.*}} step %c32 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)

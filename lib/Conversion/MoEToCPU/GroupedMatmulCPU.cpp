@@ -143,8 +143,8 @@ private:
       if (blockScaledDecode()) {
         // Two rows share each decoded vector of codes (the decode, not
         // memory, bounds this loop).
-        Value two = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                          arith::SubIOp::create(b, loc, end, begin), c(2));
+        Value count = arith::SubIOp::create(b, loc, end, begin);
+        Value two = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, count, c(2));
         auto pair = scf::IfOp::create(b, loc, two, /*withElseRegion=*/true);
         OpBuilder::InsertionGuard pairGuard(b);
         b.setInsertionPointToStart(pair.thenBlock());
@@ -185,8 +185,11 @@ private:
     auto add = [&](Value k, Value acc) -> Value {
       if (!pairs)
         return fma(k, Value(), acc);
-      if (options.bf16Dot)
-        return dot(acc, loadBf16Pairs(ops.a, {row, k}), loadBf16Pairs(ops.w, {expert, col, k}));
+      if (options.bf16Dot) {
+        Value x = loadBf16Pairs(ops.a, {row, k});
+        Value w = loadBf16Pairs(ops.w, {expert, col, k});
+        return dot(acc, x, w);
+      }
       auto [aLow, aHigh] = loadWidePair(ops.a, {row, k});
       auto [wLow, wHigh] = loadWidePair(ops.w, {expert, col, k});
       acc = vector::FMAOp::create(b, loc, aLow, wLow, acc);

@@ -264,10 +264,13 @@ private:
         }
         transpose(block);
         Value pairRow = arith::DivUIOp::create(b, loc, k, c(2));
-        for (int64_t p = 0; p < lanes; ++p)
-          vector::StoreOp::create(
-              b, loc, vector::BitCastOp::create(b, loc, pairType, block[p]), packed,
-              ValueRange{arith::AddIOp::create(b, loc, pairRow, c(p)), c(2 * half)});
+        // Named values: the order of a call's arguments is the compiler's.
+        for (int64_t p = 0; p < lanes; ++p) {
+          Value at = arith::AddIOp::create(b, loc, pairRow, c(p));
+          Value column = c(2 * half);
+          Value pairs = vector::BitCastOp::create(b, loc, pairType, block[p]);
+          vector::StoreOp::create(b, loc, pairs, packed, ValueRange{at, column});
+        }
       });
     }
     forLoop(b, loc, vectorEnd, kLength, c(1), [&](Value k) {
@@ -388,8 +391,9 @@ private:
                               Value col) {
     if (ops.wScales)
       return emitScaledPairTileLoop(packed, sourceRows, init, col);
-    return emitPairSteps(packed, sourceRows, init, c(0),
-                         arith::DivUIOp::create(b, loc, kLength, c(2)));
+    Value first = c(0);
+    Value last = arith::DivUIOp::create(b, loc, kLength, c(2));
+    return emitPairSteps(packed, sourceRows, init, first, last);
   }
 
   /// FP8 weights: per scale block along the depth, the pair steps on fresh
@@ -405,10 +409,10 @@ private:
           b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
           Value kbEnd = arith::MinUIOp::create(
               b, loc, arith::AddIOp::create(b, loc, kb, c(ops.blockCols)), kLength);
-          auto block = emitPairSteps(packed, sourceRows,
-                                     SmallVector<Value>(acc.size(), zero),
-                                     arith::DivUIOp::create(b, loc, kb, c(2)),
-                                     arith::DivUIOp::create(b, loc, kbEnd, c(2)));
+          Value first = arith::DivUIOp::create(b, loc, kb, c(2));
+          Value last = arith::DivUIOp::create(b, loc, kbEnd, c(2));
+          auto block = emitPairSteps(packed, sourceRows, SmallVector<Value>(acc.size(), zero),
+                                     first, last);
           Value scale = vector::BroadcastOp::create(
               b, loc, f32Vector,
               weightBlockScale(b, loc, ops, itemExpert, col,
