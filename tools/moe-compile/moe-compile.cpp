@@ -518,8 +518,9 @@ llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine, bool fp8We
             "experts with at least packed_min_rows rows in a call: per work item "
             "(up to 192 rows of one expert by 4 panels of " + std::to_string(2 * lanes) +
             " output columns) each panel's weights packed transposed as f32 "
-            "into a per-thread scratch, register tiles of 6 rows by the panel "
-            "(outer products of a broadcast activation and two weight vectors)"},
+            "(as pairs of bf16 with vdpbf16ps) into a per-thread scratch, "
+            "register tiles of 6 rows by the panel (outer products of a "
+            "broadcast activation and two weight vectors)"},
            {"weight_layout", "HuggingFace [E, out, in] in memory; no pack step at "
                              "load: the packed GEMM packs a panel per row block"},
            {"bf16", usesBf16Dot(machine)

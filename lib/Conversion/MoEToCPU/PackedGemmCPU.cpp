@@ -363,7 +363,15 @@ private:
     for (int64_t i = 0; i < rows; ++i)
       sourceRows.push_back(arith::AddIOp::create(b, loc, row, c(i)));
     SmallVector<Value> init(2 * rows, zero);
-    auto loop = dots ? emitPairTileLoop(packed, sourceRows, init, col) : scf::ForOp::create(
+    scf::ForOp loop = dots ? emitPairTileLoop(packed, sourceRows, init, col)
+                           : emitF32TileLoop(packed, sourceRows, init);
+    storeTile(loop, row, rows, col, accumulate);
+  }
+
+  /// The register tile's loop on an f32 panel: per depth, two vectors of the
+  /// panel and per row a broadcast activation.
+  scf::ForOp emitF32TileLoop(Value packed, ArrayRef<Value> sourceRows, ValueRange init) {
+    return scf::ForOp::create(
         b, loc, c(0), kLength, c(1), init,
         [&](OpBuilder &nb, Location, Value k, ValueRange acc) {
           OpBuilder::InsertionGuard guard(b);
@@ -372,7 +380,7 @@ private:
           Value w0 = vector::LoadOp::create(b, loc, f32Vector, packed, ValueRange{k, c(0)});
           Value w1 = vector::LoadOp::create(b, loc, f32Vector, packed, ValueRange{k, c(lanes)});
           Value kx = arith::AddIOp::create(b, loc, kBegin, k);
-          for (int64_t i = 0; i < rows; ++i) {
+          for (size_t i = 0; i < sourceRows.size(); ++i) {
             Value x = memref::LoadOp::create(b, loc, rowSource, ValueRange{sourceRows[i], kx});
             Value xs = vector::BroadcastOp::create(b, loc, f32Vector, x);
             next[2 * i] = vector::FMAOp::create(b, loc, xs, w0, next[2 * i]);
@@ -380,8 +388,6 @@ private:
           }
           scf::YieldOp::create(b, loc, next);
         });
-
-    storeTile(loop, row, rows, col, accumulate);
   }
 
   /// The register tile's loop with bf16 dot products: per pair of depths,
