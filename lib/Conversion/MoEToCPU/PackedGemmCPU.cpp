@@ -215,23 +215,16 @@ private:
   void emitPack(Value packed, Value expert, Value col) {
     if (dots)
       return emitPairPack(packed, expert, col);
-    Value vectorEnd = arith::MulIOp::create(
-        b, loc, arith::DivUIOp::create(b, loc, kLength, c(lanes)), c(lanes));
-    for (int64_t half = 0; half < panel; half += lanes) {
-      // lanes x lanes blocks: lanes weight rows in, lanes packed rows out.
-      forLoop(b, loc, c(0), vectorEnd, c(lanes), [&](Value k) {
-        Value from = arith::AddIOp::create(b, loc, kBegin, k);
-        SmallVector<Value> block;
-        for (int64_t j = 0; j < lanes; ++j) {
-          Value row = arith::AddIOp::create(b, loc, col, c(half + j));
-          block.push_back(loadWeightRow(b, loc, ops, lanes, expert, row, from, Value()));
-        }
-        transpose(block);
-        for (int64_t j = 0; j < lanes; ++j)
-          vector::StoreOp::create(b, loc, block[j], packed,
-                                  ValueRange{arith::AddIOp::create(b, loc, k, c(j)), c(half)});
-      });
-    }
+    Value vectorEnd = packRuns(
+        col, lanes,
+        [&](Value row, Value from) {
+          return loadWeightRow(b, loc, ops, lanes, expert, row, from, Value());
+        },
+        [&](Value k, int64_t half, ArrayRef<Value> block) {
+          for (int64_t j = 0; j < lanes; ++j)
+            vector::StoreOp::create(b, loc, block[j], packed,
+                                    ValueRange{arith::AddIOp::create(b, loc, k, c(j)), c(half)});
+        });
     // A depth that is not a multiple of the vector width ends element-wise.
     forLoop(b, loc, vectorEnd, kLength, c(1), [&](Value k) {
       Value from = arith::AddIOp::create(b, loc, kBegin, k);
@@ -243,36 +236,53 @@ private:
     });
   }
 
+  /// The whole runs of the pack: per half of the panel (lanes columns), for
+  /// each `run` depths from 0, lanes weight rows from `load(row, kBegin +
+  /// k)` turned by `transpose`, then `store(k, half, block)`. Returns the
+  /// end of the whole runs; the rest of kLength is the caller's.
+  Value packRuns(Value col, int64_t run, function_ref<Value(Value, Value)> load,
+                 function_ref<void(Value, int64_t, ArrayRef<Value>)> store) {
+    Value vectorEnd = arith::MulIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, kLength, c(run)), c(run));
+    for (int64_t half = 0; half < panel; half += lanes) {
+      // lanes x lanes blocks: lanes weight rows in, lanes packed rows out.
+      forLoop(b, loc, c(0), vectorEnd, c(run), [&](Value k) {
+        Value from = arith::AddIOp::create(b, loc, kBegin, k);
+        SmallVector<Value> block;
+        for (int64_t j = 0; j < lanes; ++j) {
+          Value row = arith::AddIOp::create(b, loc, col, c(half + j));
+          block.push_back(load(row, from));
+        }
+        transpose(block);
+        store(k, half, block);
+      });
+    }
+    return vectorEnd;
+  }
+
   /// packed[k / 2, 2 j + k % 2] = w[expert, col + j, kBegin + k] for k <
   /// kLength (even): the pairs of depths that one vdpbf16ps lane multiplies
   /// (FP8 codes as bf16 of their value times 2^-8, unscaled). A pair is 32
   /// bits, so lanes weight rows of 2 x lanes bf16 are a lanes x lanes block
   /// of i32 to transpose.
   void emitPairPack(Value packed, Value expert, Value col) {
-    const int64_t run = 2 * lanes;
     auto pairsAsI32 = VectorType::get({lanes}, b.getI32Type());
-    Value vectorEnd = arith::MulIOp::create(
-        b, loc, arith::DivUIOp::create(b, loc, kLength, c(run)), c(run));
-    for (int64_t half = 0; half < panel; half += lanes) {
-      forLoop(b, loc, c(0), vectorEnd, c(run), [&](Value k) {
-        Value from = arith::AddIOp::create(b, loc, kBegin, k);
-        SmallVector<Value> block;
-        for (int64_t j = 0; j < lanes; ++j) {
-          Value row = arith::AddIOp::create(b, loc, col, c(half + j));
+    Value vectorEnd = packRuns(
+        col, 2 * lanes,
+        [&](Value row, Value from) -> Value {
           Value w = loadPairs(expert, row, from);
-          block.push_back(vector::BitCastOp::create(b, loc, pairsAsI32, w));
-        }
-        transpose(block);
-        Value pairRow = arith::DivUIOp::create(b, loc, k, c(2));
-        // Named values: the order of a call's arguments is the compiler's.
-        for (int64_t p = 0; p < lanes; ++p) {
-          Value at = arith::AddIOp::create(b, loc, pairRow, c(p));
-          Value column = c(2 * half);
-          Value pairs = vector::BitCastOp::create(b, loc, pairType, block[p]);
-          vector::StoreOp::create(b, loc, pairs, packed, ValueRange{at, column});
-        }
-      });
-    }
+          return vector::BitCastOp::create(b, loc, pairsAsI32, w);
+        },
+        [&](Value k, int64_t half, ArrayRef<Value> block) {
+          Value pairRow = arith::DivUIOp::create(b, loc, k, c(2));
+          // Named values: the order of a call's arguments is the compiler's.
+          for (int64_t p = 0; p < lanes; ++p) {
+            Value at = arith::AddIOp::create(b, loc, pairRow, c(p));
+            Value column = c(2 * half);
+            Value pairs = vector::BitCastOp::create(b, loc, pairType, block[p]);
+            vector::StoreOp::create(b, loc, pairs, packed, ValueRange{at, column});
+          }
+        });
     forLoop(b, loc, vectorEnd, kLength, c(1), [&](Value k) {
       Value from = arith::AddIOp::create(b, loc, kBegin, k);
       Value pairRow = arith::DivUIOp::create(b, loc, k, c(2));
