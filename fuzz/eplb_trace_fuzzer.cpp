@@ -100,6 +100,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           require(std::isfinite(r), "non-finite window ratio");
         LayerPlan kstd = planWindows(loads, t, even, Robust::MeanStd, 100.0);
         checkPlan(kstd, mean, t, false);
+        LayerPlan next = planWindows(loads, t, even, Robust::Next, 0);
+        checkPlan(next, mean, t, false);
       }
       RedeployDecision decision =
           decideRedeploy(base.placement, mean, t, even, 0.05);

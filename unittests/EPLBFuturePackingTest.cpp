@@ -100,4 +100,43 @@ TEST(EPLBFuturePacking, WorkBudgetStopsTheSwaps) {
   // One round of candidates (9 pieces x 279 others) at most.
   EXPECT_LE(work, 9 * 288);
 }
+
+TEST(EPLBFuturePacking, ReplicaLoadChoosesTheCounts) {
+  std::vector<double> load = skewedLoad(5);
+  Problem pr{load, 32, 9};
+  // Odd experts count 1.5 times their load.
+  for (size_t e = 0; e < load.size(); ++e)
+    pr.spread.replicaLoad.push_back(load[e] * (e % 2 ? 1.5 : 1.0));
+  std::optional<Placement> p = planForFuture(pr, FutureOptions());
+  ASSERT_TRUE(p);
+  EXPECT_EQ(checkPlacement(*p, 256, kEP32), "");
+  std::vector<int64_t> counts = waterFillingCounts({pr.spread.replicaLoad, 32, 9});
+  EXPECT_NE(counts, waterFillingCounts(pr));
+  EXPECT_EQ(replicaCounts(*p, 256), counts);
+}
+
+// Eight experts of one load on 4 devices x 2 slots: the heaviest-first
+// packing puts experts d and d + 4 on device d. Where experts 0, 1, 4 and
+// 5 vary (variance), devices 0 and 1 hold two varying experts each until
+// the swaps give every device one.
+TEST(EPLBFuturePacking, VarianceSpreadsVaryingExperts) {
+  Problem pr{std::vector<double>(8, 100.0), 4, 2};
+  auto varyingPerDevice = [](const Placement &p) {
+    std::vector<int> out;
+    for (size_t d = 0; d < 4; ++d) {
+      int varying = 0;
+      for (size_t s = 2 * d; s < 2 * d + 2; ++s)
+        varying += p.phy2log[s] % 4 < 2;
+      out.push_back(varying);
+    }
+    return out;
+  };
+  std::optional<Placement> plain = planForFuture(pr, FutureOptions());
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(varyingPerDevice(*plain), (std::vector<int>{2, 2, 0, 0}));
+  pr.spread.variance = {1e4, 1e4, 0, 0, 1e4, 1e4, 0, 0};
+  std::optional<Placement> spread = planForFuture(pr, FutureOptions());
+  ASSERT_TRUE(spread);
+  EXPECT_EQ(varyingPerDevice(*spread), (std::vector<int>{1, 1, 1, 1}));
+}
 } // namespace

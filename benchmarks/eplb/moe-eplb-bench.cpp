@@ -354,27 +354,34 @@ Trace sumOfOthers(const std::vector<Trace> &traces, size_t skip) {
 
 /// Static plans out of sample (issue 13, item 1): plan every layer on trace
 /// A, run trace B's loads (all ordered pairs), and leave-one-out (plan on
-/// the sum of the other traces, run the one left out). Per way of planning:
-/// the mean over pairs of the mean peak/avg over layers, its difference from
-/// DeepSeek's, the pairs where it is worse than DeepSeek's and by how much
-/// at most, and the mean in-sample peak/avg.
+/// the sum of the other traces, or on them as windows, run the one left
+/// out). Per way of planning: the mean over pairs of the mean peak/avg over
+/// layers, its difference from DeepSeek's, the pairs where it is worse than
+/// DeepSeek's and by how much at most, and the mean in-sample peak/avg.
 void outOfSample(const std::vector<Trace> &traces) {
   const Config configs[] = {{"EP32", {288, 32, 1, 1}},
                             {"EP64", {320, 64, 1, 1}},
                             {"EP72", {288, 72, 1, 1}},
                             {"EP144", {288, 144, 1, 1}}};
+  // `windows`: leave-one-out plans take the other traces as windows
+  // (--robust=next) instead of their sum.
   struct Way {
     const char *name;
     PlanOptions options;
+    bool windows = false;
   };
-  Way ways[] = {{"deepseek", {}}, {"ours, objective sample", {}},
-                {"ours, objective future (default)", {}}};
+  Way ways[] = {{"deepseek", {}},
+                {"ours, objective sample", {}},
+                {"ours, objective future (default)", {}},
+                {"deepseek, loo for windows' m+0.5s", {}, true},
+                {"ours, loo on windows, robust=next", {}, true}};
   ways[0].options.algorithm = Algorithm::DeepSeek;
   ways[1].options.objective = Objective::Sample;
+  ways[3].options.algorithm = Algorithm::DeepSeek;
   size_t n = traces.size();
   std::printf("\n== Static plans out of sample: plan on trace A, run trace B "
               "(%zu ordered pairs), and leave-one-out (plan on the sum of the "
-              "other %zu, run the one left out) ==\n",
+              "other %zu, or on them as windows, run the one left out) ==\n",
               n * (n - 1), n - 1);
   std::printf("mean over pairs of the mean peak/avg over layers; vs ds = "
               "relative to deepseek's; worse = pairs where it is above "
@@ -409,7 +416,20 @@ void outOfSample(const std::vector<Trace> &traces) {
         for (size_t b = 0; b < n; ++b)
           if (b != a)
             pairs.push_back(meanRatio(planned, traces[b]));
-        loo.push_back(meanRatio(plan(others[a]), traces[a]));
+        if (!way.windows) {
+          loo.push_back(meanRatio(plan(others[a]), traces[a]));
+          continue;
+        }
+        std::vector<Placement> fromWindows;
+        for (size_t l = 0; l < traces[a].layers.size(); ++l) {
+          std::vector<std::vector<double>> windows;
+          for (size_t i = 0; i < n; ++i)
+            if (i != a && l < traces[i].layers.size())
+              windows.push_back(traces[i].layers[l]);
+          fromWindows.push_back(
+              planWindows(windows, t, way.options, Robust::Next, 0).placement);
+        }
+        loo.push_back(meanRatio(fromWindows, traces[a]));
       }
       if (dsPairs.empty()) {
         dsPairs = pairs;

@@ -14,6 +14,9 @@ namespace {
 struct Piece {
   int64_t expert;
   double load;
+  /// Its share of the variance of the next load: the square of its load
+  /// plus the expert's extra variance over its replicas squared.
+  double square;
 };
 
 class Packing {
@@ -31,6 +34,11 @@ public:
     auto piece = [&](int64_t e) {
       return pr.load[e] / static_cast<double>(count[e]);
     };
+    auto square = [&](int64_t e) {
+      double replicas = static_cast<double>(count[e]);
+      double extra = pr.spread.variance.empty() ? 0.0 : pr.spread.variance[e];
+      return piece(e) * piece(e) + extra / (replicas * replicas);
+    };
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t a, int64_t b) { return piece(a) > piece(b); });
     using Entry = std::pair<double, int64_t>; // (-load, -device)
@@ -47,7 +55,7 @@ public:
         lightest.pop();
       }
       for (int64_t d : taken) {
-        add(d, {e, piece(e)});
+        add(d, {e, piece(e), square(e)});
         if (static_cast<int64_t>(pieces_[d].size()) < pr.perDevice)
           lightest.push({-load_[d], -d});
       }
@@ -58,8 +66,14 @@ public:
   /// Swaps two pieces of different devices while that lowers the largest
   /// score.
   void improve(int64_t *workDone) {
-    // The bound of the water-filling counts the packing used.
-    cap = evenLowerBound(pr) * (1 + options.slack);
+    // The bound of the counts the packing used: the mean device load or
+    // the largest piece (evenLowerBound(pr) for the water-filling counts of
+    // the load).
+    cap = pr.total() / static_cast<double>(pr.devices);
+    for (const std::vector<Piece> &device : pieces_)
+      for (const Piece &p : device)
+        cap = std::max(cap, p.load);
+    cap *= 1 + options.slack;
     // Sample load past the cap outweighs any spread.
     penalty = 100 * (1 + options.spread);
     int64_t work = 0;
@@ -82,7 +96,7 @@ public:
             if (q.expert == p.expert)
               continue;
             double delta = q.load - p.load;
-            double deltaSquares = q.load * q.load - p.load * p.load;
+            double deltaSquares = q.square - p.square;
             double after =
                 std::max(score(load_[a] + delta, squares_[a] + deltaSquares),
                          score(load_[b] - delta, squares_[b] - deltaSquares));
@@ -126,13 +140,13 @@ private:
   void add(int64_t d, Piece p) {
     pieces_[d].push_back(p);
     load_[d] += p.load;
-    squares_[d] += p.load * p.load;
+    squares_[d] += p.square;
   }
   void replace(int64_t d, int64_t i, Piece p) {
     Piece old = pieces_[d][i];
     pieces_[d][i] = p;
     load_[d] += p.load - old.load;
-    squares_[d] += p.load * p.load - old.load * old.load;
+    squares_[d] += p.square - old.square;
   }
 
   const Problem &pr;
@@ -147,7 +161,11 @@ std::optional<Placement> eplb::planForFuture(const Problem &pr,
                                             const FutureOptions &options,
                                             int64_t *workDone) {
   Packing packing(pr, options);
-  if (!packing.packHeaviestFirst(waterFillingCounts(pr)))
+  std::vector<int64_t> counts =
+      pr.spread.replicaLoad.empty()
+          ? waterFillingCounts(pr)
+          : waterFillingCounts({pr.spread.replicaLoad, pr.devices, pr.perDevice});
+  if (!packing.packHeaviestFirst(counts))
     return std::nullopt;
   packing.improve(workDone);
   return packing.placement();

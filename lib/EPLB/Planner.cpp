@@ -212,7 +212,7 @@ LayerPlan planNodes(const std::vector<double> &load, const Topology &t,
 } // namespace
 
 LayerPlan eplb::planLayer(const std::vector<double> &load, const Topology &t,
-                          const PlanOptions &options) {
+                          const PlanOptions &options, const LoadSpread &spread) {
   int64_t experts = static_cast<int64_t>(load.size());
   Placement baseline = deepseekPlacement(load, t);
   double total = std::accumulate(load.begin(), load.end(), 0.0);
@@ -225,7 +225,7 @@ LayerPlan eplb::planLayer(const std::vector<double> &load, const Topology &t,
     return plan;
   }
   if (!t.hierarchical()) {
-    Problem pr{load, t.devices, t.slotsPerDevice()};
+    Problem pr{load, t.devices, t.slotsPerDevice(), spread};
     return planFlat(pr, &baseline, options);
   }
 

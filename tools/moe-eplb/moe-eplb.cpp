@@ -60,13 +60,17 @@ cl::opt<bool> shares("shares",
                      cl::cat(category));
 cl::opt<Robust> robust(
     "robust", cl::desc("Load to plan for with several windows"),
-    cl::values(clEnumValN(Robust::Mean, "mean", "per-expert mean (default)"),
+    cl::values(clEnumValN(Robust::Next, "next",
+                          "the next window: replicas for mean + 1 std, "
+                          "packing for mean + 0.5 std and the windows' "
+                          "variance (default)"),
+               clEnumValN(Robust::Mean, "mean", "per-expert mean"),
                clEnumValN(Robust::Max, "max", "per-expert maximum"),
                clEnumValN(Robust::MeanStd, "mean+kstd",
                           "mean + k standard deviations (--robust-k)"),
                clEnumValN(Robust::Worst, "worst",
                           "the plan with the best worst window")),
-    cl::init(Robust::Mean), cl::cat(category));
+    cl::init(Robust::Next), cl::cat(category));
 cl::opt<double> robustK("robust-k",
                         cl::desc("k of --robust=mean+kstd, in [0, 100]"),
                         cl::init(1.0), cl::cat(category));
@@ -141,6 +145,8 @@ const char *robustName(Robust kind) {
     return "mean+kstd";
   case Robust::Worst:
     return "worst";
+  case Robust::Next:
+    return "next";
   }
   return "";
 }

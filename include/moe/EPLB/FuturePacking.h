@@ -31,10 +31,13 @@ struct FutureOptions {
 
 /// An even-split placement for traffic like `problem.load`: each extra slot
 /// to the expert with the largest load per replica (never more replicas than
-/// devices), pieces heaviest first onto the lightest devices with room
+/// devices; the load per replica of `problem.spread.replicaLoad` where
+/// given), pieces heaviest first onto the lightest devices with room
 /// (distinct devices for one expert's pieces), then swaps of two pieces that
 /// lower the largest  sample load + spread * spread of a device  (plus a
 /// large penalty on sample load above the bound's slack) until none does.
+/// A device's spread is the square root of the sum over its pieces of
+/// (load / replicas)^2 + variance / replicas^2 (`problem.spread.variance`).
 /// O(N log D) before the swaps, O(S N) per swap. Adds the candidates looked
 /// at to `*workDone`. None when the packing runs out of distinct devices for
 /// an expert's pieces (a few slots per device and replicas of cold experts).

@@ -44,12 +44,24 @@ std::string checkTopology(const Topology &topology, int64_t experts);
 std::string checkLoads(const std::vector<double> &load,
                        const std::string &path = "load");
 
+/// What several windows of past loads say about the next load beyond the
+/// load a plan fits; read by the future objective only (FuturePacking.h).
+struct LoadSpread {
+  /// The load whose water-filling gives the replica counts (empty: the
+  /// load itself).
+  std::vector<double> replicaLoad;
+  /// Each expert's variance of its next load beyond the drift in proportion
+  /// to its load that the future objective assumes (empty: none).
+  std::vector<double> variance;
+};
+
 /// One layer to place without nodes: expert loads on `devices` devices of
 /// `perDevice` slots each.
 struct Problem {
   std::vector<double> load;
   int64_t devices = 0;
   int64_t perDevice = 0;
+  LoadSpread spread;
 
   int64_t experts() const { return static_cast<int64_t>(load.size()); }
   int64_t slots() const { return devices * perDevice; }

@@ -72,9 +72,10 @@ LayerPlan planFlat(const Problem &problem, const Placement *start,
 /// (each node gets whole expert groups; ours tries DeepSeek's group-to-node
 /// packing and its own and keeps the better). Ours starts from DeepSeek's placement, so its peak is at
 /// most DeepSeek's whenever DeepSeek's is valid (DeepSeek may put two
-/// replicas of an expert on one device; ours never does).
+/// replicas of an expert on one device; ours never does). `spread` informs
+/// ours with the future objective on devices without nodes (Problem::spread).
 LayerPlan planLayer(const std::vector<double> &load, const Topology &topology,
-                    const PlanOptions &options);
+                    const PlanOptions &options, const LoadSpread &spread = {});
 
 /// A lower bound on the peak of any placement of `load` on `topology` under
 /// the rules of `shares`: the mean device load, the least possible largest

@@ -12,9 +12,17 @@ enum class Robust {
   Max,     ///< Per-expert maximum over the windows.
   MeanStd, ///< Per-expert mean + k * standard deviation.
   Worst,   ///< The candidate plan whose worst window is best.
+  /// The next window: windows scaled to one total; replica counts for mean
+  /// + 1 standard deviation, pieces packed for mean + 0.5 standard
+  /// deviations, each device's spread counting twice the windows' variance
+  /// of its experts (FuturePacking.h). Ours with the future objective on
+  /// devices without nodes; elsewhere the plan for mean + 0.5 standard
+  /// deviations.
+  Next,
 };
 
-/// The per-expert load to plan for (Worst plans for the mean).
+/// The per-expert load to plan for (Worst plans for the mean, Next for mean
+/// + 0.5 standard deviations of the windows scaled to one total).
 /// `windows` is [window][expert].
 std::vector<double> robustLoad(const std::vector<std::vector<double>> &windows,
                                Robust kind, double k);
