@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Compiles the layers that gpu_layers.py checks and times on a GPU machine
 # (which has no MLIR): the two tiny examples (f32 and bf16) and a
-# Qwen3-30B-A3B- and a DeepSeek-V3-shaped layer (bf16), each as a CUDA
-# library for --chip, with its plan report and a manifest.
+# Qwen3-30B-A3B- and a DeepSeek-V3-shaped layer (bf16; DeepSeek-V3 also with
+# its FP8 expert weights), each as a CUDA library for --chip, with its plan
+# report and a manifest.
 # Usage: benchmarks/gpu/build_layers.sh [out-dir (default benchmarks/gpu/layers)] [chip]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -11,10 +12,11 @@ chip=${2:-sm_90a}
 compile=build/bin/moe-compile
 mkdir -p "$out"
 entries=()
-add() {  # name config dtype tokens
+add() {  # name config dtype tokens [moe-compile options...]
   local name=$1 config=$2 dtype=$3 tokens=$4
+  shift 4
   "$compile" --config "$config" --dtype "$dtype" --target cuda --chip "$chip" \
-    --max-tokens-per-rank 4096 --plan "$out/$name.plan.json" -o "$out/$name.so"
+    --max-tokens-per-rank 4096 --plan "$out/$name.plan.json" -o "$out/$name.so" "$@"
   entries+=("{\"name\": \"$name\", \"library\": \"$name.so\", \"plan\": \"$name.plan.json\", \"tokens\": [$tokens]}")
 }
 add qwen3-tiny-f32 examples/qwen3-moe-tiny/config.json f32 "1, 7, 64, 4096"
@@ -23,6 +25,8 @@ add deepseek-tiny-f32 examples/deepseek-v3-tiny/config.json f32 "1, 7, 64, 4096"
 add deepseek-tiny-bf16 examples/deepseek-v3-tiny/config.json bf16 "1, 7, 64, 4096"
 add qwen3-30b-a3b-bf16 examples/full-size/qwen3-30b-a3b.json bf16 "1, 7, 64, 4096"
 add deepseek-v3-bf16 examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096"
+# The checkpoint's FP8 expert weights (128 x 128 block scales) kept as codes.
+add deepseek-v3-fp8 examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096" --fp8-weights=keep
 {
   echo "{\"chip\": \"$chip\", \"layers\": ["
   (IFS=,; echo "${entries[*]}")

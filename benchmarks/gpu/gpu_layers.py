@@ -36,7 +36,7 @@ PEAKS = {
     "H100": {"hbm_bytes_per_s": 3.35e12, "bf16_flops": 989e12},
     "H200": {"hbm_bytes_per_s": 4.8e12, "bf16_flops": 989e12},
 }
-TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}
 
 
 # ---------------------------------------------------------------- the library
@@ -126,6 +126,19 @@ def swiglu_mlp(rows, w13, w2):
     return (torch.nn.functional.silu(gate) * up) @ w2.T
 
 
+def expert_weight(p, name, expert, dtype):
+    """Expert `expert` of p[name] in `dtype`: FP8 codes (a `<name>_scale`
+    of block scales beside them, blocks of p["block"]) times their block's
+    scale."""
+    w = p[name][expert]
+    if name + "_scale" not in p:
+        return w.to(dtype)
+    rows, depth = p["block"]
+    scale = p[name + "_scale"][expert].to(dtype)
+    full = scale.repeat_interleave(rows, 0)[: w.shape[0]].repeat_interleave(depth, 1)[:, : w.shape[1]]
+    return w.to(dtype) * full
+
+
 def reference(x, p, plan):
     """The MoE block in float64 (weights widened one expert at a time)."""
     xs = x.double()
@@ -134,7 +147,8 @@ def reference(x, p, plan):
     y = torch.zeros_like(xs)
     for expert in ids.unique().tolist():
         tok, slot = (ids == expert).nonzero(as_tuple=True)
-        out = swiglu_mlp(xs[tok], p["w13"][expert].double(), p["w2"][expert].double())
+        out = swiglu_mlp(xs[tok], expert_weight(p, "w13", expert, torch.float64),
+                         expert_weight(p, "w2", expert, torch.float64))
         y.index_add_(0, tok, out * weights[tok, slot, None])
     if "shared_w13" in p:
         shared = swiglu_mlp(xs, p["shared_w13"].double(), p["shared_w2"].double())
@@ -203,18 +217,47 @@ def time_gpu(fn, runs, budget_s):
 
 
 def make_inputs(plan, tokens, generator):
-    dtype = TORCH_DTYPES[plan["element_type"]]
     h, i = plan["hidden_size"], plan["intermediate_size"]
     p = {}
     for param in plan["entry_point"]["parameters"]:
         name, shape = param["name"], [tokens if s < 0 else s for s in param["shape"]]
-        fan_in = {"w2": i, "shared_w2": plan.get("shared_intermediate_size") or i}.get(name, h)
+        weight = name.removesuffix("_scale")
+        fan_in = {"w2": i, "shared_w2": plan.get("shared_intermediate_size") or i}.get(weight, h)
         scale = 0.1 if name == "correction_bias" else 1.0 if name == "x" else fan_in ** -0.5
-        # Drawn in the parameter's own dtype: a DeepSeek-V3 layer's experts
-        # are 22 GB in bf16, and would not fit twice in f32.
-        p[name] = torch.randn(shape, generator=generator, device="cuda",
-                              dtype=TORCH_DTYPES[param["dtype"]]).mul_(scale)
+        if param["dtype"] == "fp8_e4m3":
+            # Codes of about N(0, 100^2), clamped to E4M3's range (every
+            # magnitude, subnormals included), drawn one expert at a time.
+            codes = torch.empty(shape, device="cuda", dtype=torch.float8_e4m3fn)
+            for e in range(shape[0]):
+                codes[e] = torch.randn(shape[1:], generator=generator, device="cuda",
+                                       dtype=torch.bfloat16).mul_(100).clamp_(-448, 448)
+            p[name] = codes
+        elif name != weight:
+            # Block scales of FP8 weights: each block its own, 0.5-1.5 times
+            # the scale that gives the weights a standard deviation of
+            # fan_in^-0.5.
+            p[name] = torch.rand(shape, generator=generator, device="cuda").add_(0.5).mul_(scale / 100)
+        else:
+            # Drawn in the parameter's own dtype: a DeepSeek-V3 layer's experts
+            # are 22 GB in bf16, and would not fit twice in f32.
+            p[name] = torch.randn(shape, generator=generator, device="cuda",
+                                  dtype=TORCH_DTYPES[param["dtype"]]).mul_(scale)
+    if plan.get("expert_weights", {}).get("format") == "fp8_e4m3":
+        p["block"] = plan["expert_weights"]["block"]
     return p
+
+
+def dequantized(p, dtype):
+    """p with FP8 expert weights (and their scales) replaced by `dtype`
+    weights: what the PyTorch peers multiply."""
+    if "w13_scale" not in p:
+        return p
+    out = {n: v for n, v in p.items() if not n.endswith("_scale") and n != "block"}
+    for name in ("w13", "w2"):
+        out[name] = torch.empty(p[name].shape, dtype=dtype, device=p[name].device)
+        for e in range(p[name].shape[0]):
+            out[name][e] = expert_weight(p, name, e, torch.float32)
+    return out
 
 
 def touched_weight_bytes(plan, ids, p):
@@ -292,6 +335,9 @@ def check_layer(entry, root, args, peaks, results):
             row["ours_ms"], row["ours_min_ms"], row["runs"] = ours
             row["leaked_bytes"] = free_before - torch.cuda.mem_get_info()[0]
             routing = route(p["x"].float().double(), p, plan)
+            touched = touched_weight_bytes(plan, ids, p)
+            # FP8 weights: the peers multiply the bf16 weights they stand for.
+            p = dequantized(p, dtype)
             row["torch_loop_ms"] = time_gpu(lambda: torch_loop(p["x"], p, plan, routing),
                                             args.runs, args.budget_s)[0]
             if hasattr(torch, "_grouped_mm") and dtype == torch.bfloat16:
@@ -303,7 +349,7 @@ def check_layer(entry, root, args, peaks, results):
                         args.runs, args.budget_s)[0]
                 except RuntimeError as e:  # shapes the kernel does not take
                     row["torch_grouped_error"] = str(e).splitlines()[0][:120]
-            row["hbm_floor_ms"] = touched_weight_bytes(plan, ids, p) / peaks["hbm_bytes_per_s"] * 1e3
+            row["hbm_floor_ms"] = touched / peaks["hbm_bytes_per_s"] * 1e3
             row["compute_floor_ms"] = flops(plan, tokens, p) / peaks["bf16_flops"] * 1e3
             row["hbm_floor_share"] = row["hbm_floor_ms"] / row["ours_ms"]
         except Exception as e:  # report and go on: one device session

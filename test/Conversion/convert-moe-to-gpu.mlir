@@ -205,3 +205,73 @@ func.func @one_expert(%x: tensor<?x128xbf16>, %rows: tensor<?xi32>, %off: tensor
     : (tensor<?x128xbf16>, tensor<1x128x128xbf16>, tensor<?xi32>, tensor<2xi32>) -> tensor<?x128xbf16>
   return %h : tensor<?x128xbf16>
 }
+
+// -----
+
+// Tests that FP8 E4M3 weights with 128 x 128 block scales take the decode form at every row
+// count (no host choice): each lane loads 8 codes (8 bytes) of a weight row at a time and turns
+// each pair into the i32 of two bf16 with a byte permute (the codes to bytes 1 and 3), the sign
+// kept at bit 15 of each half, exponent and mantissa moved to bits 4-10 (0x80008000 and
+// 0x07F007F0 after a shift by 4) and a bf16 multiply by 2^120; a step of depth (64, within one
+// scale block) sums into zeros and is added times its block's scale, read at
+// [expert, column / 128, depth / 128].
+// CHECK-LABEL: func.func @fp8_weights
+// CHECK: gpu.launch blocks{{.+}} workgroup(%{{.+}} : memref<4x16x32xf32, #gpu.address_space<workgroup>>)
+// CHECK: scf.for %[[K:.+]] = %{{.+}} to %c256{{.*}} step %c256
+// CHECK: %[[CODES:.+]] = vector.load {{.+}} {alignment = 8 : i64} : memref<8x128x256xi8, {{.+}}>, vector<8xi8>
+// CHECK: %[[SPREAD:.+]] = vector.shuffle %[[CODES]], %{{.+}} [8, 0, 8, 1] : vector<8xi8>, vector<8xi8>
+// CHECK: %[[WORD:.+]] = vector.bitcast %[[SPREAD]] : vector<4xi8> to vector<1xi32>
+// CHECK: %[[W:.+]] = vector.extract %[[WORD]][0]
+// CHECK: %[[SIGNMASK:.+]] = arith.constant -2147450880 : i32
+// CHECK: %[[SIGN:.+]] = arith.andi %[[W]], %[[SIGNMASK]] : i32
+// CHECK: %[[SHIFTED:.+]] = arith.shrui %[[W]], %c4_i32{{.*}} : i32
+// CHECK: %[[MAGMASK:.+]] = arith.constant 133171184 : i32
+// CHECK: %[[MAG:.+]] = arith.andi %[[SHIFTED]], %[[MAGMASK]] : i32
+// CHECK: %[[BITS:.+]] = arith.ori %[[SIGN]], %[[MAG]] : i32
+// CHECK: %[[PAIR:.+]] = vector.bitcast %{{.+}} : vector<1xi32> to vector<2xbf16>
+// CHECK: %[[TWO120:.+]] = arith.constant dense<1.329230e+36> : vector<2xbf16>
+// CHECK: arith.mulf %[[PAIR]], %[[TWO120]] : vector<2xbf16>
+// CHECK: vector.shuffle %[[CODES]], %{{.+}} [8, 2, 8, 3]
+// CHECK: vector.shuffle %[[CODES]], %{{.+}} [8, 4, 8, 5]
+// CHECK: vector.shuffle %[[CODES]], %{{.+}} [8, 6, 8, 7]
+// CHECK: nvvm.mma.sync A[{{.+}}] B[{{.+}}] C[%[[ZERO:.+]], %[[ZERO]], %[[ZERO]], %[[ZERO]]]
+// CHECK: %[[SCALEROW:.+]] = arith.divui %{{.+}}, %c128{{.*}} : index
+// CHECK: %[[SCALECOL:.+]] = arith.divui %[[K]], %c128{{.*}} : index
+// CHECK: %[[SCALE:.+]] = memref.load %{{.+}}[%{{.+}}, %[[SCALEROW]], %[[SCALECOL]]] : memref<8x1x2xf32
+// CHECK: %[[SCALED:.+]] = arith.mulf %{{.+}}, %[[SCALE]] : f32
+// CHECK: arith.addf %{{.+}}, %[[SCALED]] : f32
+// CHECK: gpu.barrier
+// CHECK-NOT: gpu.launch
+// CHECK: bufferization.to_tensor
+func.func @fp8_weights(%x: tensor<?x256xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8x128x256xi8>,
+                       %s: tensor<8x1x2xf32>) -> tensor<?x128xbf16> {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 8 row_tile = 16
+    : (tensor<?x256xbf16>, tensor<?x2xi32>)
+      -> (tensor<?x256xbf16>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+  %h = moe.grouped_matmul %rows, %w, %re weight_scales %s offsets %off {weight_block = array<i64: 128, 128>}
+    : (tensor<?x256xbf16>, tensor<8x128x256xi8>, tensor<?xi32>, tensor<8x1x2xf32>, tensor<9xi32>)
+      -> tensor<?x128xbf16>
+  return %h : tensor<?x128xbf16>
+}
+
+// -----
+
+// Tests that FP8 weights whose scale blocks are not whole multiples of 32 rows, or of a warp's
+// step of depth (32), keep moe.grouped_matmul for convert-moe-to-linalg.
+// CHECK-LABEL: func.func @fp8_blocks_left_alone
+// CHECK-COUNT-2: moe.grouped_matmul
+// CHECK-NOT: nvvm.mma.sync
+func.func @fp8_blocks_left_alone(%x: tensor<?x256xbf16>, %ids: tensor<?x2xi32>,
+                                 %w: tensor<8x128x256xi8>, %s16: tensor<8x8x2xf32>,
+                                 %s8: tensor<8x1x32xf32>) -> (tensor<?x128xbf16>, tensor<?x128xbf16>) {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 8 row_tile = 16
+    : (tensor<?x256xbf16>, tensor<?x2xi32>)
+      -> (tensor<?x256xbf16>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+  %a = moe.grouped_matmul %rows, %w, %re weight_scales %s16 offsets %off {weight_block = array<i64: 16, 128>}
+    : (tensor<?x256xbf16>, tensor<8x128x256xi8>, tensor<?xi32>, tensor<8x8x2xf32>, tensor<9xi32>)
+      -> tensor<?x128xbf16>
+  %b = moe.grouped_matmul %rows, %w, %re weight_scales %s8 offsets %off {weight_block = array<i64: 128, 8>}
+    : (tensor<?x256xbf16>, tensor<8x128x256xi8>, tensor<?xi32>, tensor<8x1x32xf32>, tensor<9xi32>)
+      -> tensor<?x128xbf16>
+  return %a, %b : tensor<?x128xbf16>, tensor<?x128xbf16>
+}

@@ -2,9 +2,13 @@
 //
 // Few rows per expert: a block per tile of 16 rows, its warps taking turns
 // along the depth with 16-byte loads a lane, summed in workgroup memory.
+// FP8 weights: 8-byte loads of codes, decoded to bf16 in registers, each
+// step's products times its scale block's scale.
 //
 //===----------------------------------------------------------------------===//
 #include "GemmKernel.h"
+
+#include <cmath>
 
 using namespace mlir;
 
@@ -22,7 +26,8 @@ std::optional<DecodeShape> Kernel::decodeShape() const {
   const bool several = grouped() && experts > 1;
   for (int64_t warps = several ? 4 : 8; warps >= 4; warps /= 2)
     for (int64_t chunks : {4, 2, 1})
-      if (depth % (warps * 32 * chunks) == 0) {
+      // FP8 weights: a step's depth within one scale block.
+      if (depth % (warps * 32 * chunks) == 0 && (!fp8() || scaleDepth % (32 * chunks) == 0)) {
         int64_t tiles = several && cols % 32 == 0 ? 4
                         : cols / 16 * warps >= kDecodeWarpsWanted ? 2
                                                                    : 1;
@@ -82,6 +87,47 @@ Value Kernel::realRowOr(Value row, Value other) {
   return arith::SelectOp::create(b, loc, isPadding(row), other, row);
 }
 
+/// 8 E4M3 codes at `indices` as the four i32 registers of their bf16
+/// values, the layout of load8().
+SmallVector<Value> Kernel::loadCodes8(Value buffer, ValueRange indices) {
+  auto run = VectorType::get({8}, b.getI8Type());
+  auto load = vector::LoadOp::create(b, loc, run, buffer, indices);
+  load.setAlignment(uint64_t(8));
+  Value zeros = arith::ConstantOp::create(b, loc, DenseElementsAttr::get(run, b.getI8IntegerAttr(0).getValue()));
+  SmallVector<Value> regs;
+  for (int64_t pair = 0; pair < 4; ++pair) {
+    // Codes 2 pair and 2 pair + 1 to bytes 1 and 3 (a byte permute).
+    Value spread = vector::ShuffleOp::create(b, loc, load, zeros,
+                                             ArrayRef<int64_t>{8, 2 * pair, 8, 2 * pair + 1});
+    Value word = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), spread);
+    regs.push_back(codePairAsBf16(vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0})));
+  }
+  return regs;
+}
+
+/// Codes in bytes 1 and 3 of `word` as an i32 of two bf16 (the first in the
+/// low half): their exact values. Each half is a code shifted by 8; its sign
+/// stays at bit 15 and its exponent and mantissa (4 + 3 bits) go to bits
+/// 4-10, which makes the bf16 of the code times 2^-120 (bf16's exponent bias
+/// is 127, E4M3's 7; a code of exponent 0, subnormal in E4M3, becomes a
+/// subnormal bf16 with the same factor). A bf16 multiply by 2^120 makes it
+/// exact and normal.
+Value Kernel::codePairAsBf16(Value word) {
+  Value sign = arith::AndIOp::create(b, loc, word, i32(0x80008000));
+  Value shifted = arith::ShRUIOp::create(b, loc, word, i32(4));
+  Value magnitude = arith::AndIOp::create(b, loc, shifted, i32(0x07F007F0));
+  Value bits = arith::OrIOp::create(b, loc, sign, magnitude);
+  auto pairType = VectorType::get({2}, b.getBF16Type());
+  auto wordType = VectorType::get({1}, b.getI32Type());
+  Value pair = vector::BitCastOp::create(
+      b, loc, pairType, vector::BroadcastOp::create(b, loc, wordType, bits));
+  auto scale = DenseElementsAttr::get(
+      pairType, b.getFloatAttr(b.getBF16Type(), std::ldexp(1.0, 120)).getValue());
+  pair = arith::MulFOp::create(b, loc, pair, arith::ConstantOp::create(b, loc, scale));
+  Value out = vector::BitCastOp::create(b, loc, wordType, pair);
+  return vector::ExtractOp::create(b, loc, out, ArrayRef<int64_t>{0});
+}
+
 /// 16 bytes (8 of depth) at `indices` as four i32 registers.
 SmallVector<Value> Kernel::load8(Value buffer, ValueRange indices) {
   auto run = VectorType::get({8}, b.getBF16Type());
@@ -130,17 +176,33 @@ void Kernel::decodeProducts(DecodeShape shape, Value tid, Value warp, Value lane
           a1.push_back(load8(a, {readRow1, k}));
           for (int64_t j = 0; j < shape.tiles; ++j) {
             Value n = add(col0, add(idx(8 * j), group));
-            w.push_back(expert ? load8(this->w, {expert, n, k}) : load8(this->w, {n, k}));
+            if (fp8())
+              w.push_back(loadCodes8(this->w, {expert, n, k}));
+            else
+              w.push_back(expert ? load8(this->w, {expert, n, k}) : load8(this->w, {n, k}));
           }
         }
+        // FP8 weights: the step (within one scale block) sums into zeros,
+        // added times the block's scale.
+        SmallVector<Value> step = fp8() ? SmallVector<Value>(next.size(), zero) : next;
         for (int64_t c = 0; c < shape.chunks; ++c)
           for (int64_t h = 0; h < 2; ++h)
             for (int64_t j = 0; j < shape.tiles; ++j) {
               ArrayRef<Value> wRegs = w[shape.tiles * c + j];
-              mma(next, j,
+              mma(step, j,
                   ValueRange{a0[c][2 * h], a1[c][2 * h], a0[c][2 * h + 1], a1[c][2 * h + 1]},
                   ValueRange{wRegs[2 * h], wRegs[2 * h + 1]});
             }
+        if (!fp8()) {
+          scf::YieldOp::create(b, loc, step);
+          return;
+        }
+        Value scaleRow = arith::DivUIOp::create(b, loc, col0, idx(scaleRows));
+        Value scaleCol = arith::DivUIOp::create(b, loc, k0, idx(scaleDepth));
+        Value scale = memref::LoadOp::create(b, loc, wScales, ValueRange{expert, scaleRow, scaleCol});
+        for (size_t i = 0; i < next.size(); ++i)
+          next[i] = arith::AddFOp::create(b, loc, next[i],
+                                          arith::MulFOp::create(b, loc, step[i], scale));
         scf::YieldOp::create(b, loc, next);
       });
   // Accumulator 4j + i holds row g + 8 (i / 2), column 8j + 2q + i % 2.

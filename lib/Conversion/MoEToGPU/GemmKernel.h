@@ -1,6 +1,7 @@
 //===- GemmKernel.h - the tensor-core GEMM kernels' builder -----*- C++ -*-===//
 //
-// The builder of the grouped (or dense) bf16 GEMM kernels: the operands,
+// The builder of the grouped (or dense) bf16 GEMM kernels, and of grouped
+// GEMMs of bf16 rows with FP8 block-scaled weights: the operands,
 // the helpers every form uses, and the forms, defined in GemmDecode.cpp
 // (few rows per expert) and GemmPrefill.cpp (many); build() in
 // GroupedMatmulGPU.cpp emits the host's choice between them.
@@ -60,8 +61,13 @@ struct Kernel : KernelBuilder {
   Value a, w, out, rowExpert, offsets; // buffers; no experts: w is [N, K]
   Value rows;                           // index: rows of a and out
   int64_t experts, cols, depth;
+  /// FP8 weights: w holds E4M3 codes (i8) and wScales[e, n / scaleRows,
+  /// k / scaleDepth] (f32) their block scales. None: bf16 weights.
+  Value wScales = nullptr;
+  int64_t scaleRows = 0, scaleDepth = 0;
 
   bool grouped() const { return rowExpert != nullptr; }
+  bool fp8() const { return wScales != nullptr; }
 
   Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
   Value lt(Value x, Value y) {
@@ -194,6 +200,14 @@ struct Kernel : KernelBuilder {
 
   /// 16 bytes (8 of depth) at `indices` as four i32 registers.
   SmallVector<Value> load8(Value buffer, ValueRange indices);
+
+  /// 8 E4M3 codes at `indices` as the four i32 registers of their bf16
+  /// values, the layout of load8().
+  SmallVector<Value> loadCodes8(Value buffer, ValueRange indices);
+
+  /// Codes in bytes 1 and 3 of `word` as an i32 of two bf16 (the first in
+  /// the low half): their exact values.
+  Value codePairAsBf16(Value word);
 
   /// The decode form's products. Lane (g = lane / 4, q = lane % 4) holds,
   /// per run of 32 of depth at k, elements k + 8q .. k + 8q + 7 of its rows

@@ -16,6 +16,10 @@
 //    narrow form where the block's tiles share an expert; elsewhere each
 //    warp loads its own from global memory).
 //
+// FP8 E4M3 weights with block scales (`weight_scales`, blocks of 32k rows)
+// take the decode form at every row count, decoding the codes to bf16 in
+// registers (GemmDecode.cpp).
+//
 // A tile's expert is `row_expert` of its first row; padding rows are zero.
 // The same kernels without experts compute a dense bf16 GEMM with f32
 // results: the router's logits (RouteGPU.cpp, `moe-gpu-router-matmul`).
@@ -49,6 +53,12 @@ void gemm::Kernel::build() {
   std::optional<DecodeShape> decode = decodeShape();
   if (!decode) {
     prefill();
+    return;
+  }
+  // FP8 weights take the decode form at every row count for now (a prefill
+  // form would stage decoded weights through shared memory).
+  if (fp8()) {
+    launchDecode(*decode);
     return;
   }
   // Rows per expert: N - E * 15 of the padded rows are choices.
@@ -91,9 +101,11 @@ struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
     auto inType = op.getInput().getType();
     auto wType = op.getWeight().getType();
     if (op.getScales() || !op.getExpertOffsets())
-      return rewriter.notifyMatchFailure(op, "needs the grouped layout, no FP8");
-    if (!inType.getElementType().isBF16() || !wType.getElementType().isBF16())
-      return rewriter.notifyMatchFailure(op, "bf16 tensor cores only");
+      return rewriter.notifyMatchFailure(op, "needs the grouped layout, no FP8 rows");
+    bool fp8Weights = op.getWeightScales() != nullptr;
+    if (!inType.getElementType().isBF16() ||
+        !(fp8Weights ? wType.getElementType().isInteger(8) : wType.getElementType().isBF16()))
+      return rewriter.notifyMatchFailure(op, "bf16 rows, bf16 or FP8 weights only");
     if (!wType.hasStaticShape() || inType.isDynamicDim(1))
       return rewriter.notifyMatchFailure(op, "needs static E, N and K");
     int64_t cols = wType.getDimSize(1), depth = wType.getDimSize(2);
@@ -101,6 +113,19 @@ struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
       return rewriter.notifyMatchFailure(op, "N must be a multiple of 32 and K of 32");
     if (!tilesHoldOneExpert(op))
       return rewriter.notifyMatchFailure(op, "rows not padded to tiles of 16 per expert");
+    int64_t scaleRows = 0, scaleDepth = 0;
+    if (fp8Weights) {
+      scaleRows = (*op.getWeightBlock())[0];
+      scaleDepth = (*op.getWeightBlock())[1];
+      // A block's columns (at most 32) and each warp's step of depth (32,
+      // 64 or 128) within one scale block.
+      Kernel probe{{rewriter, op.getLoc()}, {}, {}, {}, op.getRowExpert(), {}, {},
+                   wType.getDimSize(0), cols, depth, op.getWeightScales(), scaleRows,
+                   scaleDepth};
+      if (scaleRows % kWarpCols != 0 || !probe.decodeShape())
+        return rewriter.notifyMatchFailure(
+            op, "FP8 scale blocks must be whole multiples of 32 rows and 32 of depth");
+    }
 
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
@@ -118,6 +143,11 @@ struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
                   wType.getDimSize(0),
                   cols,
                   depth};
+    if (fp8Weights) {
+      kernel.wScales = readBuffer(b, loc, op.getWeightScales());
+      kernel.scaleRows = scaleRows;
+      kernel.scaleDepth = scaleDepth;
+    }
     kernel.build();
     Value result = bufferization::ToTensorOp::create(
         b, loc, RankedTensorType::get(outType.getShape(), b.getBF16Type()), out,
