@@ -118,7 +118,8 @@ TEST(GPUFp8Decode, EveryCodeBecomesItsExactBf16) {
       auto bits = static_cast<uint16_t>(uint32_t(words[at / 2]) >> (16 * (at % 2)));
       double got = bf16Value(bits);
       EXPECT_EQ(got, expected.convertToDouble()) << "code 0x" << std::hex << int(codes[at]);
-      EXPECT_EQ(std::signbit(got), expected.isNegative()) << "code 0x" << std::hex << int(codes[at]);
+      EXPECT_EQ(std::signbit(got), expected.isNegative())
+          << "code 0x" << std::hex << int(codes[at]);
     }
   }
 }

@@ -93,7 +93,8 @@ SmallVector<Value> Kernel::loadCodes8(Value buffer, ValueRange indices) {
   auto run = VectorType::get({8}, b.getI8Type());
   auto load = vector::LoadOp::create(b, loc, run, buffer, indices);
   load.setAlignment(uint64_t(8));
-  Value zeros = arith::ConstantOp::create(b, loc, DenseElementsAttr::get(run, b.getI8IntegerAttr(0).getValue()));
+  Value zeros = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(run, b.getI8IntegerAttr(0).getValue()));
   SmallVector<Value> regs;
   for (int64_t pair = 0; pair < 4; ++pair) {
     // Codes 2 pair and 2 pair + 1 to bytes 1 and 3 (a byte permute).
@@ -199,7 +200,8 @@ void Kernel::decodeProducts(DecodeShape shape, Value tid, Value warp, Value lane
         }
         Value scaleRow = arith::DivUIOp::create(b, loc, col0, idx(scaleRows));
         Value scaleCol = arith::DivUIOp::create(b, loc, k0, idx(scaleDepth));
-        Value scale = memref::LoadOp::create(b, loc, wScales, ValueRange{expert, scaleRow, scaleCol});
+        Value scale =
+            memref::LoadOp::create(b, loc, wScales, ValueRange{expert, scaleRow, scaleCol});
         for (size_t i = 0; i < next.size(); ++i)
           next[i] = arith::AddFOp::create(b, loc, next[i],
                                           arith::MulFOp::create(b, loc, step[i], scale));
