@@ -191,18 +191,20 @@ void drifting() {
     const char *name;
     Algorithm algorithm;
     bool shares;
-    int kind; // 0..3: Robust; 4: window 0 only; 5: every window replanned
+    int kind; // a Robust; kStale: window 0 only; kReplanned: every window replanned
   };
+  constexpr int kStale = -1, kReplanned = -2;
   const Row rows[] = {
-      {"deepseek, window 0 (stale)", Algorithm::DeepSeek, false, 4},
-      {"deepseek, mean of windows", Algorithm::DeepSeek, false, 0},
-      {"ours, window 0 (stale)", Algorithm::Ours, false, 4},
-      {"ours, mean of windows", Algorithm::Ours, false, 0},
-      {"ours, max of windows", Algorithm::Ours, false, 1},
-      {"ours, mean + 1 std", Algorithm::Ours, false, 2},
-      {"ours, worst window", Algorithm::Ours, false, 3},
-      {"ours shares, worst window", Algorithm::Ours, true, 3},
-      {"ours, replanned every window", Algorithm::Ours, false, 5},
+      {"deepseek, window 0 (stale)", Algorithm::DeepSeek, false, kStale},
+      {"deepseek, mean of windows", Algorithm::DeepSeek, false, int(Robust::Mean)},
+      {"ours, window 0 (stale)", Algorithm::Ours, false, kStale},
+      {"ours, mean of windows", Algorithm::Ours, false, int(Robust::Mean)},
+      {"ours, max of windows", Algorithm::Ours, false, int(Robust::Max)},
+      {"ours, mean + 1 std", Algorithm::Ours, false, int(Robust::MeanStd)},
+      {"ours, next window (default)", Algorithm::Ours, false, int(Robust::Next)},
+      {"ours, worst window", Algorithm::Ours, false, int(Robust::Worst)},
+      {"ours shares, worst window", Algorithm::Ours, true, int(Robust::Worst)},
+      {"ours, replanned every window", Algorithm::Ours, false, kReplanned},
   };
   for (const Row &row : rows) {
     PlanOptions options;
@@ -211,11 +213,11 @@ void drifting() {
     Stats meanWindow, worstWindow;
     for (const auto &loads : trace) {
       std::vector<double> ratios;
-      if (row.kind == 5) {
+      if (row.kind == kReplanned) {
         for (const std::vector<double> &w : loads)
           ratios.push_back(planLayer(w, t, options).ratio());
       } else {
-        LayerPlan plan = row.kind == 4
+        LayerPlan plan = row.kind == kStale
                              ? planLayer(loads[0], t, options)
                              : planWindows(loads, t, options,
                                            static_cast<Robust>(row.kind), 1.0);
