@@ -61,3 +61,43 @@ def test_gpu_check_dequantizes_fp8_weights_like_the_cpu_reference():
     assert set(peer) == {"w13", "w2"} and peer["w13"].dtype == torch.bfloat16
     # Rounded once to bf16: within half a unit in the last place.
     np.testing.assert_allclose(peer["w13"].double().numpy(), want, rtol=2 ** -8, atol=0)
+
+
+def test_gpu_check_reference_matches_the_layer_reference_on_fp8_weights(tmp_path):
+    """The GPU check's float64 reference (routing with groups and correction
+    bias, FP8 experts, shared expert), run here on the CPU, equals moec's
+    reference layer (itself checked against transformers) on a DeepSeek-V3
+    layer with FP8 expert weights."""
+    import importlib.util
+    import json
+
+    import ml_dtypes
+    import numpy as np
+    import torch
+
+    from moec import reference
+    from moec.toolchain import compile_config
+    from moec.weights import make_inputs
+
+    spec = importlib.util.spec_from_file_location("gpu_layers", ROOT / "benchmarks" / "gpu" / "gpu_layers.py")
+    gpu_layers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_layers)
+    config = json.loads((ROOT / "examples" / "deepseek-v3-tiny" / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [8, 16]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    _, plan = compile_config(tmp_path / "config.json", tmp_path, dtype="bf16")
+    assert plan["expert_weights"] == {"block": [8, 16], "format": "fp8_e4m3"}
+    x, weights = make_inputs(plan, 37, seed=3)
+
+    def to_torch(a):
+        if a.dtype == ml_dtypes.float8_e4m3fn:
+            return torch.from_numpy(a.view(np.uint8)).view(torch.float8_e4m3fn)
+        return torch.from_numpy(np.asarray(a, np.float32))
+
+    p = {name: to_torch(a) for name, a in weights.items()}
+    p["block"] = plan["expert_weights"]["block"]
+    got, _, _ = gpu_layers.reference(torch.from_numpy(np.asarray(x, np.float32)), p, plan)
+    want = reference.layer(x, weights, plan)
+    # moec's reference multiplies codes by scales in f32 (a rounding of 6e-8
+    # per weight); the GPU check's in float64.
+    np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-6 * np.abs(want).max())
