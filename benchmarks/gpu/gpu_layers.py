@@ -216,6 +216,10 @@ def time_gpu(fn, runs, budget_s):
     return statistics.median(times), min(times), runs
 
 
+# Spread of the FP8 codes of even and of odd experts (make_inputs).
+FP8_SIGMA = (100.0, 0.01)
+
+
 def make_inputs(plan, tokens, generator):
     h, i = plan["hidden_size"], plan["intermediate_size"]
     p = {}
@@ -225,18 +229,21 @@ def make_inputs(plan, tokens, generator):
         fan_in = {"w2": i, "shared_w2": plan.get("shared_intermediate_size") or i}.get(weight, h)
         scale = 0.1 if name == "correction_bias" else 1.0 if name == "x" else fan_in ** -0.5
         if param["dtype"] == "fp8_e4m3":
-            # Codes of about N(0, 100^2), clamped to E4M3's range (every
-            # magnitude, subnormals included), drawn one expert at a time.
+            # Codes of about N(0, sigma^2), clamped to E4M3's range, drawn one
+            # expert at a time: sigma 100 for even experts (every magnitude),
+            # 0.01 for odd ones (mostly E4M3 subnormals, below 2^-6).
             codes = torch.empty(shape, device="cuda", dtype=torch.float8_e4m3fn)
             for e in range(shape[0]):
                 codes[e] = torch.randn(shape[1:], generator=generator, device="cuda",
-                                       dtype=torch.bfloat16).mul_(100).clamp_(-448, 448)
+                                       dtype=torch.bfloat16).mul_(FP8_SIGMA[e % 2]).clamp_(-448, 448)
             p[name] = codes
         elif name != weight:
             # Block scales of FP8 weights: each block its own, 0.5-1.5 times
             # the scale that gives the weights a standard deviation of
             # fan_in^-0.5.
-            p[name] = torch.rand(shape, generator=generator, device="cuda").add_(0.5).mul_(scale / 100)
+            p[name] = torch.rand(shape, generator=generator, device="cuda").add_(0.5).mul_(scale)
+            p[name][0::2] /= FP8_SIGMA[0]
+            p[name][1::2] /= FP8_SIGMA[1]
         else:
             # Drawn in the parameter's own dtype: a DeepSeek-V3 layer's experts
             # are 22 GB in bf16, and would not fit twice in f32.
