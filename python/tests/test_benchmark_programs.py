@@ -33,20 +33,27 @@ def test_compare_variants_runs_each_variant():
     assert "(defaults)" in out and "--bf16-dot=false" in out, out
 
 
+def load_gpu_check():
+    """benchmarks/gpu/gpu_layers.py as a module (it needs torch, not a GPU,
+    to be imported)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_layers", ROOT / "benchmarks" / "gpu" / "gpu_layers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_gpu_check_dequantizes_fp8_weights_like_the_cpu_reference():
     """The GPU check's reference (benchmarks/gpu/gpu_layers.py, run on a GPU
     machine) reads FP8 expert weights as moec's FP8 reference does: codes
     times their block's scale, partial blocks at the edges."""
-    import importlib.util
-
     import numpy as np
     import torch
 
     from moec.weights import dequantize_fp8_blocks, quantize_fp8_blocks
 
-    spec = importlib.util.spec_from_file_location("gpu_layers", ROOT / "benchmarks" / "gpu" / "gpu_layers.py")
-    gpu_layers = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_layers)
+    gpu_layers = load_gpu_check()
     block = (128, 128)
     w = np.random.default_rng(0).standard_normal((2, 300, 260)).astype(np.float32)
     codes, scales = quantize_fp8_blocks(w, block)
@@ -68,7 +75,6 @@ def test_gpu_check_reference_matches_the_layer_reference_on_fp8_weights(tmp_path
     bias, FP8 experts, shared expert), run here on the CPU, equals moec's
     reference layer (itself checked against transformers) on a DeepSeek-V3
     layer with FP8 expert weights."""
-    import importlib.util
     import json
 
     import ml_dtypes
@@ -79,9 +85,7 @@ def test_gpu_check_reference_matches_the_layer_reference_on_fp8_weights(tmp_path
     from moec.toolchain import compile_config
     from moec.weights import make_inputs
 
-    spec = importlib.util.spec_from_file_location("gpu_layers", ROOT / "benchmarks" / "gpu" / "gpu_layers.py")
-    gpu_layers = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_layers)
+    gpu_layers = load_gpu_check()
     config = json.loads((ROOT / "examples" / "deepseek-v3-tiny" / "config.json").read_text())
     config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [8, 16]}
     (tmp_path / "config.json").write_text(json.dumps(config))
