@@ -69,39 +69,26 @@ std::vector<double> meanPlus(const std::vector<double> &mean,
 std::vector<double>
 eplb::robustLoad(const std::vector<std::vector<double>> &windows, Robust kind,
                  double k) {
-  if (kind == Robust::Next) {
-    std::vector<double> mean, deviation;
+  std::vector<double> mean, deviation;
+  switch (kind) {
+  case Robust::Mean:
+  case Robust::Worst:
+    meanAndDeviation(windows, mean, deviation);
+    return mean;
+  case Robust::MeanStd:
+    meanAndDeviation(windows, mean, deviation);
+    return meanPlus(mean, deviation, k);
+  case Robust::Next:
     meanAndDeviation(sameTotals(windows), mean, deviation);
     return meanPlus(mean, deviation, kNextFitSigmas);
+  case Robust::Max:
+    break;
   }
-  size_t experts = windows.front().size();
-  double count = static_cast<double>(windows.size());
-  std::vector<double> out(experts, 0.0);
-  for (size_t e = 0; e < experts; ++e) {
-    double sum = 0, sumSq = 0, most = 0;
-    for (const std::vector<double> &w : windows) {
-      sum += w[e];
-      sumSq += w[e] * w[e];
-      most = std::max(most, w[e]);
-    }
-    double mean = sum / count;
-    double var = std::max(0.0, sumSq / count - mean * mean);
-    switch (kind) {
-    case Robust::Mean:
-    case Robust::Worst:
-      out[e] = mean;
-      break;
-    case Robust::Max:
-      out[e] = most;
-      break;
-    case Robust::MeanStd:
-      out[e] = mean + k * std::sqrt(var);
-      break;
-    case Robust::Next: // handled above
-      break;
-    }
-  }
-  return out;
+  std::vector<double> most(windows.front().size(), 0.0);
+  for (const std::vector<double> &w : windows)
+    for (size_t e = 0; e < most.size(); ++e)
+      most[e] = std::max(most[e], w[e]);
+  return most;
 }
 
 std::vector<double>
