@@ -27,6 +27,9 @@ target_compile_options(moert_cuda PRIVATE -fexceptions)
 set_target_properties(moert_cuda PROPERTIES
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib
   BUILD_RPATH "$ORIGIN" INSTALL_RPATH "$ORIGIN")
+# libmoert opens it for the NCCL backend and for GPU layers' staged copies.
+target_compile_definitions(moert PRIVATE MOERT_HAVE_CUDA_LIBRARY)
+target_link_libraries(moert PRIVATE ${CMAKE_DL_LIBS})
 
 find_path(MOERT_NCCL_INCLUDE_DIR nccl.h
   HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include)
@@ -47,7 +50,6 @@ target_sources(moert_cuda PRIVATE lib/NCCLCommunicator.cpp)
 target_include_directories(moert_cuda PRIVATE ${MOERT_NCCL_INCLUDE_DIR})
 target_link_libraries(moert_cuda PRIVATE ${MOERT_NCCL_LIBRARY} MPI::MPI_CXX)
 target_compile_definitions(moert PRIVATE MOERT_HAVE_NCCL_LIBRARY)
-target_link_libraries(moert PRIVATE ${CMAKE_DL_LIBS})
 message(STATUS "moert: NCCL communicator and mgpu* wrappers in libmoert_cuda (CUDA ${CUDAToolkit_VERSION}, ${MOERT_NCCL_LIBRARY})")
 
 # Collective checks for a machine with a GPU (see gpu/run_gpu_check.sh).

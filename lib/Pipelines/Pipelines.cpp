@@ -14,17 +14,21 @@ namespace {
 /// moe ops -> linalg on tensors + runtime calls, with the optional planning
 /// passes in their place: TP dedupe before decomposition, quantization after.
 /// Workspaces are planned last, once quantization has fixed the row bytes.
+/// `intoBuffers`: the expert-parallel exchange fills static buffers that the
+/// layer allocates (a GPU's workspace) instead of returning the runtime's.
 std::string toLinalg(bool dedupeTp, StringRef quantization, bool fp8Gemm = true,
                      StringRef cpuStrategy = "", int64_t rowTile = 1,
-                     bool activateAllRows = false) {
+                     bool activateAllRows = false, bool intoBuffers = false) {
   std::string text = dedupeTp ? "moe-dedupe-tp-dispatch," : "";
   text += "moe-decompose-layer{row-tile=" + std::to_string(rowTile) +
-          (activateAllRows ? " activate-all-rows=true" : "") + "},";
+          (activateAllRows ? " activate-all-rows=true" : "") +
+          (intoBuffers ? " static-received=true" : "") + "},";
   if (quantization != "none")
     text += "moe-fuse-quant-dispatch{scheme=" + quantization.str() +
             " gemm-consumes-fp8=" + (fp8Gemm ? "true" : "false") + "},";
   return text + "moe-plan-buffers," + cpuStrategy.str() +
-         "convert-moe-to-linalg,moe-verify-collectives,convert-moe-to-runtime,";
+         "convert-moe-to-linalg,moe-verify-collectives,convert-moe-to-runtime" +
+         (intoBuffers ? "{into-buffers=true}," : ",");
 }
 constexpr const char *kToBuffers =
     "canonicalize,cse,"
@@ -59,7 +63,8 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
       options.registerCols.getValue(), options.columnBlock.getValue(),
       options.packedMinRows.getValue(), options.bf16Dot.getValue());
   std::string text = toLinalg(options.dedupeTp, options.dispatchQuantization,
-                              options.fp8Gemm, strategy, options.rowTile) +
+                              options.fp8Gemm, strategy, options.rowTile,
+                              /*activateAllRows=*/false, options.epIntoBuffers) +
                      kToBuffers +
                      ",buffer-deallocation-pipeline,"
                      "func.func(convert-linalg-to-parallel-loops),"
@@ -93,7 +98,7 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
     std::string text = "inline," +
                        toLinalg(/*dedupeTp=*/true, "none", /*fp8Gemm=*/true,
                                 "convert-moe-to-gpu,", /*rowTile=*/16,
-                                /*activateAllRows=*/true) +
+                                /*activateAllRows=*/true, /*intoBuffers=*/true) +
                        "moe-gpu-router-matmul," + kToBuffers + ",moe-gpu-host-abi";
     return addPipeline(pm, text);
   }
@@ -114,7 +119,7 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       // host reads no row count.
       options.hostABI ? "inline," + toLinalg(/*dedupeTp=*/true, "none", /*fp8Gemm=*/true,
                                  "convert-moe-to-gpu,", /*rowTile=*/16,
-                                 /*activateAllRows=*/true)
+                                 /*activateAllRows=*/true, /*intoBuffers=*/true)
                       : toLinalg(/*dedupeTp=*/true, "none"),
       options.hostABI ? "moe-gpu-host-abi," : "",
       options.blockThreads.getValue(), options.hostABI ? "moe-gpu-host-check," : "",

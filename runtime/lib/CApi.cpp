@@ -9,16 +9,17 @@
 #include "moert/moert.h"
 
 #include "Collectives.h"
+#include "DeviceStaging.h"
 #include "ExpertParallel.h"
 #include "Fatal.h"
 #include "LocalCommunicator.h"
 #include "PlanCheck.h"
 #include "TensorParallel.h"
-#ifdef MOERT_HAVE_MPI
-#include "MPICommunicator.h"
-#endif
 #ifdef MOERT_HAVE_NCCL_LIBRARY
 #include <dlfcn.h>
+#endif
+#ifdef MOERT_HAVE_MPI
+#include "MPICommunicator.h"
 #endif
 
 #include <cstdio>
@@ -28,6 +29,8 @@
 #include <new>
 #include <thread>
 #include <typeinfo>
+#include <unordered_map>
+#include <vector>
 
 using namespace moert;
 
@@ -37,23 +40,15 @@ namespace {
 /// only when asked for: a process running CPU layers never loads cudart or
 /// NCCL (a second libnccl.so.2 in a process breaks PyTorch's).
 std::unique_ptr<Communicator> openNCCLCommunicator(Status &error) {
-  Dl_info self;
-  if (!dladdr(reinterpret_cast<void *>(&openNCCLCommunicator), &self) || !self.dli_fname) {
-    error = "cannot find where libmoert is loaded from";
-    return nullptr;
-  }
-  std::string path = self.dli_fname;
-  path = path.substr(0, path.find_last_of('/') + 1) + "libmoert_cuda.so";
-  void *library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void *library = openCudaLibrary(error);
   if (!library) {
-    const char *why = dlerror();
-    error = "the nccl backend needs " + path + ": " + (why ? why : "cannot open it");
+    error = "the nccl backend " + *error;
     return nullptr;
   }
   using Create = Communicator *(*)(Status *);
   auto create = reinterpret_cast<Create>(dlsym(library, "moert_cuda_create_nccl_communicator"));
   if (!create) {
-    error = path + " has no moert_cuda_create_nccl_communicator";
+    error = "libmoert_cuda.so has no moert_cuda_create_nccl_communicator";
     return nullptr;
   }
   return std::unique_ptr<Communicator>(create(&error));
@@ -63,6 +58,9 @@ std::unique_ptr<Communicator> openNCCLCommunicator(Status &error) {
 struct Runtime {
   std::unique_ptr<Collectives> collectives;
   std::unique_ptr<ExpertParallel> expertParallel;
+  /// Rows each dispatch into static buffers received (by handle), which its
+  /// combine reads of the buffer it is given.
+  std::unordered_map<int64_t, int64_t> receivedRows;
 };
 Runtime runtime;
 std::string lastError;
@@ -176,15 +174,12 @@ DispatchResults resultsOf(moert_dispatch_fp8_result *r) {
   return {&r->codes, &r->scales, &r->local_ids, &r->weights, &r->handle};
 }
 
-/// `expertRank` or else `physToLog` with `replicaShare` maps experts to ranks.
-void dispatch(const char *entry, DispatchResults result, bool keepCodes, bool placed,
-              moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,
-              moert_memref1d *expertRank, moert_memref1d *physToLog,
-              moert_memref1d *replicaShare, moert_memref1d *plan,
-              int64_t elementBytes) {
-  Collectives &coll = collectivesOrDie(entry);
-  if (!result.x)
-    fatal("dispatch", std::string(entry) + ": the result is a null pointer");
+/// A dispatch's arguments checked (PlanCheck); a problem fails every rank.
+DispatchCheck checkedDispatch(bool keepCodes, bool placed, moert_memref2d *x,
+                              moert_memref2d *ids, moert_memref2d *weights,
+                              moert_memref1d *expertRank, moert_memref1d *physToLog,
+                              moert_memref1d *replicaShare, moert_memref1d *plan,
+                              int64_t elementBytes) {
   DispatchArgs args;
   args.x = x;
   args.ids = ids;
@@ -196,10 +191,24 @@ void dispatch(const char *entry, DispatchResults result, bool keepCodes, bool pl
   args.placed = placed;
   args.elementBytes = elementBytes;
   args.keepCodes = keepCodes;
-  args.ranks = coll.size();
+  args.ranks = runtime.collectives->size();
   DispatchCheck checked;
   if (Status e = checkDispatchArgs(args, checked))
     fatal("dispatch", *e);
+  return checked;
+}
+
+/// `expertRank` or else `physToLog` with `replicaShare` maps experts to ranks.
+void dispatch(const char *entry, DispatchResults result, bool keepCodes, bool placed,
+              moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,
+              moert_memref1d *expertRank, moert_memref1d *physToLog,
+              moert_memref1d *replicaShare, moert_memref1d *plan,
+              int64_t elementBytes) {
+  collectivesOrDie(entry);
+  if (!result.x)
+    fatal("dispatch", std::string(entry) + ": the result is a null pointer");
+  DispatchCheck checked = checkedDispatch(keepCodes, placed, x, ids, weights, expertRank,
+                                          physToLog, replicaShare, plan, elementBytes);
   const DispatchSizes &sz = checked.sizes;
   const PlanFields &fields = checked.plan;
 
@@ -328,6 +337,165 @@ void tpGatherEntry(const char *entry, moert_memref2d *result, moert_memref2d *sl
     die(*e);
   }
   *result = makeMemref(out, tokens, hidden);
+}
+
+/// A descriptor over host memory, with the rows and columns of `like`.
+moert_memref2d hostView(std::vector<uint8_t> &storage, const moert_memref2d &like,
+                        int64_t elementBytes) {
+  storage.resize(size_t(like.sizes[0] * like.sizes[1] * elementBytes));
+  return makeMemref(storage.data(), like.sizes[0], like.sizes[1]);
+}
+moert_memref1d hostView(std::vector<uint8_t> &storage, const moert_memref1d &like,
+                        int64_t elementBytes) {
+  storage.resize(size_t(like.sizes[0] * elementBytes));
+  moert_memref1d m;
+  m.allocated = m.aligned = storage.data();
+  m.offset = 0;
+  m.sizes[0] = like.sizes[0];
+  m.strides[0] = 1;
+  return m;
+}
+template <typename Memref>
+const uint8_t *dataOf(const Memref &m, int64_t elementBytes) {
+  return static_cast<const uint8_t *>(m.aligned) + m.offset * elementBytes;
+}
+template <typename Memref> int64_t bytesOf(const Memref &m, int64_t elementBytes) {
+  int64_t n = elementBytes;
+  for (int64_t size : m.sizes)
+    n *= size;
+  return n;
+}
+
+/// A copy in host memory of a caller's (device) buffer; the caller waits.
+template <typename Memref>
+Memref staged(const DeviceStaging &staging, std::vector<uint8_t> &storage,
+              const Memref &m, int64_t elementBytes) {
+  if (!staging.onDevice())
+    return m;
+  Memref host = hostView(storage, m, elementBytes);
+  staging.copy(host.aligned, dataOf(m, elementBytes), bytesOf(m, elementBytes));
+  return host;
+}
+
+/// `rows` rows of `rowBytes` at `src` to the first rows of `out`, and the
+/// rest of `out` (of `capacity` rows) filled with copies of `fill`.
+void storeRows(const DeviceStaging &staging, const moert_memref2d &out, int64_t elementBytes,
+               const void *src, int64_t rows, int64_t capacity, const void *fill) {
+  const int64_t rowBytes = out.sizes[1] * elementBytes;
+  std::vector<uint8_t> rest(size_t((capacity - rows) * rowBytes));
+  for (size_t at = 0; at < rest.size(); at += size_t(elementBytes))
+    std::memcpy(rest.data() + at, fill, size_t(elementBytes));
+  uint8_t *dst = const_cast<uint8_t *>(dataOf(out, elementBytes));
+  staging.copy(dst, src, rows * rowBytes);
+  staging.copy(dst + rows * rowBytes, rest.data(), int64_t(rest.size()));
+  staging.wait(); // `rest` is freed on return
+}
+
+/// The dispatch of a GPU layer: results into the caller's buffers of the
+/// plan's receive rows (the decode layout's ranks x slots, else the
+/// capacity), rows past the received ones masked; returns the handle.
+int64_t dispatchInto(const char *entry, bool placed, moert_memref2d *x, moert_memref2d *ids,
+                     moert_memref2d *weights, moert_memref1d *expertRank,
+                     moert_memref1d *physToLog, moert_memref1d *replicaShare,
+                     moert_memref1d *plan, moert_memref2d *outX, moert_memref2d *outIds,
+                     moert_memref2d *outWeights, void *stream, int64_t elementBytes) {
+  collectivesOrDie(entry);
+  DispatchCheck checked = checkedDispatch(/*keepCodes=*/false, placed, x, ids, weights,
+                                          expertRank, physToLog, replicaShare, plan,
+                                          elementBytes);
+  if (checked.plan.quantization != 0)
+    fatal("dispatch", std::string(entry) + ": FP8 dispatch into device buffers is not "
+                                           "implemented (plan quantization " +
+                          std::to_string(checked.plan.quantization) + ")");
+  const int64_t rows = checked.sizes.plannedRecvRows, h = x->sizes[1], k = ids->sizes[1];
+  struct Out {
+    moert_memref2d *m;
+    const char *name;
+    int64_t cols, elementBytes;
+  } outs[] = {{outX, "received", h, elementBytes},
+              {outIds, "local_ids", k, 4},
+              {outWeights, "local_weights", k, 4}};
+  for (const Out &o : outs) {
+    if (Status e = checkMemref(o.m, "dispatch", o.name, o.elementBytes))
+      fatal("dispatch", *e);
+    if (o.m->sizes[0] != rows || o.m->sizes[1] != o.cols)
+      fatal("dispatch", std::string(entry) + ": " + o.name + " is [" +
+                            std::to_string(o.m->sizes[0]) + ", " +
+                            std::to_string(o.m->sizes[1]) + "], the plan receives [" +
+                            std::to_string(rows) + ", " + std::to_string(o.cols) + "]");
+  }
+  DeviceStaging staging;
+  if (Status e = DeviceStaging::open(stream, staging))
+    fatal("dispatch", std::string(entry) + ": " + *e);
+  std::vector<uint8_t> xs, idss, ws, ranks, maps, shares;
+  moert_memref2d hx = staged(staging, xs, *x, elementBytes);
+  moert_memref2d hids = staged(staging, idss, *ids, 4);
+  moert_memref2d hw = staged(staging, ws, *weights, 4);
+  moert_memref1d hrank, hmap, hshare;
+  if (!placed) {
+    hrank = staged(staging, ranks, *expertRank, 4);
+  } else {
+    hmap = staged(staging, maps, *physToLog, 4);
+    hshare = staged(staging, shares, *replicaShare, 4);
+  }
+  staging.wait();
+  moert_dispatch_result result{};
+  dispatch(entry, resultsOf(&result), /*keepCodes=*/false, placed, &hx, &hids, &hw,
+           placed ? nullptr : &hrank, placed ? &hmap : nullptr, placed ? &hshare : nullptr,
+           plan, elementBytes);
+  const int64_t received = result.x.sizes[0];
+  if (received > rows) // the runtime bounds it by the plan; a defect if not
+    die(std::string(entry) + ": received " + std::to_string(received) +
+        " rows, more than the plan's " + std::to_string(rows));
+  const uint32_t zero = 0, none = 0xffffffffu; // 0 in f32 and bf16; -1
+  storeRows(staging, *outX, elementBytes, result.x.aligned, received, rows, &zero);
+  storeRows(staging, *outIds, 4, result.local_ids.aligned, received, rows, &none);
+  storeRows(staging, *outWeights, 4, result.weights.aligned, received, rows, &zero);
+  std::free(result.x.allocated);
+  std::free(result.local_ids.allocated);
+  std::free(result.weights.allocated);
+  runtime.receivedRows[result.handle] = received;
+  return result.handle;
+}
+
+/// The combine of a GPU layer: the first received rows of `partial` go back,
+/// and this rank's tokens' sums land in `y`.
+void combineInto(const char *entry, moert_memref2d *partial, int64_t handle,
+                 moert_memref2d *y, void *stream, int64_t elementBytes) {
+  collectivesOrDie(entry);
+  if (Status e = checkMemref(partial, "combine", "partial", elementBytes))
+    fatal("combine.payload", *e);
+  if (Status e = checkMemref(y, "combine", "y", elementBytes))
+    fatal("combine.payload", *e);
+  auto found = runtime.receivedRows.find(handle);
+  if (found == runtime.receivedRows.end())
+    fatal("combine.payload", std::string(entry) + ": handle " + std::to_string(handle) +
+                                 " is not a dispatch into buffers awaiting its combine");
+  const int64_t received = found->second;
+  runtime.receivedRows.erase(found);
+  if (partial->sizes[0] < received)
+    fatal("combine.payload", std::string(entry) + ": partial has " +
+                                 std::to_string(partial->sizes[0]) + " rows, " +
+                                 std::to_string(received) + " were received");
+  DeviceStaging staging;
+  if (Status e = DeviceStaging::open(stream, staging))
+    fatal("combine.payload", std::string(entry) + ": " + *e);
+  moert_memref2d used = *partial;
+  used.sizes[0] = received;
+  std::vector<uint8_t> storage;
+  moert_memref2d host = staged(staging, storage, used, elementBytes);
+  staging.wait();
+  moert_memref2d sum{};
+  combine(entry, &sum, &host, handle, elementBytes);
+  if (sum.sizes[0] != y->sizes[0] || sum.sizes[1] != y->sizes[1]) {
+    std::free(sum.allocated);
+    fatal("combine.payload", std::string(entry) + ": y is [" + std::to_string(y->sizes[0]) +
+                                 ", " + std::to_string(y->sizes[1]) + "], the tokens are [" +
+                                 std::to_string(sum.sizes[0]) + ", " +
+                                 std::to_string(sum.sizes[1]) + "]");
+  }
+  storeRows(staging, *y, elementBytes, sum.aligned, sum.sizes[0], sum.sizes[0], nullptr);
+  std::free(sum.allocated);
 }
 
 /// $MOERT_TIMEOUT_MS: digits only, at least 1; values over the limit (one
@@ -556,6 +724,52 @@ void _mlir_ciface_moert_ep_combine_bf16(moert_memref2d *result,
                                         moert_memref2d *partial, int64_t handle) {
   guardFatal("moert_ep_combine_bf16", "combine.payload",
              [&] { combine("moert_ep_combine_bf16", result, partial, handle, 2); });
+}
+
+#define MOERT_DISPATCH_INTO_ENTRY(NAME, BYTES)                                       \
+  int64_t _mlir_ciface_##NAME(moert_memref2d *x, moert_memref2d *ids,                \
+                              moert_memref2d *weights, moert_memref1d *expertRank,   \
+                              moert_memref1d *plan, moert_memref2d *received,        \
+                              moert_memref2d *localIds, moert_memref2d *localWeights, \
+                              void *stream) {                                        \
+    int64_t handle = 0;                                                              \
+    guardFatal(#NAME, "dispatch", [&] {                                              \
+      handle = dispatchInto(#NAME, false, x, ids, weights, expertRank, nullptr,      \
+                            nullptr, plan, received, localIds, localWeights, stream, \
+                            BYTES);                                                  \
+    });                                                                              \
+    return handle;                                                                   \
+  }
+#define MOERT_PLACED_INTO_ENTRY(NAME, BYTES)                                         \
+  int64_t _mlir_ciface_##NAME(moert_memref2d *x, moert_memref2d *ids,                \
+                              moert_memref2d *weights, moert_memref1d *physToLog,    \
+                              moert_memref1d *replicaShare, moert_memref1d *plan,    \
+                              moert_memref2d *received, moert_memref2d *localIds,    \
+                              moert_memref2d *localWeights, void *stream) {          \
+    int64_t handle = 0;                                                              \
+    guardFatal(#NAME, "dispatch", [&] {                                              \
+      handle = dispatchInto(#NAME, true, x, ids, weights, nullptr, physToLog,        \
+                            replicaShare, plan, received, localIds, localWeights,    \
+                            stream, BYTES);                                          \
+    });                                                                              \
+    return handle;                                                                   \
+  }
+MOERT_DISPATCH_INTO_ENTRY(moert_ep_dispatch_into_f32, 4)
+MOERT_DISPATCH_INTO_ENTRY(moert_ep_dispatch_into_bf16, 2)
+MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_f32, 4)
+MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_bf16, 2)
+
+void _mlir_ciface_moert_ep_combine_into_f32(moert_memref2d *partial, int64_t handle,
+                                            moert_memref2d *y, void *stream) {
+  guardFatal("moert_ep_combine_into_f32", "combine.payload", [&] {
+    combineInto("moert_ep_combine_into_f32", partial, handle, y, stream, 4);
+  });
+}
+void _mlir_ciface_moert_ep_combine_into_bf16(moert_memref2d *partial, int64_t handle,
+                                             moert_memref2d *y, void *stream) {
+  guardFatal("moert_ep_combine_into_bf16", "combine.payload", [&] {
+    combineInto("moert_ep_combine_into_bf16", partial, handle, y, stream, 2);
+  });
 }
 
 static int checkQuantHook(const char *entry, int scheme, const void *a, const void *b,

@@ -2,6 +2,7 @@
 // RUN: moe-opt %s -split-input-file --moe-decompose-layer=row-tile=16 | FileCheck %s --check-prefix=TILE
 // RUN: not moe-opt %s -split-input-file --moe-decompose-layer=row-tile=0 2>&1 | FileCheck %s --check-prefix=BADTILE0
 // RUN: not moe-opt %s -split-input-file --moe-decompose-layer=row-tile=1025 2>&1 | FileCheck %s --check-prefix=BADTILE1025
+// RUN: moe-opt %s -split-input-file --moe-decompose-layer="row-tile=16 static-received=true activate-all-rows=true" | FileCheck %s --check-prefix=STATIC
 
 // Tests that row-tile outside [1, 1024] is rejected, naming the value.
 // BADTILE0: error: moe-decompose-layer: row-tile must be in [1, 1024], got 0
@@ -389,5 +390,42 @@ func.func @layer_fp8_weights(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
          layout <ep = 1, tp = 1> {weight_block = array<i64: 16, 32>}
        : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x48x64xi8>, tensor<8x64x24xi8>,
           tensor<8x3x2xf32>, tensor<8x4x1xf32>) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
+// Tests that static-received (the GPU's form) receives the capacity (ep x max_tokens = 32)
+// rows without slots, pads them to the row tile (32*2 + 4*15 = 124 rows), and activates
+// every row (no offsets).
+// STATIC-LABEL: func.func @ep_static_prefill
+// STATIC: moe.ep_dispatch {{.+}} capacity = 32 ep = 2 max_tokens = 16 : {{.+}} -> (tensor<32x64xf32>, tensor<32x2xi32>, tensor<32x2xf32>, i64)
+// STATIC: moe.dispatch {{.+}} num_experts = 4 row_tile = 16 : (tensor<32x64xf32>, tensor<32x2xi32>) -> (tensor<124x64xf32>,
+// STATIC: moe.activation %{{[^ ]+}} kind swiglu : (tensor<124x64xf32>) -> tensor<124x32xf32>
+// STATIC: moe.ep_combine {{.+}} : (tensor<32x64xf32>, i64) -> tensor<?x64xf32>
+func.func @ep_static_prefill(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %w13: tensor<4x64x64xf32>,
+                             %w2: tensor<4x64x32xf32>, %er: tensor<8xi32>) -> tensor<?x64xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 16 : i64}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>, tensor<4x64x32xf32>,
+          tensor<8xi32>) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
+// Tests that with static-received the decode layout (ep x slots = 8 rows) is padded to the
+// row tile too (8*2 + 4*15 = 76 rows) instead of the masked capacity per expert.
+// STATIC-LABEL: func.func @ep_static_decode
+// STATIC: moe.ep_dispatch {{.+}} capacity = 8 ep = 2 max_tokens = 4 slots = 4 :
+// STATIC: moe.dispatch {{.+}} num_experts = 4 row_tile = 16 : (tensor<8x64xf32>, tensor<8x2xi32>) -> (tensor<76x64xf32>,
+func.func @ep_static_decode(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %w13: tensor<4x64x64xf32>,
+                            %w2: tensor<4x64x32xf32>, %er: tensor<8xi32>) -> tensor<?x64xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
+         routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 4 : i64, phase = #moe<phase decode>}
+       : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<4x64x64xf32>, tensor<4x64x32xf32>,
+          tensor<8xi32>) -> tensor<?x64xf32>
   return %y : tensor<?x64xf32>
 }

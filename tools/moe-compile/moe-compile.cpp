@@ -164,6 +164,13 @@ cl::opt<int64_t> rowTile(
     cl::desc("Pad each expert's dispatched rows to a multiple of this (the "
              "expert GEMM's row tile; 1: no padding, what the CPU GEMM wants)"),
     cl::init(1), cl::cat(category));
+cl::opt<bool> epIntoBuffers(
+    "ep-into-buffers",
+    cl::desc("With --target cpu and --ep > 1: exchange into buffers the layer "
+             "allocates, with static row counts (the form --target cuda always "
+             "uses: its buffers are views of one workspace), instead of the "
+             "runtime's; for testing that form on host memory"),
+    cl::init(false), cl::cat(category));
 cl::opt<int64_t> packedMinRows(
     "packed-min-rows",
     cl::desc("Experts with at least this many rows in a call take the packed "
@@ -354,6 +361,11 @@ std::optional<std::string> optionProblem() {
            "needs --dispatch-quant";
   if (noTpDedupe && tp == 1)
     return "--no-tp-dedupe needs --tp > 1";
+  if (epIntoBuffers && (ep == 1 || target == Target::Cuda))
+    return "--ep-into-buffers applies to --target cpu with --ep > 1 (--target "
+           "cuda always exchanges into its workspace)";
+  if (epIntoBuffers && dispatchQuant != "none")
+    return "--ep-into-buffers does not take an FP8 dispatch (--dispatch-quant) yet";
   if (target == Target::Cuda && ep > 1)
     return "--target=cuda builds one-rank layers for now: the expert-parallel "
            "exchange of device buffers is not lowered yet (use --ep 1)";
@@ -671,6 +683,7 @@ int compileLayer(const char *argv0) {
   cpuOptions.dispatchQuantization = dispatchQuant;
   cpuOptions.dedupeTp = !noTpDedupe;
   cpuOptions.fp8Gemm = fp8Gemm;
+  cpuOptions.epIntoBuffers = epIntoBuffers;
   moe::CudaPipelineOptions cudaOptions;
   cudaOptions.chip = chip;
   cudaOptions.format = "fatbin";

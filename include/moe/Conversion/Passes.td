@@ -158,9 +158,22 @@ def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
     %r:4 = call @moert_ep_dispatch_f32(%xd, %id, %wd, %rank, %c) : ...
     ```
   }];
+  let options = [
+    Option<"intoBuffers", "into-buffers", "bool", "false",
+           "Dispatch and combine into buffers the compiled code allocates "
+           "(`moert_ep_dispatch_into_*`, `moert_ep_combine_into_*`): the "
+           "received rows must be static (`slots`, or `capacity` rows from "
+           "`moe-decompose-layer{static-received}`). The calls take a stream "
+           "operand (`moe.stream_operand`): null here, the entry's stream "
+           "once `moe-gpu-host-abi` has added it. What a GPU's workspace "
+           "needs; usable on the CPU (host buffers) to test it">,
+  ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::tensor::TensorDialect",
-                           "::mlir::arith::ArithDialect"];
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::LLVM::LLVMDialect"];
 }
 
 def ConvertMoEToGPU : Pass<"convert-moe-to-gpu"> {

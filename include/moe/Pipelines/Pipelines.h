@@ -56,6 +56,13 @@ struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("Pad each expert's dispatched rows to a multiple of this "
                      "(moe-decompose-layer)"),
       llvm::cl::init(1)};
+  Option<bool> epIntoBuffers{
+      *this, "ep-into-buffers",
+      llvm::cl::desc("Expert-parallel exchange into static buffers the layer "
+                     "allocates, as on a GPU (moe-decompose-layer{static-received}, "
+                     "convert-moe-to-runtime{into-buffers}); tests the GPU's form "
+                     "on host memory"),
+      llvm::cl::init(false)};
   Option<bool> lowerToLLVM{*this, "lower-to-llvm",
                            llvm::cl::desc("Go down to the LLVM dialect (off: "
                                           "stop after bufferized loops)"),

@@ -3,7 +3,10 @@
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/SymbolTable.h"
@@ -77,8 +80,37 @@ FailureOr<func::FuncOp> declare(Operation *op, StringRef name, FunctionType type
   return func;
 }
 
+/// A runtime entry's view of `tensor`: a buffer with every extent dynamic,
+/// only read by the callee.
+Value readBuffer(ImplicitLocOpBuilder &b, Value tensor) {
+  auto type = erased(tensor.getType());
+  auto memref = MemRefType::get(type.getShape(), type.getElementType());
+  return bufferization::ToBufferOp::create(b, memref, castTo(b, tensor, type),
+                                           /*read_only=*/true);
+}
+
+/// A new buffer of `type`'s shape (`dynamicSizes` for its dynamic extents)
+/// for the callee to write, and its view with every extent dynamic.
+std::pair<Value, Value> writeBuffer(ImplicitLocOpBuilder &b, RankedTensorType type,
+                                    ValueRange dynamicSizes = {}) {
+  Value buffer = memref::AllocOp::create(
+      b, MemRefType::get(type.getShape(), type.getElementType()), dynamicSizes);
+  auto erasedType = MemRefType::get(erased(type).getShape(), type.getElementType());
+  return {buffer, memref::CastOp::create(b, erasedType, buffer)};
+}
+
+/// The tensor a callee wrote into `buffer`.
+Value written(ImplicitLocOpBuilder &b, Value buffer, Type type) {
+  auto tensor = bufferization::ToTensorOp::create(
+      b, memref::getTensorTypeFromMemRefType(buffer.getType()), buffer, /*restrict=*/true,
+      /*writable=*/true);
+  return castTo(b, tensor, type);
+}
+
 struct ConvertMoEToRuntimePass
     : moe::impl::ConvertMoEToRuntimeBase<ConvertMoEToRuntimePass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     // Each lowering erases its op; a failed one stops the walk.
@@ -184,7 +216,87 @@ struct ConvertMoEToRuntimePass
     return castTo(b, plan, erased(type));
   }
 
+  /// The dispatch into buffers this function allocates (static rows):
+  /// `moert_ep_dispatch[_placed]_into_<dtype>`, which returns the handle.
+  LogicalResult lowerDispatchInto(EpDispatchOp op) {
+    auto received = cast<RankedTensorType>(op.getReceived().getType());
+    if (ShapedType::isDynamic(received.getDimSize(0)))
+      return op.emitOpError("convert-moe-to-runtime{into-buffers}: the received rows "
+                            "must be static (slots, or capacity rows from "
+                            "moe-decompose-layer{static-received}), got ")
+             << received;
+    if (op.getQuantization())
+      return op.emitOpError("convert-moe-to-runtime{into-buffers}: FP8 dispatch into "
+                            "buffers is not implemented");
+    ImplicitLocOpBuilder b(op.getLoc(), op);
+    const bool placed = static_cast<bool>(op.getPhysToLog());
+    SmallVector<Value> args = {readBuffer(b, op.getX()), readBuffer(b, op.getExpertIds()),
+                               readBuffer(b, op.getExpertWeights())};
+    if (placed) {
+      args.push_back(readBuffer(b, op.getPhysToLog()));
+      args.push_back(readBuffer(b, op.getReplicaShare()));
+    } else {
+      args.push_back(readBuffer(b, op.getExpertRank()));
+    }
+    args.push_back(readBuffer(b, buildPlan(b, op)));
+    SmallVector<Value> results = {op.getReceived(), op.getLocalIds(), op.getLocalWeights()};
+    SmallVector<Value> outs;
+    for (Value result : results) {
+      auto [buffer, view] = writeBuffer(b, cast<RankedTensorType>(result.getType()));
+      outs.push_back(buffer);
+      args.push_back(view);
+    }
+    args.push_back(LLVM::ZeroOp::create(b, LLVM::LLVMPointerType::get(b.getContext())));
+    FailureOr<func::FuncOp> callee = declare(
+        op,
+        std::string("moert_ep_dispatch_") + (placed ? "placed_" : "") + "into_" +
+            suffix(op.getX().getType()),
+        b.getFunctionType(ValueRange(args).getTypes(), {b.getI64Type()}));
+    if (failed(callee))
+      return failure();
+    auto call = func::CallOp::create(b, *callee, args);
+    call->setAttr(kStreamOperand, b.getUnitAttr());
+    for (auto [result, buffer] : llvm::zip(results, outs))
+      result.replaceAllUsesWith(written(b, buffer, result.getType()));
+    op.getHandle().replaceAllUsesWith(call.getResult(0));
+    op.erase();
+    return success();
+  }
+
+  /// The combine into a buffer of the dispatch's token rows.
+  LogicalResult lowerCombineInto(EpCombineOp op) {
+    auto dispatch = op.getHandle().getDefiningOp<func::CallOp>();
+    Value x = dispatch && dispatch->hasAttr(kStreamOperand)
+                       ? dispatch.getOperand(0).getDefiningOp<bufferization::ToBufferOp>()
+                       : Value();
+    if (!x)
+      return op.emitOpError("convert-moe-to-runtime{into-buffers}: the handle is not "
+                            "a moe.ep_dispatch's");
+    ImplicitLocOpBuilder b(op.getLoc(), op);
+    auto type = cast<RankedTensorType>(op.getType());
+    SmallVector<Value> dynamicSizes;
+    if (type.isDynamicDim(0))
+      dynamicSizes.push_back(memref::DimOp::create(b, x, 0));
+    auto [buffer, view] = writeBuffer(b, type, dynamicSizes);
+    SmallVector<Value> args = {readBuffer(b, op.getPartial()), op.getHandle(), view,
+                               LLVM::ZeroOp::create(b, LLVM::LLVMPointerType::get(b.getContext()))};
+    FailureOr<func::FuncOp> callee =
+        declare(op, "moert_ep_combine_into_" + suffix(type),
+                b.getFunctionType(ValueRange(args).getTypes(), {}));
+    if (failed(callee))
+      return failure();
+    func::CallOp::create(b, *callee, args)->setAttr(kStreamOperand, b.getUnitAttr());
+    op.getResult().replaceAllUsesWith(written(b, buffer, type));
+    op.erase();
+    return success();
+  }
+
   LogicalResult lowerDispatch(EpDispatchOp op) {
+    if (intoBuffers)
+      return lowerDispatchInto(op);
+    if (!op.getSlots() && !op.getReceived().getType().isDynamicDim(0))
+      return op.emitOpError("convert-moe-to-runtime: static received rows without "
+                            "slots are filled into buffers (into-buffers)");
     ImplicitLocOpBuilder b(op.getLoc(), op);
     SmallVector<Value> args = {
         castTo(b, op.getX(), erased(op.getX().getType())),
@@ -218,6 +330,8 @@ struct ConvertMoEToRuntimePass
   }
 
   LogicalResult lowerCombine(EpCombineOp op) {
+    if (intoBuffers)
+      return lowerCombineInto(op);
     ImplicitLocOpBuilder b(op.getLoc(), op);
     SmallVector<Value> args = {
         castTo(b, op.getPartial(), erased(op.getPartial().getType())), op.getHandle()};

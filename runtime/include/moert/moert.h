@@ -195,6 +195,41 @@ void _mlir_ciface_moert_ep_combine_f32(moert_memref2d *result,
 void _mlir_ciface_moert_ep_combine_bf16(moert_memref2d *result,
                                         moert_memref2d *partial, int64_t handle);
 
+/* The same dispatch and combine into the caller's buffers, for GPU layers
+ * (whose buffers are views of one device workspace): `received`,
+ * `local_ids` and `local_weights` have the plan's receive rows (the decode
+ * layout's ranks x slots, else its capacity); the rows past those received
+ * are masked (x 0, ids -1, weights 0). Returns the handle for the combine,
+ * which sends back the first received rows of `partial` (at least that many
+ * rows) and writes this rank's sums into `y[T, H]`. With a non-null `stream`
+ * (a CUstream) every tensor but the plan is device memory: the entry copies
+ * it to the host on that stream, waits for the stream (a host
+ * synchronization: the MPI backend sends host memory), and copies the
+ * results back before it returns. A null stream: host memory. The plan is
+ * host memory. No FP8 quantization (plan quantization 0). */
+int64_t _mlir_ciface_moert_ep_dispatch_into_f32(
+    moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,
+    moert_memref1d *expert_rank, moert_memref1d *plan, moert_memref2d *received,
+    moert_memref2d *local_ids, moert_memref2d *local_weights, void *stream);
+int64_t _mlir_ciface_moert_ep_dispatch_into_bf16(
+    moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,
+    moert_memref1d *expert_rank, moert_memref1d *plan, moert_memref2d *received,
+    moert_memref2d *local_ids, moert_memref2d *local_weights, void *stream);
+int64_t _mlir_ciface_moert_ep_dispatch_placed_into_f32(
+    moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,
+    moert_memref1d *phys_to_log, moert_memref1d *replica_share, moert_memref1d *plan,
+    moert_memref2d *received, moert_memref2d *local_ids, moert_memref2d *local_weights,
+    void *stream);
+int64_t _mlir_ciface_moert_ep_dispatch_placed_into_bf16(
+    moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,
+    moert_memref1d *phys_to_log, moert_memref1d *replica_share, moert_memref1d *plan,
+    moert_memref2d *received, moert_memref2d *local_ids, moert_memref2d *local_weights,
+    void *stream);
+void _mlir_ciface_moert_ep_combine_into_f32(moert_memref2d *partial, int64_t handle,
+                                            moert_memref2d *y, void *stream);
+void _mlir_ciface_moert_ep_combine_into_bf16(moert_memref2d *partial, int64_t handle,
+                                             moert_memref2d *y, void *stream);
+
 /* Test hooks: the row quantization dispatch uses. scheme 1 = fp8g128 (scales:
  * n/128 f32), 2 = fp8g32ue8m0 (scales: n/32 bytes, 2^(byte-127)); n must be a
  * multiple of the group size. q holds n E4M3 (e4m3fn) bytes. No runtime

@@ -1502,10 +1502,11 @@ func.func @ep_dispatch_c8(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tenso
 
 // -----
 
-// Tests that ep_dispatch_c9: without slots, the received row count is dynamic.
+// Tests that ep_dispatch_c9: without slots, the received row count is dynamic
+// or the capacity.
 func.func @ep_dispatch_c9(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
                           %er: tensor<8xi32>) {
-  // expected-error @+1 {{ep_dispatch_c9: without slots the received row count is decided by the exchanged counts and must be dynamic, got 'tensor<8x64xf32>'}}
+  // expected-error @+1 {{ep_dispatch_c9: without slots the received rows are dynamic (the exchanged counts decide them) or the capacity (masked past the received ones), got 'tensor<8x64xf32>' and capacity 16}}
   %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 16
     : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
       -> (tensor<8x64xf32>, tensor<8x2xi32>, tensor<8x2xf32>, i64)

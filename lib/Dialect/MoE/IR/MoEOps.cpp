@@ -705,10 +705,12 @@ LogicalResult EpDispatchOp::verify() {
                            << experts << (getExpertRank() ? " experts of expert_rank"
                                                           : " slots of phys_to_log");
   }
-  if (!getSlots() && !ShapedType::isDynamic(received.getDimSize(0)))
-    return emitOpError() << "ep_dispatch_c9: without slots the received row count "
-                            "is decided by the exchanged counts and must be dynamic, got "
-                         << received;
+  if (!getSlots() && !ShapedType::isDynamic(received.getDimSize(0)) &&
+      received.getDimSize(0) != int64_t(getCapacity()))
+    return emitOpError() << "ep_dispatch_c9: without slots the received rows are "
+                            "dynamic (the exchanged counts decide them) or the "
+                            "capacity (masked past the received ones), got "
+                         << received << " and capacity " << getCapacity();
   if (std::optional<uint64_t> slots = getSlots()) {
     int64_t rows = received.getDimSize(0);
     if (ShapedType::isDynamic(rows) || rows % int64_t(*slots) != 0 ||

@@ -283,7 +283,9 @@ struct MoEDecomposeLayerPass
     }
     if (ep > 1) {
       int64_t maxTokens = *layer.getMaxTokensPerRank();
-      int64_t received = decode ? fixed.receivedRows : ShapedType::kDynamic;
+      int64_t received = decode           ? fixed.receivedRows
+                         : staticReceived ? maxTokens * ep
+                                          : ShapedType::kDynamic;
       auto exchange = EpDispatchOp::create(
           b, xType.clone({received, xType.getDimSize(1)}), /*received_scales=*/Type(),
           RankedTensorType::get({received, topK}, i32),
@@ -303,13 +305,14 @@ struct MoEDecomposeLayerPass
     int64_t inputTokens = inputType.getDimSize(0);
     IntegerAttr capacity, tile;
     // The masked layout's blocks are its capacity; padding them to a row
-    // tile is left for when a GEMM wants it there.
-    if (!decode && rowTile > 1)
+    // tile is left for when a GEMM wants it there (static-received).
+    const bool masked = decode && !(staticReceived && ep > 1 && rowTile > 1);
+    if (!masked && rowTile > 1)
       tile = b.getI64IntegerAttr(rowTile);
     int64_t rows = ShapedType::isDynamic(inputTokens)
                        ? ShapedType::kDynamic
                        : DispatchOp::paddedRows(inputTokens * topK, localExperts, rowTile);
-    if (decode) {
+    if (masked) {
       capacity = b.getI64IntegerAttr(fixed.capacityPerExpert);
       rows = fixed.maskedRows;
     }
@@ -324,7 +327,7 @@ struct MoEDecomposeLayerPass
     // expert, and no row count need be read back from the dispatch (on a
     // GPU, a read of device memory by the host). With padding, the padding
     // rows are zeros, which activate-all-rows activates too.
-    const bool everyRowUsed = ep == 1 && (!tile || activateAllRows);
+    const bool everyRowUsed = (ep == 1 && !tile) || activateAllRows;
     Value expertOut = buildExpertMLP(
         b, dispatch.getDispatched(), dispatch.getRowExpert(), dispatch.getExpertOffsets(),
         {layer.getW13(), layer.getW2(), layer.getW13Bias(), layer.getW2Bias(), layer,

@@ -357,7 +357,10 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch", [AttrSizedOperandSegments]> {
     before anything is written. With `slots = S` (the decode layout) no
     counts travel: every rank sends every rank a block of `S` rows, valid
     ones first and the rest masked (ids -1, weights 0, x 0), so `R = ep * S`
-    is static; `max_tokens` is then `S`. `ep`, when given, is the size of
+    is static; `max_tokens` is then `S`. Without `slots`, `R` is dynamic
+    (the received rows), or static and equal to `capacity`: the rows past
+    the received ones are masked as above (the form a GPU's static
+    workspace takes, `convert-moe-to-runtime{into-buffers}`). `ep`, when given, is the size of
     the group (the runtime checks it) and lets `moe-plan-buffers` size the
     workspaces (`moe.workspaces`). Lowered to the runtime
     (`convert-moe-to-runtime`), which checks every request against them.

@@ -34,9 +34,13 @@ def MoEDecomposeLayer : Pass<"moe-decompose-layer"> {
            "Pad each expert's dispatched rows to a multiple of this (the row "
            "tile of the expert GEMM; 1: no padding, what the CPU GEMM wants)">,
     Option<"activateAllRows", "activate-all-rows", "bool", "false",
-           "With one rank, activate every dispatched row, padding included "
-           "(zeros), rather than the first offsets[E]: no row count is read "
-           "back from the dispatch (on a GPU its host cannot read it)">,
+           "Activate every dispatched row, padding included (zeros), rather "
+           "than the first offsets[E]: no row count is read back from the "
+           "dispatch (on a GPU its host cannot read it)">,
+    Option<"staticReceived", "static-received", "bool", "false",
+           "With ep > 1, receive into static buffers (what a GPU's workspace "
+           "needs): the prefill layout's `capacity` rows, masked past the "
+           "received ones, and the row tile in the decode layout too">,
   ];
   let dependentDialects = ["::mlir::tensor::TensorDialect",
                            "::mlir::linalg::LinalgDialect",

@@ -1,0 +1,90 @@
+"""The expert-parallel exchange into static buffers (the GPU's form), on host memory.
+
+`moe-compile --ep-into-buffers` builds a CPU layer the way `--target cuda`
+builds every expert-parallel layer: the received rows are static (the
+capacity, or ranks x slots in decode), the layer allocates them, and the
+runtime's `moert_ep_dispatch_into_*` / `moert_ep_combine_into_*` fill them
+(masked past the received rows). Every rank must match the numpy reference.
+"""
+import json
+
+import pytest
+
+from moec import main as main_job
+from moec.toolchain import ROOT, compile_config
+
+EXAMPLES = sorted((ROOT / "examples").glob("*/config.json"))
+
+
+def calls_into_entries(library):
+    data = library.read_bytes()
+    return b"moert_ep_dispatch_into_" in data and b"moert_ep_combine_into_" in data \
+        and b"moert_ep_dispatch_f32" not in data and b"moert_ep_dispatch_bf16" not in data
+
+
+def check(results, done, ranks):
+    assert done.returncode == 0, done.stderr
+    assert len(results) == ranks
+    for r in results:
+        assert r["ok"], r
+
+
+@pytest.mark.parametrize("config", EXAMPLES, ids=[c.parent.name for c in EXAMPLES])
+@pytest.mark.parametrize("ranks,scenario", [(2, "uniform"), (4, "uniform"), (4, "empty-rank"),
+                                            (2, "one-rank")])
+def test_every_rank_matches_the_reference(tmp_path, config, ranks, scenario):
+    library, _ = compile_config(config, tmp_path, ep=ranks, max_tokens_per_rank=12 + 3 * ranks,
+                                ep_into_buffers=True)
+    assert calls_into_entries(library)
+    results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", ranks,
+                                       12, 5, scenario, main_job.TOLERANCE["f32"], tmp_path)
+    check(results, done, ranks)
+    if scenario == "empty-rank":
+        assert results[0]["tokens"] == 0
+
+
+def test_bf16_on_two_ranks(tmp_path):
+    config = ROOT / "examples" / "deepseek-v3-tiny" / "config.json"
+    library, _ = compile_config(config, tmp_path, "bf16", ep=2, max_tokens_per_rank=18,
+                                ep_into_buffers=True)
+    assert calls_into_entries(library)
+    results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", 2, 12,
+                                       5, "uniform", main_job.TOLERANCE["bf16"], tmp_path)
+    check(results, done, 2)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_decode_and_prefill_variants(tmp_path, ranks, phase):
+    """Decode receives ranks x slots rows (no counts travel), prefill the capacity."""
+    config = ROOT / "examples" / "qwen3-moe-tiny" / "config.json"
+    library, _ = compile_config(config, tmp_path, ep=ranks, max_tokens_per_rank=64,
+                                decode_max_tokens=4, ep_into_buffers=True)
+    counts = [4, 1, 0, 3][:ranks]
+    results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", ranks,
+                                       counts[0], 11, "uniform", main_job.TOLERANCE["f32"],
+                                       tmp_path, token_counts=counts, phase=phase)
+    check(results, done, ranks)
+    for r in results:
+        collectives = r["counters"]["collectives"]
+        assert ("dispatch.counts" in collectives) == (phase == "prefill"), collectives
+
+
+def test_a_placement_with_replicas_chosen_per_batch(tmp_path):
+    """phys_to_log / replica_share through moert_ep_dispatch_placed_into_*."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "qwen3_moe", "hidden_size": 64,
+                                  "moe_intermediate_size": 16, "num_experts": 16,
+                                  "num_experts_per_tok": 4, "norm_topk_prob": True}))
+    ranks, slots = 4, 20  # 4 replicas of hot experts
+    library, _ = compile_config(config, tmp_path, ep=ranks, max_tokens_per_rank=44,
+                                physical_experts=slots, replica_selection="per-batch",
+                                ep_into_buffers=True)
+    assert b"moert_ep_dispatch_placed_into_f32" in library.read_bytes()
+    placement = tmp_path / "placement.json"
+    phy2log = list(range(16)) + [0, 1, 2, 3]
+    placement.write_text(json.dumps({"layers": [{"phy2log": phy2log, "share": [1.0] * slots}]}))
+    results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", ranks,
+                                       32, 5, "one-rank", main_job.TOLERANCE["f32"], tmp_path,
+                                       placement=placement)
+    check(results, done, ranks)

@@ -1,0 +1,47 @@
+// RUN: moe-opt %s -split-input-file --convert-moe-to-runtime=into-buffers=true | FileCheck %s --implicit-check-not=moe.ep
+// RUN: not moe-opt %s -split-input-file --convert-moe-to-runtime 2>&1 | FileCheck %s --check-prefix=NOTINTO
+
+// Tests that with into-buffers the dispatch reads its inputs as buffers, writes the received
+// rows into buffers of the static capacity that the layer allocates, takes a (null) stream
+// operand, and returns only the handle; the combine writes the tokens' rows (x's count)
+// into a buffer the same way.
+// CHECK-DAG: func.func private @moert_ep_dispatch_into_bf16(memref<?x?xbf16>, memref<?x?xi32>, memref<?x?xf32>, memref<?xi32>, memref<?xi64>, memref<?x?xbf16>, memref<?x?xi32>, memref<?x?xf32>, !llvm.ptr) -> i64 attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @moert_ep_combine_into_bf16(memref<?x?xbf16>, i64, memref<?x?xbf16>, !llvm.ptr) attributes {llvm.emit_c_interface}
+// CHECK-LABEL: func.func @capacity_rows
+// CHECK: %[[X:.+]] = bufferization.to_buffer %{{.+}} read_only : tensor<?x?xbf16> to memref<?x?xbf16>
+// CHECK: %[[RX:.+]] = memref.alloc() : memref<32x64xbf16>
+// CHECK: %[[RXC:.+]] = memref.cast %[[RX]] : memref<32x64xbf16> to memref<?x?xbf16>
+// CHECK: %[[RI:.+]] = memref.alloc() : memref<32x2xi32>
+// CHECK: %[[RW:.+]] = memref.alloc() : memref<32x2xf32>
+// CHECK: %[[NULL:.+]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: %[[H:.+]] = call @moert_ep_dispatch_into_bf16(%[[X]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[RXC]], %{{.+}}, %{{.+}}, %[[NULL]]) {moe.stream_operand}
+// CHECK: bufferization.to_tensor %[[RX]] restrict writable : memref<32x64xbf16> to tensor<32x64xbf16>
+// CHECK: %[[T:.+]] = memref.dim %[[X]], %c0
+// CHECK: %[[Y:.+]] = memref.alloc(%[[T]]) : memref<?x64xbf16>
+// CHECK: call @moert_ep_combine_into_bf16(%{{.+}}, %[[H]], %{{.+}}, %{{.+}}) {moe.stream_operand}
+// CHECK: %[[YT:.+]] = bufferization.to_tensor %[[Y]] restrict writable
+// CHECK: return %[[YT]]
+// NOTINTO: static received rows without slots are filled into buffers (into-buffers)
+func.func @capacity_rows(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                         %er: tensor<8xi32>) -> tensor<?x64xbf16> {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 32 ep = 2 max_tokens = 16
+    : (tensor<?x64xbf16>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<32x64xbf16>, tensor<32x2xi32>, tensor<32x2xf32>, i64)
+  %y = moe.ep_combine %r, %h : (tensor<32x64xbf16>, i64) -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
+}
+
+// -----
+
+// Tests that a placement passes phys_to_log and replica_share to the placed entry.
+// CHECK-LABEL: func.func @placed
+// CHECK: call @moert_ep_dispatch_placed_into_f32(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) {moe.stream_operand} : (memref<?x?xf32>, memref<?x?xi32>, memref<?x?xf32>, memref<?xi32>, memref<?xf32>, memref<?xi64>,
+func.func @placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                  %p: tensor<10xi32>, %s: tensor<10xf32>) -> tensor<?x64xf32> {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w placement(%p, %s) capacity = 8 ep = 2
+      max_tokens = 4 slots = 4
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<10xi32>, tensor<10xf32>)
+      -> (tensor<8x64xf32>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
+  %y = moe.ep_combine %r, %h : (tensor<8x64xf32>, i64) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
