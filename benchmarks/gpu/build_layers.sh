@@ -2,7 +2,7 @@
 # Compiles the layers that gpu_layers.py checks and times on a GPU machine
 # (which has no MLIR): the two tiny examples (f32 and bf16) and a
 # Qwen3-30B-A3B- and a DeepSeek-V3-shaped layer (bf16; DeepSeek-V3 also with
-# its FP8 expert weights), each as a CUDA library for --chip, with its plan
+# its FP8 expert weights), and expert-parallel ones (ep 2), each as a CUDA library for --chip, with its plan
 # report and a manifest.
 # Usage: benchmarks/gpu/build_layers.sh [out-dir (default benchmarks/gpu/layers)] [chip]
 set -euo pipefail
@@ -13,11 +13,12 @@ compile=build/bin/moe-compile
 mkdir -p "$out"
 entries=()
 add() {  # name config dtype tokens [moe-compile options...]
-  local name=$1 config=$2 dtype=$3 tokens=$4
+  local name=$1 config=$2 dtype=$3 tokens=$4 ep=1
   shift 4
+  for option in "$@"; do [[ $option == --ep=* ]] && ep=${option#--ep=}; done
   "$compile" --config "$config" --dtype "$dtype" --target cuda --chip "$chip" \
     --max-tokens-per-rank 4096 --plan "$out/$name.plan.json" -o "$out/$name.so" "$@"
-  entries+=("{\"name\": \"$name\", \"library\": \"$name.so\", \"plan\": \"$name.plan.json\", \"tokens\": [$tokens]}")
+  entries+=("{\"name\": \"$name\", \"library\": \"$name.so\", \"plan\": \"$name.plan.json\", \"tokens\": [$tokens], \"ep\": $ep}")
 }
 add qwen3-tiny-f32 examples/qwen3-moe-tiny/config.json f32 "1, 7, 64, 4096"
 add qwen3-tiny-bf16 examples/qwen3-moe-tiny/config.json bf16 "1, 7, 64, 4096"
@@ -27,6 +28,15 @@ add qwen3-30b-a3b-bf16 examples/full-size/qwen3-30b-a3b.json bf16 "1, 7, 64, 409
 add deepseek-v3-bf16 examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096"
 # The checkpoint's FP8 expert weights (128 x 128 block scales) kept as codes.
 add deepseek-v3-fp8 examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096" --fp8-weights=keep
+# Expert-parallel layers for run_gpu_ep.sh (2 MPI ranks on one GPU): decode
+# up to 8 tokens per rank, prefill above; the tokens are rank 0's (0: rank 0
+# empty).
+add qwen3-tiny-bf16-ep2 examples/qwen3-moe-tiny/config.json bf16 "0, 1, 7, 64, 1000" \
+  --ep=2 --decode-max-tokens=8
+add deepseek-tiny-bf16-ep2 examples/deepseek-v3-tiny/config.json bf16 "0, 1, 7, 64, 1000" \
+  --ep=2 --decode-max-tokens=8
+add qwen3-30b-a3b-bf16-ep2 examples/full-size/qwen3-30b-a3b.json bf16 "1, 7, 64, 1000" \
+  --ep=2 --decode-max-tokens=8
 {
   echo "{\"chip\": \"$chip\", \"layers\": ["
   (IFS=,; echo "${entries[*]}")

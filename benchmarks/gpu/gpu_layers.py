@@ -422,7 +422,9 @@ def main():
     manifest = json.loads((args.layers / "manifest.json").read_text())
     only = set(filter(None, args.only.split(",")))
     results = []
-    entries = [e for e in manifest["layers"] if not only or e["name"] in only]
+    # Expert-parallel layers run under mpirun (gpu_ep.py).
+    entries = [e for e in manifest["layers"]
+               if e.get("ep", 1) == 1 and (not only or e["name"] in only)]
     if len(entries) == 1 or args.in_process:
         for entry in entries:
             check_layer(entry, args.layers, args, peaks, results)

@@ -919,6 +919,109 @@ TEST(Hardening, Defect8_HostileCombineTpAndAgreeCallsFailByName) {
   });
 }
 
+/// A dispatch into host buffers of `rows` rows (hidden 4, top-1), and its
+/// combine into `y`.
+struct IntoCall : CCall {
+  int64_t rows = 2;
+  std::vector<float> rx = std::vector<float>(size_t(rows) * 4, -7.0f);
+  std::vector<int32_t> rids = std::vector<int32_t>(size_t(rows), 9);
+  std::vector<float> rw = std::vector<float>(size_t(rows), -7.0f);
+  moert_memref2d rxm = memref2(rx.data(), rows, 4), ridm = memref2(rids.data(), rows, 1),
+                 rwm = memref2(rw.data(), rows, 1);
+  int64_t handle = -1;
+
+  void dispatchInto() {
+    handle = _mlir_ciface_moert_ep_dispatch_into_f32(&xm, &im, &wm, &rm, &planm, &rxm, &ridm,
+                                                     &rwm, nullptr);
+  }
+};
+
+TEST(Hardening, IntoBuffersCheckShapesAndHandles) {
+  expectEachFailsByName({
+      {"received rows", "moert_ep_dispatch_into_f32: received is [3, 4], the plan receives [2, 4]",
+       [] {
+         IntoCall c;
+         c.rxm.sizes[0] = 3;
+         c.dispatchInto();
+       }},
+      {"null local ids", "dispatch: memref 'local_ids' is a null descriptor",
+       [] {
+         IntoCall c;
+         _mlir_ciface_moert_ep_dispatch_into_f32(&c.xm, &c.im, &c.wm, &c.rm, &c.planm, &c.rxm,
+                                                 nullptr, &c.rwm, nullptr);
+       }},
+      {"fp8 plan", "moert_ep_dispatch_into_f32: FP8 dispatch into device buffers is not "
+                   "implemented (plan quantization 1)",
+       [] {
+         IntoCall c;
+         c.plan[MOERT_PLAN_QUANTIZATION] = 1;
+         c.xm = memref2(std::vector<float>(256).data(), 2, 128);
+         c.dispatchInto();
+       }},
+      {"combine of a returning dispatch",
+       "moert_ep_combine_into_f32: handle 0 is not a dispatch into buffers awaiting its combine",
+       [] {
+         IntoCall c;
+         c.dispatch();
+         float y[8];
+         moert_memref2d ym = memref2(y, 2, 4);
+         _mlir_ciface_moert_ep_combine_into_f32(&c.result.x, c.result.handle, &ym, nullptr);
+       }},
+      {"short partial", "moert_ep_combine_into_f32: partial has 1 rows, 2 were received",
+       [] {
+         IntoCall c;
+         c.dispatchInto();
+         float y[8];
+         moert_memref2d ym = memref2(y, 2, 4), pm = memref2(c.rx.data(), 1, 4);
+         _mlir_ciface_moert_ep_combine_into_f32(&pm, c.handle, &ym, nullptr);
+       }},
+      {"y rows", "moert_ep_combine_into_f32: y is [3, 4], the tokens are [2, 4]",
+       [] {
+         IntoCall c;
+         c.dispatchInto();
+         float y[12];
+         moert_memref2d ym = memref2(y, 3, 4);
+         _mlir_ciface_moert_ep_combine_into_f32(&c.rxm, c.handle, &ym, nullptr);
+       }},
+  });
+}
+
+TEST(Hardening, IntoBuffersHoldTheReceivedRowsThenMasked) {
+  ensureLocal();
+  Ending e = runInChild([] {
+    // Capacity 4: two rows arrive, two are masked.
+    IntoCall c;
+    c.plan[MOERT_PLAN_CAPACITY] = 4;
+    c.rows = 4;
+    c.rx.assign(16, -7.0f);
+    c.rids.assign(4, 9);
+    c.rw.assign(4, -7.0f);
+    c.rxm = memref2(c.rx.data(), 4, 4);
+    c.ridm = memref2(c.rids.data(), 4, 1);
+    c.rwm = memref2(c.rw.data(), 4, 1);
+    c.dispatchInto();
+    for (int i = 0; i < 8; ++i)
+      if (c.rx[size_t(i)] != c.x[i])
+        std::_Exit(3);
+    for (int i = 8; i < 16; ++i)
+      if (c.rx[size_t(i)] != 0.0f)
+        std::_Exit(4);
+    if (c.rids[0] != 0 || c.rids[1] != 1 || c.rids[2] != -1 || c.rids[3] != -1 ||
+        c.rw[0] != 1.0f || c.rw[1] != 1.0f || c.rw[2] != 0.0f || c.rw[3] != 0.0f)
+      std::_Exit(5);
+    // Each token's row comes back once (one rank): y = the partial rows.
+    for (float &v : c.rx)
+      v *= 2.0f;
+    float y[8] = {};
+    moert_memref2d ym = memref2(y, 2, 4);
+    _mlir_ciface_moert_ep_combine_into_f32(&c.rxm, c.handle, &ym, nullptr);
+    for (int i = 0; i < 8; ++i)
+      if (y[i] != 2.0f * c.x[i])
+        std::_Exit(6);
+  });
+  EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
+}
+
 TEST(Hardening, Defect8_HostileHostCallsReturnErrors) {
   ensureLocal();
   int64_t v[2] = {1, 2};

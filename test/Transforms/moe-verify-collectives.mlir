@@ -156,3 +156,61 @@ func.func @cond_br(%x: tensor<?x64xf32>) {
 ^done:
   return
 }
+
+// -----
+
+// Tests that a uniform scf.if choosing between uniform values is uniform: the phase choice
+// of an entry whose variants are inlined (by the agreed token count, or the uniform phase
+// argument) may decide whether collectives run.
+// CHECK-LABEL: func.func @inlined_phase_choice
+func.func @inlined_phase_choice(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                                %rank: tensor<8xi32>, %phase: i32 {moe.uniform}) {
+  %c0 = arith.constant 0 : index
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0 : i32
+  %two = arith.constant 2 : i32
+  %by_count = arith.cmpi eq, %phase, %zero : i32
+  %decode = scf.if %by_count -> (i1) {
+    %t = tensor.dim %x, %c0 : tensor<?x64xf32>
+    %most = moe.agree_count %t for phase_tokens : index
+    %fits = arith.cmpi ule, %most, %c8 : index
+    scf.yield %fits : i1
+  } else {
+    %asked = arith.cmpi eq, %phase, %two : i32
+    scf.yield %asked : i1
+  }
+  scf.if %decode {
+    // CHECK: moe.ep_dispatch
+    %rx, %rids, %rw, %h = moe.ep_dispatch %x, %ids, %w, %rank capacity = 64
+      : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+        -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  }
+  return
+}
+
+// -----
+
+// Tests that an scf.if yielding a rank-local value on one side is not uniform.
+func.func @rank_local_choice(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                             %rank: tensor<8xi32>, %phase: i32 {moe.uniform}) {
+  %c0 = arith.constant 0 : index
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0 : i32
+  %by_count = arith.cmpi eq, %phase, %zero : i32
+  %decode = scf.if %by_count -> (i1) {
+    %t = tensor.dim %x, %c0 : tensor<?x64xf32>
+    %fits = arith.cmpi ule, %t, %c8 : index
+    scf.yield %fits : i1
+  } else {
+    %false = arith.constant false
+    scf.yield %false : i1
+  }
+  // expected-note @+1 {{this scf.if decides whether it runs}}
+  scf.if %decode {
+    // expected-error @+1 {{collective under control flow that can differ between ranks: the scf.if condition depends on rank-local data}}
+    %rx, %rids, %rw, %h = moe.ep_dispatch %x, %ids, %w, %rank capacity = 64
+      : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+        -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  }
+  return
+}

@@ -366,9 +366,6 @@ std::optional<std::string> optionProblem() {
            "cuda always exchanges into its workspace)";
   if (epIntoBuffers && dispatchQuant != "none")
     return "--ep-into-buffers does not take an FP8 dispatch (--dispatch-quant) yet";
-  if (target == Target::Cuda && ep > 1)
-    return "--target=cuda builds one-rank layers for now: the expert-parallel "
-           "exchange of device buffers is not lowered yet (use --ep 1)";
   if (target == Target::Cuda && chunkBudget > 0)
     return "--target=cuda does not chunk layers yet (--chunk-budget-bytes): a "
            "chunk's buffers would be sized inside the chunk loop, which the "

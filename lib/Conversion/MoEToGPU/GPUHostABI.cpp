@@ -198,14 +198,20 @@ struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
   LogicalResult convert(func::FuncOp func) {
     if (!func.getBody().hasOneBlock())
       return func.emitError("moe-gpu-host-abi: an entry with several blocks");
-    // The runtime's expert-parallel entries read and write host buffers.
+    // Runtime entries that take buffers must take device buffers and the
+    // stream (convert-moe-to-runtime{into-buffers}); the others read and
+    // write host buffers. Scalar ones (moert_agree_max) are fine.
     WalkResult calls = func.walk([&](func::CallOp call) {
       auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
-      if (callee && callee.isExternal()) {
+      auto isBuffer = [](Type t) { return isa<ShapedType>(t); };
+      bool takesBuffers = llvm::any_of(call.getOperandTypes(), isBuffer) ||
+                          llvm::any_of(call.getResultTypes(), isBuffer);
+      if (callee && callee.isExternal() && takesBuffers &&
+          !call->hasAttr(moe::kStreamOperand)) {
         call.emitError("moe-gpu-host-abi: ")
             << call.getCallee()
-            << " exchanges host buffers; expert-parallel layers (ep > 1) are not lowered "
-               "for the GPU yet";
+            << " takes host buffers (a runtime call without a stream operand: "
+               "convert-moe-to-runtime{into-buffers} makes the GPU's)";
         return WalkResult::interrupt();
       }
       return WalkResult::advance();
@@ -239,6 +245,12 @@ struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
                                    loc)))
       return func.emitError("moe-gpu-host-abi: cannot add the workspace and stream arguments");
     Value workspace = body.getArgument(workspaceIndex);
+    // Runtime calls (the expert-parallel exchange) work on the same stream.
+    Value stream = body.getArgument(workspaceIndex + 1);
+    func.walk([&](func::CallOp call) {
+      if (call->hasAttr(moe::kStreamOperand))
+        call->setOperand(call.getNumOperands() - 1, stream);
+    });
 
     b.setInsertionPointToStart(&body);
     SizeMaterializer inEntry(body, [](OpBuilder &b, Location loc, BlockArgument argument,

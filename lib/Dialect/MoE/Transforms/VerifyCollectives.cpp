@@ -52,6 +52,14 @@ private:
       return true;
     if (auto call = dyn_cast<func::CallOp>(def))
       return call.getCallee() == "moert_agree_max";
+    // A uniform choice between uniform values (e.g. the phase, once its
+    // variants are inlined into the entry).
+    if (auto branch = dyn_cast<scf::IfOp>(def)) {
+      unsigned i = cast<OpResult>(v).getResultNumber();
+      return isUniform(branch.getCondition()) &&
+             isUniform(branch.thenYield().getOperand(i)) &&
+             isUniform(branch.elseYield().getOperand(i));
+    }
     if (isa<EpDispatchOp, EpCombineOp, TpSliceOp, TpGatherOp>(def) ||
         !isMemoryEffectFree(def) ||
         def->getNumRegions() != 0)
