@@ -1,6 +1,7 @@
 //===- DeviceStaging.cpp - a GPU layer's buffers, staged through host -----===//
 #include "DeviceStaging.h"
 
+#include <cstdlib>
 #include <cstring>
 #ifdef MOERT_HAVE_CUDA_LIBRARY
 #include <dlfcn.h>
@@ -10,8 +11,18 @@ using namespace moert;
 
 #ifdef MOERT_HAVE_CUDA_LIBRARY
 /// libmoert_cuda.so beside this library (already loaded where a GPU layer
-/// runs: the layer links it; dlopen then returns that copy).
+/// runs: the layer links it; dlopen then returns that copy), or the one
+/// $MOERT_CUDA_LIBRARY names (tests stand a fake one in for it).
 void *moert::openCudaLibrary(Status &error) {
+  if (const char *path = getenv("MOERT_CUDA_LIBRARY")) {
+    void *library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+      const char *why = dlerror();
+      error = std::string("needs $MOERT_CUDA_LIBRARY=") + path + ": " +
+              (why ? why : "cannot open it");
+    }
+    return library;
+  }
   Dl_info self;
   if (!dladdr(reinterpret_cast<void *>(&openCudaLibrary), &self) || !self.dli_fname) {
     error = "cannot find where libmoert is loaded from";

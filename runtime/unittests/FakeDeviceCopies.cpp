@@ -1,0 +1,78 @@
+//===- FakeDeviceCopies.cpp - libmoert_cuda's copies, on protected pages ---===//
+//
+// Stands in for libmoert_cuda.so in StagingTest ($MOERT_CUDA_LIBRARY): its
+// "device" memory is pages that nobody may touch (PROT_NONE) except these
+// copies, so a runtime that read or wrote a device buffer directly instead
+// of staging it crashes the test. Copies and waits must name the test's
+// stream and are counted.
+//
+//===----------------------------------------------------------------------===//
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+struct Region {
+  uintptr_t begin;
+  size_t length;
+};
+std::vector<Region> regions;
+int copies = 0, waits = 0;
+void *expectedStream = nullptr;
+
+/// The fake device allocation holding [p, p + n), or null if it is host memory.
+const Region *deviceRegion(const void *p, size_t n) {
+  for (const Region &r : regions)
+    if (uintptr_t(p) >= r.begin && uintptr_t(p) + n <= r.begin + r.length)
+      return &r;
+  return nullptr;
+}
+void setAccess(const Region *r, int protection) {
+  if (r && mprotect(reinterpret_cast<void *>(r->begin), r->length, protection) != 0)
+    std::abort();
+}
+/// Copies with the device side(s) opened for the copy only.
+void copy(void *dst, const void *src, size_t n) {
+  const Region *to = deviceRegion(dst, n), *from = deviceRegion(src, n);
+  setAccess(from, PROT_READ);
+  setAccess(to, PROT_READ | PROT_WRITE);
+  std::memmove(dst, src, n);
+  setAccess(from, PROT_NONE);
+  setAccess(to, PROT_NONE);
+}
+} // namespace
+
+extern "C" {
+/// `bytes` of fake device memory on pages of their own.
+void *fake_device_alloc(size_t bytes) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const size_t length = bytes ? (bytes + page - 1) / page * page : page;
+  void *p = mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return nullptr;
+  regions.push_back({uintptr_t(p), length});
+  return p;
+}
+/// The test's own access, not counted.
+void fake_device_copy(void *dst, const void *src, size_t n) { copy(dst, src, n); }
+void fake_device_expect_stream(void *stream) { expectedStream = stream; }
+int fake_device_copies() { return copies; }
+int fake_device_waits() { return waits; }
+
+// The entries of libmoert_cuda that the staging uses.
+void mgpuMemcpy(void *dst, void *src, size_t n, void *stream) {
+  if (stream != expectedStream || (!deviceRegion(dst, n) && !deviceRegion(src, n)))
+    std::abort(); // another stream, or a copy between host buffers
+  ++copies;
+  copy(dst, src, n);
+}
+void mgpuStreamSynchronize(void *stream) {
+  if (stream != expectedStream)
+    std::abort();
+  ++waits;
+}
+}

@@ -1,0 +1,135 @@
+//===- StagingTest.cpp - GPU layers' device buffers staged through host ----===//
+//
+// The into entries with a stream take device buffers: they must reach them
+// only through libmoert_cuda's copies on that stream, and wait before they
+// read. A fake libmoert_cuda (FakeDeviceCopies.cpp, $MOERT_CUDA_LIBRARY)
+// keeps its "device" pages inaccessible except to its copies; the results
+// must equal those of the same calls on host buffers (a null stream).
+//
+//===----------------------------------------------------------------------===//
+#include "ChildProcess.h"
+#include "moert/moert.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <vector>
+
+using namespace moert::test;
+
+namespace {
+moert_memref2d memref2(void *p, int64_t rows, int64_t cols) {
+  return moert_memref2d{p, p, 0, {rows, cols}, {cols, 1}};
+}
+moert_memref1d memref1(void *p, int64_t n) { return moert_memref1d{p, p, 0, {n}, {1}}; }
+
+struct FakeDevice {
+  void *library = dlopen(MOERT_FAKE_DEVICE_LIBRARY, RTLD_NOW);
+  template <typename F> F get(const char *name) {
+    return reinterpret_cast<F>(dlsym(library, name));
+  }
+  void *(*alloc)(size_t) = get<void *(*)(size_t)>("fake_device_alloc");
+  void (*copy)(void *, const void *, size_t) =
+      get<void (*)(void *, const void *, size_t)>("fake_device_copy");
+  int (*copies)() = get<int (*)()>("fake_device_copies");
+  int (*waits)() = get<int (*)()>("fake_device_waits");
+
+  /// A device copy of `host`.
+  template <typename T> T *upload(const std::vector<T> &host) {
+    auto *d = static_cast<T *>(alloc(host.size() * sizeof(T)));
+    copy(d, host.data(), host.size() * sizeof(T));
+    return d;
+  }
+  template <typename T> std::vector<T> download(const T *d, size_t n) {
+    std::vector<T> host(n);
+    copy(host.data(), d, n * sizeof(T));
+    return host;
+  }
+};
+
+/// Three tokens (hidden 4, top-2) to two experts on this one rank; the plan
+/// receives its capacity, 5 rows: 3 arrive, 2 are masked.
+struct Layer {
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  std::vector<int32_t> ids = {0, 1, 1, 0, 0, 1};
+  std::vector<float> weights = {0.25f, 0.75f, 0.5f, 0.5f, 1, 0};
+  std::vector<int32_t> expertRank = {0, 0};
+  std::vector<int64_t> plan = {5, 0, 0, 0, 0, 0, 0, 0, 0};
+  static constexpr int64_t tokens = 3, hidden = 4, k = 2, rows = 5;
+};
+} // namespace
+
+TEST(Staging, DeviceBuffersReachTheRuntimeOnlyThroughCopiesOnTheStream) {
+  Ending e = runInChild([] {
+    setenv("MOERT_CUDA_LIBRARY", MOERT_FAKE_DEVICE_LIBRARY, 1);
+    if (moert_init("local", 2000) != 0)
+      std::_Exit(2);
+    FakeDevice dev;
+    if (!dev.alloc || !dev.copy || !dev.copies || !dev.waits)
+      std::_Exit(3);
+    Layer l;
+    auto planm = memref1(l.plan.data(), int64_t(l.plan.size()));
+
+    // On host buffers (null stream).
+    std::vector<float> rx(Layer::rows * Layer::hidden), rw(Layer::rows * Layer::k), y(12);
+    std::vector<int32_t> rids(Layer::rows * Layer::k);
+    auto xm = memref2(l.x.data(), Layer::tokens, Layer::hidden);
+    auto im = memref2(l.ids.data(), Layer::tokens, Layer::k);
+    auto wm = memref2(l.weights.data(), Layer::tokens, Layer::k);
+    auto rm = memref1(l.expertRank.data(), 2);
+    auto rxm = memref2(rx.data(), Layer::rows, Layer::hidden);
+    auto ridm = memref2(rids.data(), Layer::rows, Layer::k);
+    auto rwm = memref2(rw.data(), Layer::rows, Layer::k);
+    int64_t handle = _mlir_ciface_moert_ep_dispatch_into_f32(&xm, &im, &wm, &rm, &planm, &rxm,
+                                                             &ridm, &rwm, nullptr);
+    std::vector<float> partial(rx);
+    for (float &v : partial)
+      v *= 3.0f;
+    auto pm = memref2(partial.data(), Layer::rows, Layer::hidden);
+    auto ym = memref2(y.data(), Layer::tokens, Layer::hidden);
+    _mlir_ciface_moert_ep_combine_into_f32(&pm, handle, &ym, nullptr);
+    if (dev.copies() != 0 || dev.waits() != 0)
+      std::_Exit(4); // host buffers need no copies
+
+    // The same on device buffers.
+    void *stream = reinterpret_cast<void *>(0x5);
+    dev.get<void (*)(void *)>("fake_device_expect_stream")(stream);
+    float *dx = dev.upload(l.x), *dw = dev.upload(l.weights);
+    int32_t *dids = dev.upload(l.ids), *drank = dev.upload(l.expertRank);
+    auto *drx = static_cast<float *>(dev.alloc(rx.size() * 4));
+    auto *drids = static_cast<int32_t *>(dev.alloc(rids.size() * 4));
+    auto *drw = static_cast<float *>(dev.alloc(rw.size() * 4));
+    xm = memref2(dx, Layer::tokens, Layer::hidden);
+    im = memref2(dids, Layer::tokens, Layer::k);
+    wm = memref2(dw, Layer::tokens, Layer::k);
+    rm = memref1(drank, 2);
+    rxm = memref2(drx, Layer::rows, Layer::hidden);
+    ridm = memref2(drids, Layer::rows, Layer::k);
+    rwm = memref2(drw, Layer::rows, Layer::k);
+    handle = _mlir_ciface_moert_ep_dispatch_into_f32(&xm, &im, &wm, &rm, &planm, &rxm, &ridm,
+                                                     &rwm, stream);
+    if (dev.download(drx, rx.size()) != rx || dev.download(drids, rids.size()) != rids ||
+        dev.download(drw, rw.size()) != rw)
+      std::_Exit(5);
+    float *dp = dev.upload(partial), *dy = static_cast<float *>(dev.alloc(y.size() * 4));
+    pm = memref2(dp, Layer::rows, Layer::hidden);
+    ym = memref2(dy, Layer::tokens, Layer::hidden);
+    _mlir_ciface_moert_ep_combine_into_f32(&pm, handle, &ym, stream);
+    if (dev.download(dy, y.size()) != y)
+      std::_Exit(6);
+    // Inputs in, results out (with their masked rows), and a wait before
+    // each read of what came in.
+    if (dev.copies() < 4 + 6 + 1 + 1 || dev.waits() < 2)
+      std::_Exit(7);
+    // The host run: every received row once; the masked rows zero / -1.
+    for (int64_t r = 3; r < Layer::rows; ++r)
+      if (rx[size_t(r * Layer::hidden)] != 0 || rids[size_t(r * Layer::k)] != -1)
+        std::_Exit(8);
+    for (size_t i = 0; i < y.size(); ++i)
+      if (y[i] != 3.0f * l.x[i])
+        std::_Exit(9);
+  });
+  EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
+}
