@@ -37,6 +37,8 @@ add deepseek-tiny-bf16-ep2 examples/deepseek-v3-tiny/config.json bf16 "0, 1, 7, 
   --ep=2 --decode-max-tokens=8
 add qwen3-30b-a3b-bf16-ep2 examples/full-size/qwen3-30b-a3b.json bf16 "1, 7, 64, 1000" \
   --ep=2 --decode-max-tokens=8
+add qwen3-30b-a3b-bf16-ep2-fp8 examples/full-size/qwen3-30b-a3b.json bf16 "7, 1000" \
+  --ep=2 --decode-max-tokens=8 --dispatch-quant=fp8-e4m3-g128
 {
   echo "{\"chip\": \"$chip\", \"layers\": ["
   (IFS=,; echo "${entries[*]}")

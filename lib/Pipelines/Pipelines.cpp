@@ -96,7 +96,8 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
   if (options.stopAfterHostABI) {
     // Bufferized entries with the GPU calling convention, before any kernel.
     std::string text = "inline," +
-                       toLinalg(/*dedupeTp=*/true, "none", /*fp8Gemm=*/true,
+                       toLinalg(/*dedupeTp=*/true, options.dispatchQuantization,
+                                /*fp8Gemm=*/false,
                                 "convert-moe-to-gpu,", /*rowTile=*/16,
                                 /*activateAllRows=*/true, /*intoBuffers=*/true) +
                        "moe-gpu-router-matmul," + kToBuffers + ",moe-gpu-host-abi";
@@ -117,7 +118,8 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       // whose one workspace serves both. Rows are padded to the tensor-core
       // GEMM's tiles of 16; the activation runs over them all, so that the
       // host reads no row count.
-      options.hostABI ? "inline," + toLinalg(/*dedupeTp=*/true, "none", /*fp8Gemm=*/true,
+      options.hostABI ? "inline," + toLinalg(/*dedupeTp=*/true, options.dispatchQuantization,
+                                /*fp8Gemm=*/false,
                                  "convert-moe-to-gpu,", /*rowTile=*/16,
                                  /*activateAllRows=*/true, /*intoBuffers=*/true)
                       : toLinalg(/*dedupeTp=*/true, "none"),

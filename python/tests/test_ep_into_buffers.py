@@ -14,6 +14,8 @@ from moec import main as main_job
 from moec.toolchain import ROOT, compile_config
 
 EXAMPLES = sorted((ROOT / "examples").glob("*/config.json"))
+# As test_tp_and_fp8.py: the layer's max |y - ref| / max |ref| with FP8 rows.
+FP8_LAYER_TOLERANCE = 0.1
 
 
 def calls_into_entries(library):
@@ -88,3 +90,27 @@ def test_a_placement_with_replicas_chosen_per_batch(tmp_path):
                                        32, 5, "one-rank", main_job.TOLERANCE["f32"], tmp_path,
                                        placement=placement)
     check(results, done, ranks)
+
+
+@pytest.mark.parametrize("quant", ["fp8-e4m3-g128", "fp8-e4m3-g32-ue8m0"])
+def test_fp8_dispatch_dequantized_on_receipt(tmp_path, quant):
+    """The GPU's FP8 dispatch: E4M3 rows on the wire, bf16/f32 rows in the buffers."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "qwen3_moe", "hidden_size": 256,
+                                  "moe_intermediate_size": 32, "num_experts": 8,
+                                  "num_experts_per_tok": 2, "norm_topk_prob": True}))
+    runs = {}
+    for q in ("none", quant):
+        library, plan = compile_config(config, tmp_path, ep=2, max_tokens_per_rank=18,
+                                       dispatch_quant=q, fp8_gemm=q == "none",
+                                       ep_into_buffers=True)
+        results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", 2,
+                                           12, 5, "uniform", FP8_LAYER_TOLERANCE, tmp_path)
+        check(results, done, 2)
+        runs[q] = (plan, results)
+    plan, fp8 = runs[quant]
+    assert plan["wire_bytes_per_token"]["quantization"] == quant
+    assert "dequantized from the FP8 rows on receipt" in plan["wire_bytes_per_token"]["experts_receive"]
+    sent = [sum(r["counters"]["totals"]["dispatch_payload_bytes_sent"] for r in rs)
+            for _, rs in (runs["none"], runs[quant])]
+    assert sent[1] < 0.3 * sent[0]  # 1 byte per element plus scales instead of 4

@@ -403,10 +403,6 @@ int64_t dispatchInto(const char *entry, bool placed, moert_memref2d *x, moert_me
   DispatchCheck checked = checkedDispatch(/*keepCodes=*/false, placed, x, ids, weights,
                                           expertRank, physToLog, replicaShare, plan,
                                           elementBytes);
-  if (checked.plan.quantization != 0)
-    fatal("dispatch", std::string(entry) + ": FP8 dispatch into device buffers is not "
-                                           "implemented (plan quantization " +
-                          std::to_string(checked.plan.quantization) + ")");
   const int64_t rows = checked.sizes.plannedRecvRows, h = x->sizes[1], k = ids->sizes[1];
   struct Out {
     moert_memref2d *m;

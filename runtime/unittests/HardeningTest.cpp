@@ -950,14 +950,6 @@ TEST(Hardening, IntoBuffersCheckShapesAndHandles) {
          _mlir_ciface_moert_ep_dispatch_into_f32(&c.xm, &c.im, &c.wm, &c.rm, &c.planm, &c.rxm,
                                                  nullptr, &c.rwm, nullptr);
        }},
-      {"fp8 plan", "moert_ep_dispatch_into_f32: FP8 dispatch into device buffers is not "
-                   "implemented (plan quantization 1)",
-       [] {
-         IntoCall c;
-         c.plan[MOERT_PLAN_QUANTIZATION] = 1;
-         c.xm = memref2(std::vector<float>(256).data(), 2, 128);
-         c.dispatchInto();
-       }},
       {"combine of a returning dispatch",
        "moert_ep_combine_into_f32: handle 0 is not a dispatch into buffers awaiting its combine",
        [] {

@@ -51,7 +51,8 @@ llvm::Expected<json::Value> moe_compile::planReport(ModuleOp module,
                                     const moe::ParallelLayout &layout,
                                     llvm::StringRef elementType,
                                     llvm::StringRef dispatchQuantization,
-                                    bool dedupeTp, llvm::StringRef funcName,
+                                    bool expertsReadCodes, bool dedupeTp,
+                                    llvm::StringRef funcName,
                                     int64_t decodeMaxTokens) {
   json::Object plan =
       *moe::layerPlan(config, layout, elementType, funcName).getAsObject();
@@ -185,8 +186,10 @@ llvm::Expected<json::Value> moe_compile::planReport(ModuleOp module,
                                           config.topK, layout.ep))},
       {"combine_row", config.hiddenSize * shape.elementBytes},
       {"quantization", quantized ? dispatchQuantization : "none"},
-      {"experts_receive", quantized ? "FP8 E4M3 codes and f32 scales, read by the "
-                                      "gate/up grouped GEMM"
-                                    : "activations in the element type"}};
+      {"experts_receive", !quantized ? "activations in the element type"
+                          : expertsReadCodes
+                              ? "FP8 E4M3 codes and f32 scales, read by the gate/up grouped GEMM"
+                              : "activations in the element type, dequantized from the FP8 "
+                                "rows on receipt"}};
   return plan;
 }

@@ -16,7 +16,7 @@ namespace moe_compile {
 llvm::Expected<llvm::json::Value>
 planReport(mlir::ModuleOp module, const mlir::moe::MoELayerConfig &config,
            const mlir::moe::ParallelLayout &layout, llvm::StringRef elementType,
-           llvm::StringRef dispatchQuantization, bool dedupeTp,
+           llvm::StringRef dispatchQuantization, bool expertsReadCodes, bool dedupeTp,
            llvm::StringRef funcName, int64_t decodeMaxTokens);
 
 } // namespace moe_compile

@@ -109,7 +109,8 @@ cl::opt<std::string> dispatchQuant(
 cl::opt<bool> fp8Gemm(
     "fp8-gemm",
     cl::desc("With --dispatch-quant, the expert GEMM reads the FP8 codes and "
-             "scales as they arrived (=false: the receiver dequantizes)"),
+             "scales as they arrived (=false: the receiver dequantizes; "
+             "--target cuda always dequantizes for now)"),
     cl::init(true), cl::cat(category));
 cl::opt<int64_t> decodeMaxTokens(
     "decode-max-tokens",
@@ -190,6 +191,10 @@ cl::opt<Target> target(
                           "CUDA kernels (a fatbin for --chip) + host code that "
                           "enqueues them on the caller's stream")),
     cl::cat(category));
+
+/// Whether the expert GEMM takes an FP8 dispatch's codes (the GPU's bf16
+/// GEMMs do not yet: its receiver dequantizes).
+bool expertsReadCodes() { return fp8Gemm && target != Target::Cuda; }
 cl::opt<std::string> chip(
     "chip",
     cl::desc("With --target cuda, the GPU to build the kernels for: sm_90a "
@@ -364,8 +369,9 @@ std::optional<std::string> optionProblem() {
   if (epIntoBuffers && (ep == 1 || target == Target::Cuda))
     return "--ep-into-buffers applies to --target cpu with --ep > 1 (--target "
            "cuda always exchanges into its workspace)";
-  if (epIntoBuffers && dispatchQuant != "none")
-    return "--ep-into-buffers does not take an FP8 dispatch (--dispatch-quant) yet";
+  if (epIntoBuffers && dispatchQuant != "none" && fp8Gemm)
+    return "--ep-into-buffers dequantizes an FP8 dispatch on receipt: it needs "
+           "--fp8-gemm=false";
   if (target == Target::Cuda && chunkBudget > 0)
     return "--target=cuda does not chunk layers yet (--chunk-budget-bytes): a "
            "chunk's buffers would be sized inside the chunk loop, which the "
@@ -651,7 +657,7 @@ int compileLayer(const char *argv0) {
     return fail(llvm::toString(machine.takeError()));
   if (!planFile.empty()) {
     llvm::Expected<llvm::json::Value> report = moe_compile::planReport(
-        *module, *config, layout(), dtype, dispatchQuant, !noTpDedupe, entry,
+        *module, *config, layout(), dtype, dispatchQuant, expertsReadCodes(), !noTpDedupe, entry,
         decodeMaxTokens);
     if (!report)
       return fail(llvm::toString(report.takeError()));
@@ -684,6 +690,7 @@ int compileLayer(const char *argv0) {
   moe::CudaPipelineOptions cudaOptions;
   cudaOptions.chip = chip;
   cudaOptions.format = "fatbin";
+  cudaOptions.dispatchQuantization = dispatchQuant;
   LogicalResult built = target == Target::Cpu ? moe::buildCpuPipeline(pm, cpuOptions)
                                               : moe::buildCudaPipeline(pm, cudaOptions);
   if (failed(built) || failed(pm.run(*module)))

@@ -71,6 +71,11 @@ struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
 
 /// Options of `moe-cuda-pipeline`.
 struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
+  Option<std::string> dispatchQuantization{
+      *this, "dispatch-quantization",
+      llvm::cl::desc("FP8 in expert-parallel dispatches: none, fp8-e4m3-g128 "
+                     "or fp8-e4m3-g32-ue8m0; the receiver dequantizes"),
+      llvm::cl::init("none")};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU architecture"),
                            llvm::cl::init("sm_90")};
   Option<std::string> features{*this, "features",

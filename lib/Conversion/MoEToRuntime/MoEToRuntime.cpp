@@ -225,9 +225,10 @@ struct ConvertMoEToRuntimePass
                             "must be static (slots, or capacity rows from "
                             "moe-decompose-layer{static-received}), got ")
              << received;
-    if (op.getQuantization())
-      return op.emitOpError("convert-moe-to-runtime{into-buffers}: FP8 dispatch into "
-                            "buffers is not implemented");
+    if (op.getReceivedScales())
+      return op.emitOpError("convert-moe-to-runtime{into-buffers}: FP8 codes for the "
+                            "experts (received_scales) are not filled into buffers: "
+                            "the receiver dequantizes (gemm-consumes-fp8=false)");
     ImplicitLocOpBuilder b(op.getLoc(), op);
     const bool placed = static_cast<bool>(op.getPhysToLog());
     SmallVector<Value> args = {readBuffer(b, op.getX()), readBuffer(b, op.getExpertIds()),

@@ -206,7 +206,8 @@ void _mlir_ciface_moert_ep_combine_bf16(moert_memref2d *result,
  * it to the host on that stream, waits for the stream (a host
  * synchronization: the MPI backend sends host memory), and copies the
  * results back before it returns. A null stream: host memory. The plan is
- * host memory. No FP8 quantization (plan quantization 0). */
+ * host memory. With FP8 quantization the receiver dequantizes (no codes
+ * entry). */
 int64_t _mlir_ciface_moert_ep_dispatch_into_f32(
     moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,
     moert_memref1d *expert_rank, moert_memref1d *plan, moert_memref2d *received,
