@@ -195,6 +195,12 @@ DispatchCheck checkedDispatch(bool keepCodes, bool placed, moert_memref2d *x,
   DispatchCheck checked;
   if (Status e = checkDispatchArgs(args, checked))
     fatal("dispatch", *e);
+  // Every rank runs the same backend, so every rank fails here alike.
+  if (std::strcmp(runtime.collectives->backend(), "nccl") == 0)
+    fatal("dispatch", "dispatch: the exchange packs rows in host memory, which the nccl "
+                      "backend cannot send (it takes device buffers): start the runtime "
+                      "on the mpi backend (GPU layers stage their buffers through the "
+                      "host there)");
   return checked;
 }
 
@@ -473,6 +479,15 @@ void combineInto(const char *entry, moert_memref2d *partial, int64_t handle,
     fatal("combine.payload", std::string(entry) + ": partial has " +
                                  std::to_string(partial->sizes[0]) + " rows, " +
                                  std::to_string(received) + " were received");
+  int64_t tokens = 0;
+  if (Status e = runtime.expertParallel->checkCombine(handle, received, partial->sizes[1],
+                                                      elementBytes, tokens))
+    fatal("combine.payload", *e);
+  if (y->sizes[0] != tokens || y->sizes[1] != partial->sizes[1])
+    fatal("combine.payload", std::string(entry) + ": y is [" + std::to_string(y->sizes[0]) +
+                                 ", " + std::to_string(y->sizes[1]) + "], the tokens are [" +
+                                 std::to_string(tokens) + ", " +
+                                 std::to_string(partial->sizes[1]) + "]");
   DeviceStaging staging;
   if (Status e = DeviceStaging::open(stream, staging))
     fatal("combine.payload", std::string(entry) + ": " + *e);
@@ -483,13 +498,6 @@ void combineInto(const char *entry, moert_memref2d *partial, int64_t handle,
   staging.wait();
   moert_memref2d sum{};
   combine(entry, &sum, &host, handle, elementBytes);
-  if (sum.sizes[0] != y->sizes[0] || sum.sizes[1] != y->sizes[1]) {
-    std::free(sum.allocated);
-    fatal("combine.payload", std::string(entry) + ": y is [" + std::to_string(y->sizes[0]) +
-                                 ", " + std::to_string(y->sizes[1]) + "], the tokens are [" +
-                                 std::to_string(sum.sizes[0]) + ", " +
-                                 std::to_string(sum.sizes[1]) + "]");
-  }
   storeRows(staging, *y, elementBytes, sum.aligned, sum.sizes[0], sum.sizes[0], nullptr);
   std::free(sum.allocated);
 }

@@ -324,9 +324,10 @@ struct MoEDecomposeLayerPass
         b.getI64IntegerAttr(localExperts), capacity, tile);
 
     // One rank without padding: every dispatched row is a choice of a local
-    // expert, and no row count need be read back from the dispatch (on a
-    // GPU, a read of device memory by the host). With padding, the padding
-    // rows are zeros, which activate-all-rows activates too.
+    // expert. activate-all-rows activates the padding rows (zeros) and, with
+    // ep > 1, the rows past the received choices too, so that no row count
+    // is read back from the dispatch (on a GPU, a read of device memory by
+    // the host); the combine never reads those rows.
     const bool everyRowUsed = (ep == 1 && !tile) || activateAllRows;
     Value expertOut = buildExpertMLP(
         b, dispatch.getDispatched(), dispatch.getRowExpert(), dispatch.getExpertOffsets(),

@@ -360,8 +360,8 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch", [AttrSizedOperandSegments]> {
     is static; `max_tokens` is then `S`. Without `slots`, `R` is dynamic
     (the received rows), or static and equal to `capacity`: the rows past
     the received ones are masked as above (the form a GPU's static
-    workspace takes, `convert-moe-to-runtime{into-buffers}`). `ep`, when given, is the size of
-    the group (the runtime checks it) and lets `moe-plan-buffers` size the
+    workspace takes, `convert-moe-to-runtime{into-buffers}`). `ep`, when
+    given, is the size of the group (the runtime checks it) and lets `moe-plan-buffers` size the
     workspaces (`moe.workspaces`). Lowered to the runtime
     (`convert-moe-to-runtime`), which checks every request against them.
 
