@@ -247,6 +247,21 @@ def MoESpecializePhase : Pass<"moe-specialize-phase", "::mlir::ModuleOp"> {
   ];
 }
 
+def MoEDropPhaseVariants : Pass<"moe-drop-phase-variants", "::mlir::ModuleOp"> {
+  let summary = "Erase the phase variants that nothing calls once inlined";
+  let description = [{
+    After `inline` has put `@f_prefill` and `@f_decode` (named by
+    `moe.phase_plan`, `moe-specialize-phase`) into their entry `@f`, the
+    variants are no longer called; left in the module they would be compiled
+    and exported a second time (on the GPU target, every kernel thrice). This
+    pass erases each variant that has no symbol use left. A variant still
+    called stays.
+  }];
+  let statistics = [
+    Statistic<"numDropped", "num-dropped", "Phase variants erased">
+  ];
+}
+
 def MoEPlanBuffers : Pass<"moe-plan-buffers"> {
   let summary = "Size every dispatch workspace statically from declared maxima";
   let description = [{
