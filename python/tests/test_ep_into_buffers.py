@@ -114,3 +114,18 @@ def test_fp8_dispatch_dequantized_on_receipt(tmp_path, quant):
     sent = [sum(r["counters"]["totals"]["dispatch_payload_bytes_sent"] for r in rs)
             for _, rs in (runs["none"], runs[quant])]
     assert sent[1] < 0.3 * sent[0]  # 1 byte per element plus scales instead of 4
+
+
+@pytest.mark.parametrize("ranks,tp", [(2, 2), (4, 2)])
+def test_tensor_parallel_dedupe(tmp_path, ranks, tp):
+    """Groups of tp ranks hold the same tokens, each dispatches a slice, and
+    moert_tp_gather_into_* puts the whole output back on every rank of the group."""
+    config = ROOT / "examples" / "deepseek-v3-tiny" / "config.json"
+    library, plan = compile_config(config, tmp_path, ep=ranks, tp=tp, max_tokens_per_rank=18,
+                                   ep_into_buffers=True)
+    assert plan["tensor_parallel"]["dedupe"] == "slice"
+    assert b"moert_tp_gather_into_f32" in library.read_bytes()
+    results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", ranks,
+                                       12, 3, "uniform", main_job.TOLERANCE["f32"], tmp_path,
+                                       tp=tp)
+    check(results, done, ranks)

@@ -502,6 +502,31 @@ void combineInto(const char *entry, moert_memref2d *partial, int64_t handle,
   std::free(sum.allocated);
 }
 
+/// The tensor-parallel gather of a GPU layer: into the caller's `y[T, H]`.
+void tpGatherInto(const char *entry, moert_memref2d *slice, int64_t tokens, int64_t tp,
+                  moert_memref2d *y, void *stream, int64_t elementBytes) {
+  collectivesOrDie(entry);
+  if (Status e = checkMemref(y, "tp gather", "y", elementBytes))
+    fatal("tp.tokens", *e);
+  if (Status e = checkMemref(slice, "tp gather", "slice", elementBytes))
+    fatal("tp.tokens", *e);
+  if (y->sizes[0] != tokens || y->sizes[1] != slice->sizes[1])
+    fatal("tp.tokens", std::string(entry) + ": y is [" + std::to_string(y->sizes[0]) + ", " +
+                           std::to_string(y->sizes[1]) + "], the tokens are [" +
+                           std::to_string(tokens) + ", " + std::to_string(slice->sizes[1]) +
+                           "]");
+  DeviceStaging staging;
+  if (Status e = DeviceStaging::open(stream, staging))
+    fatal("tp.tokens", std::string(entry) + ": " + *e);
+  std::vector<uint8_t> storage;
+  moert_memref2d host = staged(staging, storage, *slice, elementBytes);
+  staging.wait();
+  moert_memref2d full{};
+  tpGatherEntry(entry, &full, &host, tokens, tp, elementBytes);
+  storeRows(staging, *y, elementBytes, full.aligned, tokens, tokens, nullptr);
+  std::free(full.allocated);
+}
+
 /// $MOERT_TIMEOUT_MS: digits only, at least 1; values over the limit (one
 /// day) are clamped to it.
 Status parseTimeout(const char *text, int64_t &ms) {
@@ -812,6 +837,18 @@ int moert_dequantize_row(int scheme, const uint8_t *q, const uint8_t *scales,
   });
 }
 
+void _mlir_ciface_moert_tp_gather_into_f32(moert_memref2d *slice, int64_t tokens, int64_t tp,
+                                           moert_memref2d *y, void *stream) {
+  guardFatal("moert_tp_gather_into_f32", "tp.tokens", [&] {
+    tpGatherInto("moert_tp_gather_into_f32", slice, tokens, tp, y, stream, 4);
+  });
+}
+void _mlir_ciface_moert_tp_gather_into_bf16(moert_memref2d *slice, int64_t tokens, int64_t tp,
+                                            moert_memref2d *y, void *stream) {
+  guardFatal("moert_tp_gather_into_bf16", "tp.tokens", [&] {
+    tpGatherInto("moert_tp_gather_into_bf16", slice, tokens, tp, y, stream, 2);
+  });
+}
 void _mlir_ciface_moert_tp_gather_f32(moert_memref2d *result, moert_memref2d *slice,
                                       int64_t tokens, int64_t tp) {
   guardFatal("moert_tp_gather_f32", "tp.tokens", [&] {

@@ -45,3 +45,19 @@ func.func @placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf3
   %y = moe.ep_combine %r, %h : (tensor<8x64xf32>, i64) -> tensor<?x64xf32>
   return %y : tensor<?x64xf32>
 }
+
+// -----
+
+// Tests that the tensor-parallel gather writes the full tensor's rows into a buffer the layer
+// allocates, with the (null) stream operand.
+// CHECK-LABEL: func.func @tp_gather
+// CHECK: %[[T:.+]] = tensor.dim %{{.+}}, %c0 : tensor<?x64xbf16>
+// CHECK: %[[Y:.+]] = memref.alloc(%[[T]]) : memref<?x64xbf16>
+// CHECK: %[[N:.+]] = arith.index_cast %[[T]] : index to i64
+// CHECK: %[[TP:.+]] = arith.constant 2 : i64
+// CHECK: call @moert_tp_gather_into_bf16(%{{.+}}, %[[N]], %[[TP]], %{{.+}}, %{{.+}}) {moe.stream_operand}
+// CHECK: bufferization.to_tensor %[[Y]] restrict writable
+func.func @tp_gather(%slice: tensor<?x64xbf16>, %x: tensor<?x64xbf16>) -> tensor<?x64xbf16> {
+  %y = moe.tp_gather %slice, %x tp = 2 : (tensor<?x64xbf16>, tensor<?x64xbf16>) -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
+}

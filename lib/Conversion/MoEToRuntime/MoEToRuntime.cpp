@@ -154,7 +154,33 @@ struct ConvertMoEToRuntimePass
     return success();
   }
 
+  /// The gather into a buffer of the full tensor's rows.
+  LogicalResult lowerTpGatherInto(TpGatherOp op) {
+    ImplicitLocOpBuilder b(op.getLoc(), op);
+    auto type = cast<RankedTensorType>(op.getType());
+    Value rows = tensor::DimOp::create(b, op.getFull(), 0);
+    SmallVector<Value> dynamicSizes;
+    if (type.isDynamicDim(0))
+      dynamicSizes.push_back(rows);
+    auto [buffer, view] = writeBuffer(b, type, dynamicSizes);
+    SmallVector<Value> args = {
+        readBuffer(b, op.getSlice()), arith::IndexCastOp::create(b, b.getI64Type(), rows),
+        arith::ConstantOp::create(b, b.getI64IntegerAttr(op.getTp())), view,
+        LLVM::ZeroOp::create(b, LLVM::LLVMPointerType::get(b.getContext()))};
+    FailureOr<func::FuncOp> callee =
+        declare(op, "moert_tp_gather_into_" + suffix(type),
+                b.getFunctionType(ValueRange(args).getTypes(), {}));
+    if (failed(callee))
+      return failure();
+    func::CallOp::create(b, *callee, args)->setAttr(kStreamOperand, b.getUnitAttr());
+    op.getResult().replaceAllUsesWith(written(b, buffer, type));
+    op.erase();
+    return success();
+  }
+
   LogicalResult lowerTpGather(TpGatherOp op) {
+    if (intoBuffers)
+      return lowerTpGatherInto(op);
     ImplicitLocOpBuilder b(op.getLoc(), op);
     Value tokens = arith::IndexCastOp::create(
         b, b.getI64Type(), tensor::DimOp::create(b, op.getFull(), 0));

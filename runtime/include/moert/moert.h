@@ -249,6 +249,14 @@ void _mlir_ciface_moert_tp_gather_f32(moert_memref2d *result, moert_memref2d *sl
 void _mlir_ciface_moert_tp_gather_bf16(moert_memref2d *result, moert_memref2d *slice,
                                        int64_t tokens, int64_t tp);
 
+/* The same gather into the caller's `y[tokens, H]`, for GPU layers; a
+ * non-null `stream` means device buffers, staged through host memory as in
+ * moert_ep_dispatch_into_*. */
+void _mlir_ciface_moert_tp_gather_into_f32(moert_memref2d *slice, int64_t tokens, int64_t tp,
+                                           moert_memref2d *y, void *stream);
+void _mlir_ciface_moert_tp_gather_into_bf16(moert_memref2d *slice, int64_t tokens, int64_t tp,
+                                            moert_memref2d *y, void *stream);
+
 #ifdef __cplusplus
 }
 #endif
