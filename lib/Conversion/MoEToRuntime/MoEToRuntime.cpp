@@ -107,6 +107,28 @@ Value written(ImplicitLocOpBuilder &b, Value buffer, Type type) {
   return castTo(b, tensor, type);
 }
 
+/// The stream operand of a call into buffers: null (host memory) until
+/// moe-gpu-host-abi puts the entry's stream there.
+Value nullStream(ImplicitLocOpBuilder &b) {
+  return LLVM::ZeroOp::create(b, LLVM::LLVMPointerType::get(b.getContext()));
+}
+
+/// Calls the runtime entry `name` on `args` and the stream operand, then
+/// replaces `op`'s one result by the tensor the call wrote into `buffer`.
+LogicalResult callFilling(ImplicitLocOpBuilder &b, Operation *op, StringRef name,
+                          SmallVector<Value> args, Value buffer) {
+  args.push_back(nullStream(b));
+  FailureOr<func::FuncOp> callee =
+      declare(op, name, b.getFunctionType(ValueRange(args).getTypes(), {}));
+  if (failed(callee))
+    return failure();
+  func::CallOp::create(b, *callee, args)->setAttr(kStreamOperand, b.getUnitAttr());
+  Value result = op->getResult(0);
+  result.replaceAllUsesWith(written(b, buffer, result.getType()));
+  op->erase();
+  return success();
+}
+
 struct ConvertMoEToRuntimePass
     : moe::impl::ConvertMoEToRuntimeBase<ConvertMoEToRuntimePass> {
   using Base::Base;
@@ -163,19 +185,11 @@ struct ConvertMoEToRuntimePass
     if (type.isDynamicDim(0))
       dynamicSizes.push_back(rows);
     auto [buffer, view] = writeBuffer(b, type, dynamicSizes);
-    SmallVector<Value> args = {
-        readBuffer(b, op.getSlice()), arith::IndexCastOp::create(b, b.getI64Type(), rows),
-        arith::ConstantOp::create(b, b.getI64IntegerAttr(op.getTp())), view,
-        LLVM::ZeroOp::create(b, LLVM::LLVMPointerType::get(b.getContext()))};
-    FailureOr<func::FuncOp> callee =
-        declare(op, "moert_tp_gather_into_" + suffix(type),
-                b.getFunctionType(ValueRange(args).getTypes(), {}));
-    if (failed(callee))
-      return failure();
-    func::CallOp::create(b, *callee, args)->setAttr(kStreamOperand, b.getUnitAttr());
-    op.getResult().replaceAllUsesWith(written(b, buffer, type));
-    op.erase();
-    return success();
+    return callFilling(b, op, "moert_tp_gather_into_" + suffix(type),
+                       {readBuffer(b, op.getSlice()),
+                        arith::IndexCastOp::create(b, b.getI64Type(), rows),
+                        arith::ConstantOp::create(b, b.getI64IntegerAttr(op.getTp())), view},
+                       buffer);
   }
 
   LogicalResult lowerTpGather(TpGatherOp op) {
@@ -273,7 +287,7 @@ struct ConvertMoEToRuntimePass
       outs.push_back(buffer);
       args.push_back(view);
     }
-    args.push_back(LLVM::ZeroOp::create(b, LLVM::LLVMPointerType::get(b.getContext())));
+    args.push_back(nullStream(b));
     FailureOr<func::FuncOp> callee = declare(
         op,
         std::string("moert_ep_dispatch_") + (placed ? "placed_" : "") + "into_" +
@@ -305,17 +319,8 @@ struct ConvertMoEToRuntimePass
     if (type.isDynamicDim(0))
       dynamicSizes.push_back(memref::DimOp::create(b, x, 0));
     auto [buffer, view] = writeBuffer(b, type, dynamicSizes);
-    SmallVector<Value> args = {readBuffer(b, op.getPartial()), op.getHandle(), view,
-                               LLVM::ZeroOp::create(b, LLVM::LLVMPointerType::get(b.getContext()))};
-    FailureOr<func::FuncOp> callee =
-        declare(op, "moert_ep_combine_into_" + suffix(type),
-                b.getFunctionType(ValueRange(args).getTypes(), {}));
-    if (failed(callee))
-      return failure();
-    func::CallOp::create(b, *callee, args)->setAttr(kStreamOperand, b.getUnitAttr());
-    op.getResult().replaceAllUsesWith(written(b, buffer, type));
-    op.erase();
-    return success();
+    return callFilling(b, op, "moert_ep_combine_into_" + suffix(type),
+                       {readBuffer(b, op.getPartial()), op.getHandle(), view}, buffer);
   }
 
   LogicalResult lowerDispatch(EpDispatchOp op) {
