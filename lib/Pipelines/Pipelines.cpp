@@ -96,7 +96,7 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
   if (options.stopAfterHostABI) {
     // Bufferized entries with the GPU calling convention, before any kernel.
     std::string text = "inline,moe-drop-phase-variants," +
-                       toLinalg(/*dedupeTp=*/true, options.dispatchQuantization,
+                       toLinalg(options.dedupeTp, options.dispatchQuantization,
                                 /*fp8Gemm=*/false,
                                 "convert-moe-to-gpu,", /*rowTile=*/16,
                                 /*activateAllRows=*/true, /*intoBuffers=*/true) +
@@ -118,7 +118,7 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       // whose one workspace serves both. Rows are padded to the tensor-core
       // GEMM's tiles of 16; the activation runs over them all, so that the
       // host reads no row count.
-      options.hostABI ? "inline,moe-drop-phase-variants," + toLinalg(/*dedupeTp=*/true, options.dispatchQuantization,
+      options.hostABI ? "inline,moe-drop-phase-variants," + toLinalg(options.dedupeTp, options.dispatchQuantization,
                                 /*fp8Gemm=*/false,
                                  "convert-moe-to-gpu,", /*rowTile=*/16,
                                  /*activateAllRows=*/true, /*intoBuffers=*/true)

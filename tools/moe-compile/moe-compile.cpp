@@ -372,10 +372,11 @@ std::optional<std::string> optionProblem() {
   if (epIntoBuffers && dispatchQuant != "none" && fp8Gemm)
     return "--ep-into-buffers dequantizes an FP8 dispatch on receipt: it needs "
            "--fp8-gemm=false";
-  if (target == Target::Cuda && tp > 1)
-    return "--target=cuda does not take --tp > 1 yet: a rank's slice of the "
-           "tokens (and every buffer after it) depends on its rank, which the "
-           "workspace, sized on the host from the token count, cannot follow";
+  if (target == Target::Cuda && tp > 1 && !noTpDedupe)
+    return "--target=cuda does not deduplicate tensor-parallel dispatches yet "
+           "(add --no-tp-dedupe): a rank's slice of the tokens (and every "
+           "buffer after it) depends on its rank, which the workspace, sized "
+           "on the host from the token count, cannot follow";
   if (target == Target::Cuda && chunkBudget > 0)
     return "--target=cuda does not chunk layers yet (--chunk-budget-bytes): a "
            "chunk's buffers would be sized inside the chunk loop, which the "

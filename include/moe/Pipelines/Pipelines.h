@@ -76,6 +76,13 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
       llvm::cl::desc("FP8 in expert-parallel dispatches: none, fp8-e4m3-g128 "
                      "or fp8-e4m3-g32-ue8m0; the receiver dequantizes"),
       llvm::cl::init("none")};
+  Option<bool> dedupeTp{
+      *this, "dedupe-tp",
+      llvm::cl::desc("Each rank of a tensor-parallel group dispatches a slice "
+                     "of the tokens (moe-dedupe-tp-dispatch); off by default: "
+                     "the slice's rows depend on the rank, which the workspace, "
+                     "sized from the token count, cannot follow yet"),
+      llvm::cl::init(false)};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU architecture"),
                            llvm::cl::init("sm_90")};
   Option<std::string> features{*this, "features",
