@@ -32,13 +32,28 @@ TOLERANCE = {"f32": 1e-4, "bf16": 2e-2}
 FP8_LAYER_TOLERANCE = 0.1
 
 
+EXPERT_PARAMS = ("w13", "w2", "w13_scale", "w2_scale", "w13_bias", "w2_bias")
+
+
 def full_plan(plan, ep):
-    """The plan with every expert's weights (what the reference multiplies)."""
+    """The plan with every expert's weights (what the reference multiplies)
+    and without the i32 maps and phase, which check() sets."""
     full = json.loads(json.dumps(plan))
-    for param in full["entry_point"]["parameters"]:
-        if param["name"] in ("w13", "w2", "w13_scale", "w2_scale", "w13_bias", "w2_bias"):
+    params = full["entry_point"]["parameters"]
+    params[:] = [q for q in params if q["dtype"] != "i32"]
+    for param in params:
+        if param["name"] in EXPERT_PARAMS:
             param["shape"][0] *= ep
     return full
+
+
+def all_ranks_ok(moert, ok):
+    """Whether every rank's `ok` holds (a host all-reduce): the ranks then
+    make the same layer calls, each a collective, or none."""
+    flag = ctypes.c_int64(0 if ok else 1)
+    if moert.moert_allreduce_i64(b"gpu_ep.ready", ctypes.byref(flag), 1, 1) != 0:
+        raise RuntimeError(moert.moert_last_error().decode())
+    return flag.value == 0
 
 
 def token_counts(base, ranks):
@@ -61,7 +76,7 @@ def median_ms(call, runs=10):
     return statistics.median(times)
 
 
-def check(entry, root, rank, ranks, results):
+def check(entry, root, rank, ranks, moert, results):
     plan = json.loads((root / entry["plan"]).read_text())
     layer = GpuLayer(root / entry["library"], plan)
     ep = plan["layout"]["ep"]
@@ -69,17 +84,19 @@ def check(entry, root, rank, ranks, results):
     experts, local = plan["experts"], plan["layout"]["local_experts"]
     dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[plan["element_type"]]
     hidden = plan["hidden_size"]
+    fp8 = plan["wire_bytes_per_token"]["quantization"] != "none"
+    tolerance = FP8_LAYER_TOLERANCE if fp8 else TOLERANCE[plan["element_type"]]
     for base in entry["tokens"]:
         tokens = token_counts(base, ranks)[rank]
         row = {"layer": entry["name"], "rank": rank, "tokens": tokens}
         results.append(row)
-        try:
+        args = None
+        try:  # this rank's inputs
             p = make_inputs(full_plan(plan, ep), 1, torch.Generator(device="cuda").manual_seed(0))
             p["x"] = torch.randn(tokens, hidden, device="cuda", dtype=dtype,
                                  generator=torch.Generator(device="cuda").manual_seed(1000 + rank))
             mine = slice(rank * local, (rank + 1) * local)
-            p_local = {n: (v[mine] if n in ("w13", "w2", "w13_bias", "w2_bias") else v)
-                       for n, v in p.items()}
+            p_local = {n: (v[mine] if n in EXPERT_PARAMS else v) for n, v in p.items()}
             p_local["expert_rank"] = (torch.arange(experts, device="cuda") // local).to(torch.int32)
             params = [q["name"] for q in plan["entry_point"]["parameters"] if q["name"] != "phase"]
             out = torch.full((tokens, hidden), float("nan"), dtype=dtype, device="cuda")
@@ -90,22 +107,28 @@ def check(entry, root, rank, ranks, results):
             args = [ctypes.byref(d) for d in descs]
             if "phase_argument" in plan["entry_point"]:  # 0: by the agreed token count
                 args.insert(len(params), ctypes.c_int32(0))
-            torch.cuda.synchronize()
-            layer.call(args)
-            torch.cuda.synchronize()
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        row["ok"] = False
+        if not all_ranks_ok(moert, args is not None):
+            row.setdefault("error", "another rank could not set up its inputs")
+            print(json.dumps(row), flush=True)
+            continue
+        # The same calls on every rank: one, then 10 timed.
+        torch.cuda.synchronize()
+        layer.call(args)
+        torch.cuda.synchronize()
+        row["ms"] = median_ms(lambda: layer.call(args))
+        try:  # this rank's check
             ref, ids, margin = reference(p["x"], p, plan)
             scale = (ref.abs().max().item() if tokens else 0.0) or 1.0
             errors = (out.double() - ref).abs().amax(-1) / scale if tokens else torch.zeros(0)
             tie = margin < 1e-5 if tokens else torch.zeros(0, dtype=torch.bool)
             row["near_tie_tokens"] = int(tie.sum())
             row["max_abs_error_rel"] = errors[~tie].max().item() if (~tie).any() else 0.0
-            fp8 = plan["wire_bytes_per_token"]["quantization"] != "none"
-            tolerance = FP8_LAYER_TOLERANCE if fp8 else TOLERANCE[plan["element_type"]]
             row["ok"] = bool(math.isfinite(row["max_abs_error_rel"]) and
                              row["max_abs_error_rel"] <= tolerance)
-            row["ms"] = median_ms(lambda: layer.call(args))
-        except Exception as e:  # report and go on: the other ranks wait in collectives
-            row["ok"] = False
+        except Exception as e:
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
         print(json.dumps(row), flush=True)
 
@@ -119,6 +142,8 @@ def main():
     ranks = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
     moert = ctypes.CDLL("libmoert.so", mode=ctypes.RTLD_GLOBAL)
     moert.moert_last_error.restype = ctypes.c_char_p
+    moert.moert_allreduce_i64.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64),
+                                          ctypes.c_int64, ctypes.c_int]
     if moert.moert_init(b"mpi", ctypes.c_int64(60000)) != 0:
         print(f"rank {rank}: moert_init: {moert.moert_last_error().decode()}", flush=True)
         return 1
@@ -126,7 +151,7 @@ def main():
     results = []
     for entry in manifest["layers"]:
         if entry.get("ep", 1) == ranks:
-            check(entry, args.layers, rank, ranks, results)
+            check(entry, args.layers, rank, ranks, moert, results)
     if args.json:
         Path(f"{args.json}.rank{rank}").write_text(json.dumps(results, indent=1))
     bad = [r for r in results if not r.get("ok")]

@@ -383,18 +383,16 @@ Memref staged(const DeviceStaging &staging, std::vector<uint8_t> &storage,
   return host;
 }
 
-/// `rows` rows of `rowBytes` at `src` to the first rows of `out`, and the
-/// rest of `out` (of `capacity` rows) filled with copies of `fill`.
+/// `rows` rows at `src` to the first rows of `out`, and the rest of `out`
+/// (of `capacity` rows) filled with the 32-bit `fill` (0, or -1 for ids:
+/// the same bits in every element type).
 void storeRows(const DeviceStaging &staging, const moert_memref2d &out, int64_t elementBytes,
-               const void *src, int64_t rows, int64_t capacity, const void *fill) {
+               const void *src, int64_t rows, int64_t capacity, uint32_t fill) {
   const int64_t rowBytes = out.sizes[1] * elementBytes;
-  std::vector<uint8_t> rest(size_t((capacity - rows) * rowBytes));
-  for (size_t at = 0; at < rest.size(); at += size_t(elementBytes))
-    std::memcpy(rest.data() + at, fill, size_t(elementBytes));
   uint8_t *dst = const_cast<uint8_t *>(dataOf(out, elementBytes));
   staging.copy(dst, src, rows * rowBytes);
-  staging.copy(dst + rows * rowBytes, rest.data(), int64_t(rest.size()));
-  staging.wait(); // `rest` is freed on return
+  staging.fill(dst + rows * rowBytes, fill, (capacity - rows) * rowBytes);
+  staging.wait(); // `src` may be freed on return
 }
 
 /// The dispatch of a GPU layer: results into the caller's buffers of the
@@ -447,12 +445,11 @@ int64_t dispatchInto(const char *entry, bool placed, moert_memref2d *x, moert_me
            plan, elementBytes);
   const int64_t received = result.x.sizes[0];
   if (received > rows) // the runtime bounds it by the plan; a defect if not
-    die(std::string(entry) + ": received " + std::to_string(received) +
-        " rows, more than the plan's " + std::to_string(rows));
-  const uint32_t zero = 0, none = 0xffffffffu; // 0 in f32 and bf16; -1
-  storeRows(staging, *outX, elementBytes, result.x.aligned, received, rows, &zero);
-  storeRows(staging, *outIds, 4, result.local_ids.aligned, received, rows, &none);
-  storeRows(staging, *outWeights, 4, result.weights.aligned, received, rows, &zero);
+    fatal("combine.payload", std::string(entry) + ": received " + std::to_string(received) +
+                                 " rows, more than the plan's " + std::to_string(rows));
+  storeRows(staging, *outX, elementBytes, result.x.aligned, received, rows, 0);
+  storeRows(staging, *outIds, 4, result.local_ids.aligned, received, rows, 0xffffffffu);
+  storeRows(staging, *outWeights, 4, result.weights.aligned, received, rows, 0);
   std::free(result.x.allocated);
   std::free(result.local_ids.allocated);
   std::free(result.weights.allocated);
@@ -498,7 +495,7 @@ void combineInto(const char *entry, moert_memref2d *partial, int64_t handle,
   staging.wait();
   moert_memref2d sum{};
   combine(entry, &sum, &host, handle, elementBytes);
-  storeRows(staging, *y, elementBytes, sum.aligned, sum.sizes[0], sum.sizes[0], nullptr);
+  storeRows(staging, *y, elementBytes, sum.aligned, sum.sizes[0], sum.sizes[0], 0);
   std::free(sum.allocated);
 }
 
@@ -523,7 +520,7 @@ void tpGatherInto(const char *entry, moert_memref2d *slice, int64_t tokens, int6
   staging.wait();
   moert_memref2d full{};
   tpGatherEntry(entry, &full, &host, tokens, tp, elementBytes);
-  storeRows(staging, *y, elementBytes, full.aligned, tokens, tokens, nullptr);
+  storeRows(staging, *y, elementBytes, full.aligned, tokens, tokens, 0);
   std::free(full.allocated);
 }
 
@@ -637,6 +634,7 @@ int moert_finalize(void) {
   return guardStatus("moert_finalize", 1, [&] {
     runtime.expertParallel.reset();
     runtime.collectives.reset();
+    runtime.receivedRows.clear();
     return 0;
   });
 }

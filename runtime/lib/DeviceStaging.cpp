@@ -44,16 +44,27 @@ Status DeviceStaging::open(void *stream, DeviceStaging &out) {
   if (!stream)
     return std::nullopt;
 #ifdef MOERT_HAVE_CUDA_LIBRARY
-  Status error;
-  void *library = openCudaLibrary(error);
-  if (!library)
-    return "device buffers " + *error;
-  out.memcpyOnStream = reinterpret_cast<decltype(out.memcpyOnStream)>(
-      dlsym(library, "mgpuMemcpy"));
-  out.synchronize =
-      reinterpret_cast<decltype(out.synchronize)>(dlsym(library, "mgpuStreamSynchronize"));
-  if (!out.memcpyOnStream || !out.synchronize)
-    return std::string("libmoert_cuda.so has no mgpuMemcpy or mgpuStreamSynchronize");
+  // Looked up once per process (the library stays loaded).
+  static DeviceStaging found;
+  static Status problem = [] () -> Status {
+    Status error;
+    void *library = openCudaLibrary(error);
+    if (!library)
+      return "device buffers " + *error;
+    found.memcpyOnStream =
+        reinterpret_cast<decltype(found.memcpyOnStream)>(dlsym(library, "mgpuMemcpy"));
+    found.synchronize = reinterpret_cast<decltype(found.synchronize)>(
+        dlsym(library, "mgpuStreamSynchronize"));
+    found.memset32 =
+        reinterpret_cast<decltype(found.memset32)>(dlsym(library, "mgpuMemset32"));
+    if (!found.memcpyOnStream || !found.synchronize || !found.memset32)
+      return std::string(
+          "libmoert_cuda.so lacks mgpuMemcpy, mgpuStreamSynchronize or mgpuMemset32");
+    return std::nullopt;
+  }();
+  if (problem)
+    return problem;
+  out = found;
   out.stream = stream;
   return std::nullopt;
 #else
@@ -69,6 +80,20 @@ void DeviceStaging::copy(void *dst, const void *src, int64_t bytes) const {
     memcpyOnStream(dst, const_cast<void *>(src), size_t(bytes), stream);
   else
     std::memmove(dst, src, size_t(bytes));
+}
+
+void DeviceStaging::fill(void *dst, uint32_t value, int64_t bytes) const {
+  if (bytes <= 0)
+    return;
+  const int64_t words = bytes / 4, tail = bytes % 4;
+  auto *at = static_cast<uint8_t *>(dst);
+  if (stream && words > 0)
+    memset32(at, value, size_t(words), stream);
+  else
+    for (int64_t w = 0; w < words; ++w)
+      std::memcpy(at + 4 * w, &value, 4);
+  if (tail) // a bf16 row count times an odd H: the value's low bytes
+    copy(at + 4 * words, &value, tail);
 }
 
 void DeviceStaging::wait() const {

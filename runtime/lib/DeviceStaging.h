@@ -27,6 +27,9 @@ public:
   /// Enqueues a copy of `bytes` (either direction; unified addressing tells
   /// host from device). A host copy happens at once.
   void copy(void *dst, const void *src, int64_t bytes) const;
+  /// Enqueues setting `bytes` at `dst` to copies of the 32-bit `value` (a
+  /// tail that is not a whole word gets the value's low bytes).
+  void fill(void *dst, uint32_t value, int64_t bytes) const;
   /// Waits for every copy enqueued so far (and the layer's kernels before
   /// them on the stream).
   void wait() const;
@@ -35,6 +38,7 @@ private:
   void *stream = nullptr;
   void (*memcpyOnStream)(void *, void *, size_t, void *) = nullptr;
   void (*synchronize)(void *) = nullptr;
+  void (*memset32)(void *, unsigned, size_t, void *) = nullptr;
 };
 
 #ifdef MOERT_HAVE_CUDA_LIBRARY

@@ -2,9 +2,9 @@
 //
 // Stands in for libmoert_cuda.so in StagingTest ($MOERT_CUDA_LIBRARY): its
 // "device" memory is pages that nobody may touch (PROT_NONE) except these
-// copies, so a runtime that read or wrote a device buffer directly instead
-// of staging it crashes the test. Copies and waits must name the test's
-// stream and are counted.
+// copies and fills, so a runtime that read or wrote a device buffer directly
+// instead of staging it crashes the test. Copies, fills and waits must name
+// the test's stream and are counted.
 //
 //===----------------------------------------------------------------------===//
 #include <sys/mman.h>
@@ -69,6 +69,13 @@ void mgpuMemcpy(void *dst, void *src, size_t n, void *stream) {
     std::abort(); // another stream, or a copy between host buffers
   ++copies;
   copy(dst, src, n);
+}
+void mgpuMemset32(void *dst, unsigned value, size_t count, void *stream) {
+  if (stream != expectedStream || !deviceRegion(dst, 4 * count))
+    std::abort();
+  ++copies;
+  std::vector<unsigned> words(count, value);
+  copy(dst, words.data(), 4 * count);
 }
 void mgpuStreamSynchronize(void *stream) {
   if (stream != expectedStream)

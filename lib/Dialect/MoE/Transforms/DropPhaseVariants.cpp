@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_MOEDROPPHASEVARIANTS
@@ -16,7 +17,7 @@ struct MoEDropPhaseVariantsPass
     : moe::impl::MoEDropPhaseVariantsBase<MoEDropPhaseVariantsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> unused;
+    llvm::SetVector<func::FuncOp> unused; // a variant named twice is erased once
     for (auto entry : module.getOps<func::FuncOp>()) {
       auto plan = entry->getAttrOfType<DictionaryAttr>("moe.phase_plan");
       if (!plan)
@@ -25,7 +26,7 @@ struct MoEDropPhaseVariantsPass
         auto name = dyn_cast_or_null<StringAttr>(plan.get(phase));
         auto variant = name ? module.lookupSymbol<func::FuncOp>(name) : func::FuncOp();
         if (variant && SymbolTable::symbolKnownUseEmpty(variant, module))
-          unused.push_back(variant);
+          unused.insert(variant);
       }
     }
     for (func::FuncOp variant : unused)
