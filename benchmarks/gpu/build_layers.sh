@@ -25,8 +25,9 @@ add qwen3-tiny-bf16 examples/qwen3-moe-tiny/config.json bf16 "1, 7, 64, 4096"
 add deepseek-tiny-f32 examples/deepseek-v3-tiny/config.json f32 "1, 7, 64, 4096"
 add deepseek-tiny-bf16 examples/deepseek-v3-tiny/config.json bf16 "1, 7, 64, 4096"
 add qwen3-30b-a3b-bf16 examples/full-size/qwen3-30b-a3b.json bf16 "1, 7, 64, 4096"
-add deepseek-v3-bf16 examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096"
-# The checkpoint's FP8 expert weights (128 x 128 block scales) kept as codes.
+add deepseek-v3-bf16 examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096" --fp8-weights=dequantize
+# The checkpoint's FP8 expert weights (128 x 128 block scales) kept as codes
+# (the default).
 add deepseek-v3-fp8 examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096" --fp8-weights=keep
 # Expert-parallel layers for run_gpu_ep.sh (2 MPI ranks on one GPU): decode
 # up to 8 tokens per rank, prefill above; the tokens are rank 0's (0: rank 0

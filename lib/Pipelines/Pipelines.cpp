@@ -93,12 +93,15 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
     setenv("CUDA_HOME", options.cudaPath.c_str(), /*overwrite=*/1);
   else if (!getenv("CUDA_HOME") && !getenv("CUDA_ROOT") && !getenv("CUDA_PATH"))
     setenv("CUDA_HOME", "/usr/local/cuda", /*overwrite=*/0);
+  std::string toGpu = llvm::formatv("convert-moe-to-gpu{{prefill-block={0} prefill-stages={1}},",
+                                    options.prefillBlock.getValue(),
+                                    options.prefillStages.getValue());
   if (options.stopAfterHostABI) {
     // Bufferized entries with the GPU calling convention, before any kernel.
     std::string text = "inline,moe-drop-phase-variants," +
                        toLinalg(options.dedupeTp, options.dispatchQuantization,
                                 /*fp8Gemm=*/false,
-                                "convert-moe-to-gpu,", /*rowTile=*/16,
+                                toGpu, /*rowTile=*/16,
                                 /*activateAllRows=*/true, /*intoBuffers=*/true) +
                        "moe-gpu-router-matmul," + kToBuffers + ",moe-gpu-host-abi";
     return addPipeline(pm, text);
@@ -120,7 +123,7 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       // host reads no row count.
       options.hostABI ? "inline,moe-drop-phase-variants," + toLinalg(options.dedupeTp, options.dispatchQuantization,
                                 /*fp8Gemm=*/false,
-                                 "convert-moe-to-gpu,", /*rowTile=*/16,
+                                 toGpu, /*rowTile=*/16,
                                  /*activateAllRows=*/true, /*intoBuffers=*/true)
                       : toLinalg(/*dedupeTp=*/true, "none"),
       options.hostABI ? "moe-gpu-host-abi," : "",

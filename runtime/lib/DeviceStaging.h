@@ -7,6 +7,8 @@
 // The copies go through libmoert_cuda's mgpu* wrappers (the library the
 // layer itself runs on), opened next to libmoert; a null stream means the
 // buffers are host memory and a copy is a memcpy (CPU layers and tests).
+// GPU layers pass the legacy default stream, null to CUDA, as
+// CU_STREAM_LEGACY (0x1; moe-gpu-host-abi).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOERT_LIB_DEVICESTAGING_H

@@ -1,4 +1,12 @@
 // RUN: moe-opt %s -split-input-file --convert-moe-to-gpu | FileCheck %s
+// RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-block=narrow prefill-stages=2' \
+// RUN:   | FileCheck %s --check-prefix=NARROW
+// RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-block=128x128' 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=BADBLOCK
+// RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-block=64x128 prefill-stages=4' 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=BADSTAGES
+// BADBLOCK: error: convert-moe-to-gpu: prefill-block=128x128: at most 64 x 128 or 128 x 64 outputs a block (64 accumulators a thread)
+// BADSTAGES: error: convert-moe-to-gpu: prefill-block=64x128: 4 stages of 64 + 128 rows take 61440 bytes of workgroup memory, more than 49152
 
 // Tests that a bf16 grouped GEMM over rows padded to tiles of 16 becomes two tensor-core kernels
 // the host chooses between by the row count (N <= E * (64 + 15): at most 64 rows per expert):
@@ -11,6 +19,14 @@
 // CHECK: gpu.launch
 // CHECK: gpu.launch
 // CHECK: %[[OUT:.+]] = memref.alloc(%[[ROWS:.+]]) : memref<?x128xbf16>
+// The block form's table (below): ceil(rows / 64) + E entries of a block's first row and expert,
+// and the count of blocks.
+// CHECK: %[[C64:.+]] = arith.constant 64 : index
+// CHECK: %[[CEIL:.+]] = arith.ceildivui %[[ROWS]], %[[C64]] : index
+// CHECK: %[[ENTRIES:.+]] = arith.addi %[[CEIL]], %{{.+}} : index
+// CHECK: %[[BROW:.+]] = memref.alloc(%[[ENTRIES]]) : memref<?xi32>
+// CHECK: %[[BEXPERT:.+]] = memref.alloc(%[[ENTRIES]]) : memref<?xi32>
+// CHECK: %[[BCOUNT:.+]] = memref.alloc() : memref<1xi32>
 // CHECK: %[[LIMIT:.+]] = arith.constant 632 : index
 // CHECK: %[[FEW:.+]] = arith.cmpi ule, %[[ROWS]], %[[LIMIT]] : index
 // CHECK: scf.if %[[FEW]] {
@@ -25,24 +41,66 @@
 // CHECK: gpu.barrier
 // CHECK: %[[SUM:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
 // CHECK: arith.truncf %[[SUM]] : f32 to bf16
-// The prefill form of several experts: blocks of four row tiles by 64 columns; where the four
-// tiles share an expert, two shared-memory stages of rows and weights, filled by cp.async and
-// read by ldmatrix.
+// The prefill form of several experts, the block form: a kernel of a thread per expert numbers
+// each expert's blocks of 64 rows (a scan of their counts in workgroup memory) into the table;
+// then a block per entry by 128 columns, 4 warps of 32 x 64, three shared-memory stages of rows
+// and weights (2 and 4 runs of 16 bytes a thread), filled by cp.async two steps ahead and read by
+// ldmatrix: per k16 four weight fragments (8 n8 tiles), then one A fragment per 16 rows, each
+// feeding 8 products; entries past the count write zeros to the rows past the experts'.
 // CHECK: } else {
-// CHECK: gpu.launch blocks{{.+}} workgroup(%[[SA:.+]] : memref<2x64x40xbf16, #gpu.address_space<workgroup>>, %[[SW:.+]] : memref<2x64x40xbf16, #gpu.address_space<workgroup>>)
-// CHECK: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
-// CHECK: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
+// CHECK: gpu.launch blocks({{.+}}) in ({{.+}}) threads({{.+}}) in (%{{.+}} = %c32{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[COUNTS:.+]] : memref<8xi32, #gpu.address_space<workgroup>>)
+// CHECK: memref.store %{{.+}}, %[[COUNTS]]
+// CHECK: gpu.barrier
+// CHECK: scf.for
+// CHECK: memref.store %{{.+}}, %[[BROW]][%{{.+}}] : memref<?xi32>
+// CHECK: memref.store %{{.+}}, %[[BEXPERT]][%{{.+}}] : memref<?xi32>
+// CHECK: memref.store %{{.+}}, %[[BCOUNT]][%{{.+}}] : memref<1xi32>
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %{{.+}}, %{{.+}} = %[[ENTRIES]], %{{.+}} = %{{.+}}) threads({{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[SA:.+]] : memref<3x64x40xbf16, #gpu.address_space<workgroup>>, %[[SW:.+]] : memref<3x128x40xbf16, #gpu.address_space<workgroup>>)
+// CHECK: memref.load %[[BCOUNT]]
+// CHECK: memref.load %[[BROW]]
+// CHECK: memref.load %[[BEXPERT]]
+// CHECK-COUNT-2: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
+// CHECK: nvgpu.device_async_create_group
+// CHECK-COUNT-2: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
 // CHECK: nvgpu.device_async_create_group
 // CHECK: scf.for
 // CHECK: nvgpu.device_async_wait %{{.+}} {numGroups = 1 : i32}
 // CHECK: gpu.barrier
+// CHECK-COUNT-2: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
+// CHECK: nvgpu.device_async_create_group
+// CHECK-COUNT-4: nvgpu.ldmatrix %[[SW]][{{.+}}] {numTiles = 4 : i32, transpose = false}
 // CHECK: nvgpu.ldmatrix %[[SA]][{{.+}}] {numTiles = 4 : i32, transpose = false}
-// CHECK: nvgpu.ldmatrix %[[SW]][{{.+}}] {numTiles = 4 : i32, transpose = false}
-// CHECK: nvvm.mma.sync
-// CHECK: gpu.barrier
+// CHECK-COUNT-8: nvvm.mma.sync
+// CHECK: nvgpu.ldmatrix %[[SA]][{{.+}}] {numTiles = 4 : i32, transpose = false}
+// CHECK-COUNT-8: nvvm.mma.sync
+// CHECK-NOT: gpu.barrier
+// CHECK: scf.yield
 // CHECK: nvgpu.device_async_wait %{{.+}} {numGroups = 0 : i32}
+// CHECK: } else {
+// CHECK: memref.store %{{.+}}, %[[OUT]]
+// With prefill-block=narrow: blocks of four row tiles by 64 columns; where the four tiles share an
+// expert, two shared-memory stages of rows and weights, filled by cp.async and read by ldmatrix.
+// NARROW-LABEL: func.func @grouped
+// NARROW-NOT: memref<1xi32>
+// NARROW: } else {
+// NARROW: gpu.launch blocks{{.+}} workgroup(%[[SA:.+]] : memref<2x64x40xbf16, #gpu.address_space<workgroup>>, %[[SW:.+]] : memref<2x64x40xbf16, #gpu.address_space<workgroup>>)
+// NARROW: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// NARROW: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
+// NARROW: nvgpu.device_async_create_group
+// NARROW: scf.for
+// NARROW: nvgpu.device_async_wait %{{.+}} {numGroups = 1 : i32}
+// NARROW: gpu.barrier
+// NARROW: nvgpu.ldmatrix %[[SA]][{{.+}}] {numTiles = 4 : i32, transpose = false}
+// NARROW: nvgpu.ldmatrix %[[SW]][{{.+}}] {numTiles = 4 : i32, transpose = false}
+// NARROW: nvvm.mma.sync
+// NARROW: gpu.barrier
+// NARROW: nvgpu.device_async_wait %{{.+}} {numGroups = 0 : i32}
 // Tiles of several experts: each warp its own, from global memory.
-// CHECK: nvvm.mma.sync
+// NARROW: nvvm.mma.sync
+// NARROW: bufferization.to_tensor
 // CHECK: bufferization.to_tensor %[[OUT]]
 // CHECK-NOT: moe.grouped_matmul
 func.func @grouped(%x: tensor<?x128xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8x128x128xbf16>)
@@ -180,23 +238,24 @@ func.func @route(%x: tensor<?x128xbf16>, %w: tensor<64x128xbf16>, %bias: tensor<
 // -----
 
 // Tests that a GEMM of one expert (the shared expert: offsets [0, T]) takes the wide prefill form:
-// blocks of 128 rows by 64 columns (2 for N = 128) of 4 warps; per 32 of depth cp.async copies the
-// block's rows (4 runs of 16 bytes a thread) and weight rows (2) to one of two stages while the
-// warps multiply the other; ldmatrix reads per k16 two weight fragments, then one A fragment per
-// 16 rows, each feeding 4 products.
+// blocks of 128 rows by 64 columns (2 for N = 128) of 4 warps; three stages (the most that fit in
+// 48 KiB): per 32 of depth cp.async copies the block's rows (4 runs of 16 bytes a thread) and
+// weight rows (2) two steps ahead while the warps multiply; ldmatrix reads per k16 two weight
+// fragments, then one A fragment per 16 rows, each feeding 4 products.
 // CHECK-LABEL: func.func @one_expert
 // CHECK: } else {
-// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c2{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) threads({{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[SA:.+]] : memref<2x128x40xbf16, #gpu.address_space<workgroup>>, %[[SW:.+]] : memref<2x64x40xbf16, #gpu.address_space<workgroup>>)
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c2{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) threads({{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[SA:.+]] : memref<3x128x40xbf16, #gpu.address_space<workgroup>>, %[[SW:.+]] : memref<3x64x40xbf16, #gpu.address_space<workgroup>>)
 // CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
 // CHECK-COUNT-2: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
 // CHECK: nvgpu.device_async_create_group
 // CHECK: scf.for
 // CHECK: nvgpu.device_async_wait %{{.+}} {numGroups = 1 : i32}
 // CHECK: gpu.barrier
+// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-2: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
 // CHECK-COUNT-2: nvgpu.ldmatrix %[[SW]][{{.+}}] {numTiles = 4 : i32, transpose = false}
 // CHECK: nvgpu.ldmatrix %[[SA]][{{.+}}] {numTiles = 4 : i32, transpose = false}
 // CHECK-COUNT-4: nvvm.mma.sync
-// CHECK: gpu.barrier
 // CHECK: nvgpu.device_async_wait %{{.+}} {numGroups = 0 : i32}
 // CHECK: vector.store
 func.func @one_expert(%x: tensor<?x128xbf16>, %rows: tensor<?xi32>, %off: tensor<2xi32>,

@@ -138,10 +138,10 @@ cl::opt<std::string> fp8Weights(
     cl::desc("Expert weights of an FP8 block-scaled checkpoint (its "
              "quantization_config): keep (the layer reads the E4M3 codes and "
              "their block scales: half the bytes of bf16) or dequantize (to "
-             "--dtype when read). Default: keep with --target cpu where the "
-             "scale blocks' rows divide the intermediate size, else dequantize "
-             "(--target cuda keeps them only when asked: its FP8 kernels have "
-             "not run on a GPU yet)"),
+             "--dtype when read). Default: keep where the scale blocks' rows "
+             "divide the intermediate size (and, with --target cuda, both "
+             "block sides are multiples of 32, as its FP8 kernels need), else "
+             "dequantize"),
     cl::init("keep"), cl::cat(category));
 cl::opt<std::string> entry("entry", cl::desc("Name of the layer function"),
                            cl::init("moe_layer"), cl::cat(category));
@@ -200,6 +200,19 @@ cl::opt<std::string> chip(
     cl::desc("With --target cuda, the GPU to build the kernels for: sm_90a "
              "(H100/H200, default), sm_90, sm_89 or sm_80"),
     cl::init("sm_90a"), cl::cat(category));
+
+cl::opt<std::string> gpuPrefillBlock(
+    "gpu-prefill-block",
+    cl::desc("With --target cuda, the prefill blocks of GEMMs of several "
+             "experts: narrow (4 tiles of 16 rows by 64 columns) or RxC (up "
+             "to R rows of one expert by C columns; R, C 32, 64 or 128)"),
+    cl::init("64x128"), cl::cat(category));
+
+cl::opt<int64_t> gpuPrefillStages(
+    "gpu-prefill-stages",
+    cl::desc("With --target cuda, the cp.async stages of the prefill GEMMs "
+             "(2-4)"),
+    cl::init(3), cl::cat(category));
 
 constexpr llvm::StringLiteral kChips[] = {"sm_90a", "sm_90", "sm_89", "sm_80"};
 
@@ -413,8 +426,9 @@ bool keepFp8Weights(const moe::MoELayerConfig &config) {
     return false;
   if (given(fp8Weights))
     return true;
-  return target == Target::Cpu &&
-         config.intermediateSize % config.fp8WeightBlocks->first == 0;
+  auto [blockRows, blockDepth] = *config.fp8WeightBlocks;
+  return config.intermediateSize % blockRows == 0 &&
+         (target == Target::Cpu || (blockRows % 32 == 0 && blockDepth % 32 == 0));
 }
 
 /// Checks the options against the model's config.
@@ -556,6 +570,15 @@ llvm::json::Object codeGenerationReport(llvm::TargetMachine &machine, bool fp8We
 
 int compileLayer(const char *argv0);
 
+/// The CUDA pipeline's options from the command line.
+void setCudaPipelineOptions(moe::CudaPipelineOptions &options) {
+  options.chip = chip;
+  options.format = "fatbin";
+  options.dispatchQuantization = dispatchQuant;
+  options.prefillBlock = gpuPrefillBlock;
+  options.prefillStages = gpuPrefillStages;
+}
+
 /// What the plan report says of a GPU library: its calling convention and
 /// the workspace it needs at --max-tokens-per-rank (its
 /// `<entry>_workspace_bytes`, folded at that token count).
@@ -563,6 +586,7 @@ llvm::Expected<llvm::json::Object> gpuReport(ModuleOp module) {
   OwningOpRef<ModuleOp> clone = module.clone();
   PassManager pm(module.getContext());
   moe::CudaPipelineOptions options;
+  setCudaPipelineOptions(options);
   options.stopAfterHostABI = true;
   if (failed(moe::buildCudaPipeline(pm, options)) || failed(pm.run(*clone)))
     return llvm::createStringError("the GPU calling convention could not be built");
@@ -693,9 +717,7 @@ int compileLayer(const char *argv0) {
   cpuOptions.fp8Gemm = fp8Gemm;
   cpuOptions.epIntoBuffers = epIntoBuffers;
   moe::CudaPipelineOptions cudaOptions;
-  cudaOptions.chip = chip;
-  cudaOptions.format = "fatbin";
-  cudaOptions.dispatchQuantization = dispatchQuant;
+  setCudaPipelineOptions(cudaOptions);
   LogicalResult built = target == Target::Cpu ? moe::buildCpuPipeline(pm, cpuOptions)
                                               : moe::buildCudaPipeline(pm, cudaOptions);
   if (failed(built) || failed(pm.run(*module)))

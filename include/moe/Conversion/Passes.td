@@ -201,7 +201,24 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu"> {
     experts) two kernels: one block of 32 warps numbers the rows (counts
     per warp by shuffles, a scan, rows in choice order within an expert),
     then a block per row copies its token's row or zeros.
+
+    `prefill-block=RxC` gives a prefill GEMM of several experts the block
+    form instead of the narrow one: a small kernel numbers each expert's
+    blocks of up to R rows into a table, then a block per entry computes
+    them by C columns with 4 warps of R/2 x C/2 (R and C 32, 64 or 128;
+    C dividing N), its rows and weights staged through workgroup memory in
+    `prefill-stages` cp.async stages, which the wide form (one expert) takes
+    as well.
   }];
+  let options = [
+    Option<"prefillBlock", "prefill-block", "std::string", "\"64x128\"",
+           "Prefill blocks of a GEMM of several experts: narrow (4 tiles of 16 "
+           "rows by 64 columns, any experts) or RxC (up to R rows of one expert "
+           "by C columns, from a table of blocks)">,
+    Option<"prefillStages", "prefill-stages", "int64_t", "3",
+           "cp.async stages of the block and wide prefill forms (2-4; at most "
+           "48 KiB of workgroup memory)">,
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::gpu::GPUDialect",

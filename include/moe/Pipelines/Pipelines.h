@@ -83,6 +83,14 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
                      "the slice's rows depend on the rank, which the workspace, "
                      "sized from the token count, cannot follow yet"),
       llvm::cl::init(false)};
+  Option<std::string> prefillBlock{
+      *this, "prefill-block",
+      llvm::cl::desc("convert-moe-to-gpu's prefill-block: narrow or RxC"),
+      llvm::cl::init("64x128")};
+  Option<int64_t> prefillStages{
+      *this, "prefill-stages",
+      llvm::cl::desc("convert-moe-to-gpu's prefill-stages (2-4)"),
+      llvm::cl::init(3)};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU architecture"),
                            llvm::cl::init("sm_90")};
   Option<std::string> features{*this, "features",

@@ -166,16 +166,7 @@ struct Bookkeeping {
       u.store(u.padded(total, tile), begins, {e});
     });
     gpu::BarrierOp::create(b, loc);
-    for (int64_t d = 1; d < experts; d *= 2) {
-      Value reach = u.cmp(arith::CmpIPredicate::uge, e, u.idx(d));
-      Value take = arith::AndIOp::create(b, loc, active, reach);
-      Value from = arith::SelectOp::create(b, loc, take, arith::SubIOp::create(b, loc, e, u.idx(d)),
-                                           zero);
-      Value add = arith::SelectOp::create(b, loc, take, u.load(begins, {from}), zero32);
-      gpu::BarrierOp::create(b, loc);
-      u.ifThen(active, [&] { u.store(u.add(u.load(begins, {e}), add), begins, {e}); });
-      gpu::BarrierOp::create(b, loc);
-    }
+    u.inclusiveScan(begins, e, active, experts);
     // begins holds the inclusive scan: e's rows start where e - 1's end.
     auto beginOf = [&](Value expert) -> Value {
       Value inclusive = u.load(begins, {expert});

@@ -246,11 +246,26 @@ struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
       return func.emitError("moe-gpu-host-abi: cannot add the workspace and stream arguments");
     Value workspace = body.getArgument(workspaceIndex);
     // Runtime calls (the expert-parallel exchange) work on the same stream.
+    // To them a null stream means host buffers (CPU layers), so the legacy
+    // default stream, null to CUDA, goes as its other name,
+    // CU_STREAM_LEGACY (0x1).
     Value stream = body.getArgument(workspaceIndex + 1);
+    SmallVector<func::CallOp> onStream;
     func.walk([&](func::CallOp call) {
       if (call->hasAttr(moe::kStreamOperand))
-        call->setOperand(call.getNumOperands() - 1, stream);
+        onStream.push_back(call);
     });
+    if (!onStream.empty()) {
+      b.setInsertionPointToStart(&body);
+      Type pointer = stream.getType();
+      Value isNull = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, stream,
+                                          LLVM::ZeroOp::create(b, loc, pointer));
+      Value one = LLVM::ConstantOp::create(b, loc, b.getI64Type(), 1).getResult();
+      Value legacy = LLVM::IntToPtrOp::create(b, loc, pointer, one);
+      Value runtimeStream = LLVM::SelectOp::create(b, loc, isNull, legacy, stream);
+      for (func::CallOp call : onStream)
+        call->setOperand(call.getNumOperands() - 1, runtimeStream);
+    }
 
     b.setInsertionPointToStart(&body);
     SizeMaterializer inEntry(body, [](OpBuilder &b, Location loc, BlockArgument argument,

@@ -22,6 +22,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <optional>
+#include <string>
 
 namespace mlir::moe::gemm {
 /// Rows of a tile: the M of one m16n8k16 product.
@@ -48,6 +49,28 @@ constexpr int64_t kSplitMaxRowsPerExpert = 64;
 /// too few weight loads are in flight to keep HBM busy.
 constexpr int64_t kDecodeWarpsWanted = 2048;
 
+/// A prefill block of the block and wide forms: up to `rows` rows (of one
+/// expert) by `cols` columns, 4 warps of rows / 2 x cols / 2 outputs, the
+/// depth staged through workgroup memory in a `stages`-deep cp.async
+/// pipeline.
+struct BlockShape {
+  int64_t rows, cols, stages;
+  /// Workgroup bytes of the stages (bf16 rows of kStageRow elements).
+  int64_t sharedBytes() const;
+};
+
+/// Workgroup memory a kernel may take without opting in to more.
+constexpr int64_t kStaticSharedBytes = 48 * 1024;
+
+/// The wide form's stages: at most `stages`, as many as fit in
+/// kStaticSharedBytes (3 for its 128 + 64 rows).
+int64_t wideStages(int64_t stages);
+
+/// Whether the block form can take `shape`: rows and cols 32, 64 or 128
+/// (whole m16 tiles and n8 pairs per warp), at most 64 accumulators a
+/// thread, stages 2-4 within kStaticSharedBytes. Else a message.
+std::optional<std::string> checkBlockShape(BlockShape shape);
+
 /// The decode form's block: `warps` warps share the depth of one tile's 16
 /// rows by 8 * `tiles` columns; per step each lane reads `chunks` runs of 16
 /// bytes (8 of depth) of each of its rows, a quad of lanes 64 contiguous
@@ -65,6 +88,13 @@ struct Kernel : KernelBuilder {
   /// k / scaleDepth] (f32) their block scales. None: bf16 weights.
   Value wScales = nullptr;
   int64_t scaleRows = 0, scaleDepth = 0;
+  /// The block form's shape for GEMMs of several experts (rows 0: the
+  /// narrow form instead), and the wide form's stages.
+  BlockShape blockShape{0, 0, 2};
+  int64_t wideStages = 2;
+  /// The block form's table (allocateBlockTable): its entries, each
+  /// block's first row and expert, and the count of blocks.
+  Value tableSize, blockRow, blockExpert, blockCount;
 
   bool grouped() const { return rowExpert != nullptr; }
   bool fp8() const { return wScales != nullptr; }
@@ -98,6 +128,10 @@ struct Kernel : KernelBuilder {
     auto store = vector::StoreOp::create(b, loc, pair, out, ValueRange{row, col});
     store.setAlignment(uint64_t(2 * element.getIntOrFloatBitWidth() / 8));
   }
+
+  ValueRange pipelinedLoop(int64_t stages, ValueRange init,
+                           function_ref<Value(Value, Value)> copyStage,
+                           function_ref<void(Value, int64_t, SmallVector<Value> &)> body);
 
   ValueRange stagedLoop(ValueRange init, function_ref<Value(Value, Value)> copyStage,
                         function_ref<void(Value, int64_t, SmallVector<Value> &)> body);
@@ -150,7 +184,31 @@ struct Kernel : KernelBuilder {
     return cols % kWideCols == 0 && depth % kDepthStep == 0 && (!grouped() || experts == 1);
   }
 
-  void prefill() { wide() ? launchWide() : launch(); }
+  /// Whether the block form takes this GEMM of several experts.
+  bool blocks() const {
+    return grouped() && experts > 1 && !fp8() && blockShape.rows > 0 &&
+           cols % blockShape.cols == 0 && depth % kDepthStep == 0 &&
+           experts <= kMaxTableExperts;
+  }
+
+  void prefill() { wide() ? launchWide() : blocks() ? launchBlocks() : launch(); }
+
+  /// Experts the block form's table kernel takes (a thread each).
+  static constexpr int64_t kMaxTableExperts = 1024;
+
+  /// Entries of the block form's table, an upper bound on its blocks:
+  /// ceil(rows / R) + E.
+  Value tableEntries() {
+    return add(arith::CeilDivUIOp::create(b, loc, rows, idx(blockShape.rows)), idx(experts));
+  }
+
+  /// The block form's table, allocated where the GEMM's output is (the
+  /// host's choice of form comes after).
+  void allocateBlockTable();
+
+  /// The block form: a kernel fills the table of blocks (up to R rows of
+  /// one expert each), then a block per entry and C columns.
+  void launchBlocks();
 
   /// The wide prefill form of a GEMM of one expert or none: a block of 4
   /// warps computes rows 128 y.. (up to 128) by 64 columns, warp (m, n) of
@@ -160,11 +218,11 @@ struct Kernel : KernelBuilder {
   /// through ldmatrix (x4).
   void launchWide();
 
-  /// The wide form's products of rows [rowStart, rowEnd) (of `expert`, or
-  /// none) with columns [col0, col0 + 64); rows past rowEnd read its last
+  /// A block's products of rows [rowStart, rowEnd) (of `expert`, or none)
+  /// with columns [col0, col0 + shape.cols); rows past rowEnd read its last
   /// row and are not stored.
-  void wideProducts(Value tid, Value rowStart, Value rowEnd, Value col0, Value expert,
-                    Value tileA, Value tileW);
+  void blockProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,
+                     Value expert, Value tileA, Value tileW);
 
   /// Four warps a block and 32 columns for a GEMM of several experts (a
   /// batch has a tile of rows for each expert it touches); eight warps

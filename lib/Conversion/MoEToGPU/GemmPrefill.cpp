@@ -1,11 +1,16 @@
 //===- GemmPrefill.cpp - the prefill forms of the tensor-core GEMM ----------===//
 //
-// Many rows per expert: the narrow form (4 tiles of 16 rows by 64 columns,
-// staged through workgroup memory where they share an expert) and the wide
-// one (128 rows by 64 columns, one expert or none).
+// Many rows per expert: the block form (several experts: blocks of up to
+// 64 rows of one expert by 128 columns, from a table of blocks), the wide
+// one (one expert or none: 128 rows by 64 columns), both pipelined through
+// workgroup memory; and the narrow form (4 tiles of 16 rows by 64 columns,
+// staged where they share an expert) for shapes the block form does not
+// take.
 //
 //===----------------------------------------------------------------------===//
 #include "GemmKernel.h"
+
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 
@@ -45,6 +50,48 @@ ValueRange Kernel::stagedLoop(ValueRange init, function_ref<Value(Value, Value)>
   return loop.getResults();
 }
 
+/// An S-stage cp.async pipeline: the copies of the first S - 1 steps of 32
+/// of depth, then per step a wait for its copy (S - 2 younger ones may stay
+/// in flight), a barrier (every warp is past the previous step, whose stage
+/// the next copy overwrites), the copy of step + S - 1, and `body` for each
+/// k16 half on this step's stage. Steps past the end copy the last one again
+/// into stages nobody reads any more; every copy lands before the results
+/// return.
+ValueRange Kernel::pipelinedLoop(int64_t stages, ValueRange init,
+                                 function_ref<Value(Value, Value)> copyStage,
+                                 function_ref<void(Value, int64_t, SmallVector<Value> &)> body) {
+  const int64_t steps = depth / kDepthStep;
+  auto depthOf = [&](int64_t step) { return idx(std::min(step, steps - 1) * kDepthStep); };
+  Value lastCopy;
+  for (int64_t s = 0; s + 1 < stages; ++s)
+    lastCopy = copyStage(idx(s), depthOf(s));
+  auto loop = scf::ForOp::create(
+      b, loc, idx(0), idx(steps), idx(1), init,
+      [&](OpBuilder &nb, Location, Value step, ValueRange acc) {
+        OpBuilder::InsertionGuard inner(b);
+        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        nvgpu::DeviceAsyncWaitOp::create(b, loc, lastCopy, b.getI32IntegerAttr(stages - 2));
+        gpu::BarrierOp::create(b, loc);
+        Value ahead = add(step, idx(stages - 1));
+        Value nextK = mul(arith::MinUIOp::create(b, loc, ahead, idx(steps - 1)), idx(kDepthStep));
+        copyStage(arith::RemUIOp::create(b, loc, ahead, idx(stages)), nextK);
+        Value stage = arith::RemUIOp::create(b, loc, step, idx(stages));
+        SmallVector<Value> next(acc.begin(), acc.end());
+        for (int64_t half = 0; half < kDepthStep / 16; ++half)
+          body(stage, half, next);
+        scf::YieldOp::create(b, loc, next);
+      });
+  nvgpu::DeviceAsyncWaitOp::create(b, loc, lastCopy, b.getI32IntegerAttr(0));
+  return loop.getResults();
+}
+
+/// Workgroup memory for `shape`'s stages of `rows` rows.
+static MemRefType stageType(OpBuilder &b, int64_t stages, int64_t rows) {
+  auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  return MemRefType::get({stages, rows, kStageRow}, b.getBF16Type(), MemRefLayoutAttrInterface{},
+                         workgroup);
+}
+
 /// The wide prefill form of a GEMM of one expert or none: a block of 4
 /// warps computes rows 128 y.. (up to 128) by 64 columns, warp (m, n) of
 /// 2 x 2 the 64 x 32 at (64 m, 32 n). Each 32 of depth of the block's
@@ -52,39 +99,142 @@ ValueRange Kernel::stagedLoop(ValueRange init, function_ref<Value(Value, Value)>
 /// next copy runs while the warps multiply) and reach the tensor cores
 /// through ldmatrix (x4).
 void Kernel::launchWide() {
-  int64_t threads = kWideWarps * kWarpSize;
-  auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
-  auto stageType = [&](int64_t rows) {
-    return MemRefType::get({2, rows, kStageRow}, b.getBF16Type(), MemRefLayoutAttrInterface{},
-                           workgroup);
-  };
+  const BlockShape shape{kWideRows, kWideCols, wideStages};
   Value one = idx(1);
-  Value rowBlocks = arith::CeilDivUIOp::create(b, loc, rows, idx(kWideRows));
-  auto launch = gpu::LaunchOp::create(b, loc, idx(cols / kWideCols), rowBlocks, one,
-                                      idx(threads), one, one, nullptr, nullptr, {},
-                                      TypeRange{stageType(kWideRows), stageType(kWideCols)});
+  Value rowBlocks = arith::CeilDivUIOp::create(b, loc, rows, idx(shape.rows));
+  auto launch = gpu::LaunchOp::create(
+      b, loc, idx(cols / shape.cols), rowBlocks, one, idx(kWideWarps * kWarpSize), one, one,
+      nullptr, nullptr, {},
+      TypeRange{stageType(b, shape.stages, shape.rows), stageType(b, shape.stages, shape.cols)});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&launch.getBody().front());
-  Value col0 = mul(launch.getBlockIds().x, idx(kWideCols));
-  Value rowStart = mul(launch.getBlockIds().y, idx(kWideRows));
-  Value rowEnd = arith::MinUIOp::create(b, loc, add(rowStart, idx(kWideRows)), rows);
-  ArrayRef<BlockArgument> stages = launch.getWorkgroupAttributions();
-  wideProducts(launch.getThreadIds().x, rowStart, rowEnd, col0, grouped() ? idx(0) : Value(),
-               stages[0], stages[1]);
+  Value col0 = mul(launch.getBlockIds().x, idx(shape.cols));
+  Value rowStart = mul(launch.getBlockIds().y, idx(shape.rows));
+  Value rowEnd = arith::MinUIOp::create(b, loc, add(rowStart, idx(shape.rows)), rows);
+  ArrayRef<BlockArgument> tiles = launch.getWorkgroupAttributions();
+  blockProducts(shape, launch.getThreadIds().x, rowStart, rowEnd, col0,
+                grouped() ? idx(0) : Value(), tiles[0], tiles[1]);
   gpu::TerminatorOp::create(b, loc);
 }
 
-/// The wide form's products of rows [rowStart, rowEnd) (of `expert`, or
-/// none) with columns [col0, col0 + 64); rows past rowEnd read its last
-/// row and are not stored.
-void Kernel::wideProducts(Value tid, Value rowStart, Value rowEnd, Value col0, Value expert,
-                  Value tileA, Value tileW) {
+int64_t BlockShape::sharedBytes() const {
+  return stages * (rows + cols) * kStageRow * 2;
+}
+
+std::optional<std::string> checkBlockShape(BlockShape shape) {
+  auto allowed = [](int64_t n) { return n == 32 || n == 64 || n == 128; };
+  if (!allowed(shape.rows) || !allowed(shape.cols))
+    return "rows and columns must be 32, 64 or 128";
+  // 4 f32 per m16n8 product, (rows / 32) x (cols / 16) of them a warp.
+  if (shape.rows * shape.cols > 64 * 128)
+    return "at most 64 x 128 or 128 x 64 outputs a block (64 accumulators a thread)";
+  if (shape.stages < 2 || shape.stages > 4)
+    return "2 to 4 stages";
+  if (shape.sharedBytes() > kStaticSharedBytes)
+    return llvm::formatv("{0} stages of {1} + {2} rows take {3} bytes of workgroup memory, "
+                         "more than {4}",
+                         shape.stages, shape.rows, shape.cols, shape.sharedBytes(),
+                         kStaticSharedBytes)
+        .str();
+  return std::nullopt;
+}
+
+int64_t wideStages(int64_t stages) {
+  while (stages > 2 && BlockShape{kWideRows, kWideCols, stages}.sharedBytes() > kStaticSharedBytes)
+    --stages;
+  return stages;
+}
+
+void Kernel::allocateBlockTable() {
+  auto vector = MemRefType::get({ShapedType::kDynamic}, b.getI32Type());
+  tableSize = tableEntries();
+  blockRow = memref::AllocOp::create(b, loc, vector, ValueRange{tableSize});
+  blockExpert = memref::AllocOp::create(b, loc, vector, ValueRange{tableSize});
+  blockCount = memref::AllocOp::create(b, loc, MemRefType::get({1}, b.getI32Type()));
+}
+
+/// The block form: a small kernel numbers the blocks of each expert's rows
+/// (ceil(rows / R) each, an exclusive scan over the experts in workgroup
+/// memory) into the table; then a block per table entry and C columns
+/// computes up to R rows of one expert, and the blocks past the table's
+/// write zeros to the rows past the experts' (those of no expert).
+void Kernel::launchBlocks() {
+  const BlockShape shape = blockShape;
+  Value one = idx(1);
+  auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  auto table = gpu::LaunchOp::create(
+      b, loc, one, one, one, idx((experts + kWarpSize - 1) / kWarpSize * kWarpSize), one, one, nullptr, nullptr, {},
+      TypeRange{MemRefType::get({experts}, b.getI32Type(), MemRefLayoutAttrInterface{},
+                                workgroup)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&table.getBody().front());
+    Value e = table.getThreadIds().x;
+    Value counts = table.getWorkgroupAttributions()[0];
+    Value active = lt(e, idx(experts));
+    Value safe = arith::SelectOp::create(b, loc, active, e, idx(0));
+    Value begin = load(offsets, {safe});
+    Value end = load(offsets, {add(safe, one)});
+    Value blocks = arith::CeilDivUIOp::create(b, loc, arith::SubIOp::create(b, loc, end, begin),
+                                              i32(shape.rows));
+    ifThen(active, [&] { store(blocks, counts, {e}); });
+    gpu::BarrierOp::create(b, loc);
+    inclusiveScan(counts, e, active, experts);
+    ifThen(active, [&] {
+      Value first = toIndex(arith::SubIOp::create(b, loc, load(counts, {e}), blocks));
+      forEach(idx(0), toIndex(blocks), one, [&](Value j) {
+        Value at = add(first, j);
+        store(arith::AddIOp::create(b, loc, begin, toI32(mul(j, idx(shape.rows)))), blockRow,
+              {at});
+        store(toI32(e), blockExpert, {at});
+      });
+    });
+    ifThen(cmp(arith::CmpIPredicate::eq, e, idx(0)),
+           [&] { store(load(counts, {idx(experts - 1)}), blockCount, {idx(0)}); });
+    gpu::TerminatorOp::create(b, loc);
+  }
+
+  auto launch = gpu::LaunchOp::create(
+      b, loc, idx(cols / shape.cols), tableSize, one, idx(kWideWarps * kWarpSize), one, one,
+      nullptr, nullptr, {},
+      TypeRange{stageType(b, shape.stages, shape.rows), stageType(b, shape.stages, shape.cols)});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value y = launch.getBlockIds().y;
+  Value tid = launch.getThreadIds().x;
+  Value col0 = mul(launch.getBlockIds().x, idx(shape.cols));
+  Value count = toIndex(load(blockCount, {idx(0)}));
+  ifThenElse(
+      lt(y, count),
+      [&] {
+        Value rowStart = toIndex(load(blockRow, {y}));
+        Value expert = toIndex(load(blockExpert, {y}));
+        Value expertEnd = loadIndex(offsets, add(expert, one));
+        Value rowEnd = arith::MinUIOp::create(b, loc, add(rowStart, idx(shape.rows)), expertEnd);
+        ArrayRef<BlockArgument> tiles = launch.getWorkgroupAttributions();
+        blockProducts(shape, tid, rowStart, rowEnd, col0, expert, tiles[0], tiles[1]);
+      },
+      [&] {
+        Value used = loadIndex(offsets, idx(experts));
+        Value start = add(used, mul(arith::SubIOp::create(b, loc, y, count), idx(shape.rows)));
+        for (int64_t tile = 0; tile < shape.rows; tile += kTileRows)
+          zeroRows(tid, kWideWarps * kWarpSize, add(start, idx(tile)), col0, shape.cols);
+      });
+  gpu::TerminatorOp::create(b, loc);
+}
+
+/// A block's products of rows [rowStart, rowEnd) (of `expert`, or none)
+/// with columns [col0, col0 + shape.cols); rows past rowEnd read its last
+/// row and are not stored. Warp (m, n) of 2 x 2 computes the
+/// shape.rows / 2 x shape.cols / 2 outputs at (m, n) times that.
+void Kernel::blockProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd,
+                           Value col0, Value expert, Value tileA, Value tileW) {
   const int64_t threads = kWideWarps * kWarpSize;
   Value warp = arith::DivUIOp::create(b, loc, tid, idx(kWarpSize));
   Value lane = arith::RemUIOp::create(b, loc, tid, idx(kWarpSize));
   Value last = arith::SubIOp::create(b, loc, rowEnd, idx(1));
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-  // 4 runs of 16 bytes of each of the 128 rows and 64 weight rows.
+  // 4 runs of 16 bytes of each of the block's rows and weight rows.
   auto copyStage = [&](Value stage, Value k0) -> Value {
     SmallVector<Value> tokens;
     auto at = [&](int64_t i) -> std::pair<Value, Value> {
@@ -92,14 +242,14 @@ void Kernel::wideProducts(Value tid, Value rowStart, Value rowEnd, Value col0, V
       return {arith::DivUIOp::create(b, loc, chunk, idx(4)),
               mul(arith::RemUIOp::create(b, loc, chunk, idx(4)), idx(8))};
     };
-    for (int64_t i = 0; i < kWideRows * 4 / threads; ++i) {
+    for (int64_t i = 0; i < shape.rows * 4 / threads; ++i) {
       auto [row, k] = at(i);
       Value aRow = arith::MinUIOp::create(b, loc, add(rowStart, row), last);
       tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
           b, loc, tokenType, tileA, ValueRange{stage, row, k}, a, ValueRange{aRow, add(k0, k)},
           b.getIndexAttr(8), Value(), b.getUnitAttr()));
     }
-    for (int64_t i = 0; i < kWideCols * 4 / threads; ++i) {
+    for (int64_t i = 0; i < shape.cols * 4 / threads; ++i) {
       auto [row, k] = at(i);
       Value n = add(col0, row);
       SmallVector<Value> wAt = expert ? SmallVector<Value>{expert, n, add(k0, k)}
@@ -111,10 +261,9 @@ void Kernel::wideProducts(Value tid, Value rowStart, Value rowEnd, Value col0, V
     return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
   };
   auto fragments = VectorType::get({4, 2}, b.getBF16Type());
-  // Warp (m, n): rows 64 m.., columns 32 n...
-  constexpr int64_t warpsAcross = kWideCols / 32;
-  Value warpRow = mul(arith::DivUIOp::create(b, loc, warp, idx(warpsAcross)), idx(64));
-  Value warpCol = mul(arith::RemUIOp::create(b, loc, warp, idx(warpsAcross)), idx(32));
+  const int64_t warpRows = shape.rows / 2, warpCols = shape.cols / 2;
+  Value warpRow = mul(arith::DivUIOp::create(b, loc, warp, idx(2)), idx(warpRows));
+  Value warpCol = mul(arith::RemUIOp::create(b, loc, warp, idx(2)), idx(warpCols));
   // ldmatrix x4 rows: A, lanes 0-15 rows 0-15 at k, 16-31 at k + 8; B,
   // lanes 8m..8m+7 rows (m / 2) * 8 + 0..7 of the tile pair at k + (m % 2) * 8.
   Value aRowInTile = add(warpRow, arith::RemUIOp::create(b, loc, lane, idx(16)));
@@ -124,11 +273,11 @@ void Kernel::wideProducts(Value tid, Value rowStart, Value rowEnd, Value col0, V
                                 arith::RemUIOp::create(b, loc, lane, idx(8))));
   Value bK = mul(arith::RemUIOp::create(b, loc, matrix, idx(2)), idx(8));
 
-  constexpr int64_t rowTiles = 4, colTiles = 4; // of 16 rows, of 8 columns
+  const int64_t rowTiles = warpRows / 16, colTiles = warpCols / 8; // of 16 rows, of 8 columns
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
   SmallVector<Value> init(4 * rowTiles * colTiles, zero);
-  ValueRange results = stagedLoop(init, copyStage, [&](Value stage, int64_t half,
-                                                        SmallVector<Value> &next) {
+  ValueRange results = pipelinedLoop(shape.stages, init, copyStage, [&](Value stage, int64_t half,
+                                                                    SmallVector<Value> &next) {
     // The B fragments first, then one A fragment at a time: fewer
     // registers live than with every fragment loaded.
     SmallVector<SmallVector<Value>> bRegs;

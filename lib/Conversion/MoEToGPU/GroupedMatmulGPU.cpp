@@ -50,6 +50,8 @@ using namespace mlir::moe::gemm;
 /// The decode form where the rows per expert are few (and the depth divides),
 /// else a prefill form; the host chooses from the row count.
 void gemm::Kernel::build() {
+  if (blocks())
+    allocateBlockTable();
   std::optional<DecodeShape> decode = decodeShape();
   if (!decode) {
     prefill();
@@ -95,7 +97,11 @@ bool tilesHoldOneExpert(GroupedMatmulOp op) {
 }
 
 struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
-  using OpRewritePattern::OpRewritePattern;
+  GroupedMatmulToGPU(MLIRContext *context, BlockShape blockShape, int64_t wideStages)
+      : OpRewritePattern(context), blockShape(blockShape), wideStages(wideStages) {}
+
+  BlockShape blockShape;
+  int64_t wideStages;
 
   LogicalResult matchAndRewrite(GroupedMatmulOp op, PatternRewriter &rewriter) const override {
     auto inType = op.getInput().getType();
@@ -143,6 +149,8 @@ struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
                   wType.getDimSize(0),
                   cols,
                   depth};
+    kernel.blockShape = blockShape;
+    kernel.wideStages = wideStages;
     if (fp8Weights) {
       kernel.wScales = readBuffer(b, loc, op.getWeightScales());
       kernel.scaleRows = scaleRows;
@@ -241,11 +249,42 @@ struct MoEGPURouterMatmulPass
 };
 
 struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass> {
+  using ConvertMoEToGPUBase::ConvertMoEToGPUBase;
+
+  /// prefill-block and prefill-stages as the block form's shape (rows 0:
+  /// narrow), or an error naming the option.
+  FailureOr<BlockShape> blockShape() {
+    BlockShape shape{0, 0, prefillStages};
+    if (prefillStages < 2 || prefillStages > 4) {
+      emitError(getOperation()->getLoc()) << "convert-moe-to-gpu: prefill-stages="
+                                          << prefillStages.getValue() << ": 2 to 4 stages";
+      return failure();
+    }
+    if (prefillBlock == "narrow")
+      return shape;
+    StringRef rows, cols;
+    std::tie(rows, cols) = StringRef(prefillBlock).split('x');
+    std::optional<std::string> error;
+    if (rows.getAsInteger(10, shape.rows) || cols.getAsInteger(10, shape.cols))
+      error = "expected narrow or RxC, e.g. 64x128";
+    else
+      error = checkBlockShape(shape);
+    if (error) {
+      emitError(getOperation()->getLoc())
+          << "convert-moe-to-gpu: prefill-block=" << prefillBlock.getValue() << ": " << *error;
+      return failure();
+    }
+    return shape;
+  }
+
   void runOnOperation() override {
+    FailureOr<BlockShape> shape = blockShape();
+    if (failed(shape))
+      return signalPassFailure();
     // The GEMMs first: whether their rows come in tiles of one expert is
     // read off the moe.dispatch that the second step replaces.
     RewritePatternSet gemmPatterns(&getContext());
-    gemmPatterns.add<GroupedMatmulToGPU>(&getContext());
+    gemmPatterns.add<GroupedMatmulToGPU>(&getContext(), *shape, wideStages(prefillStages));
     SmallVector<Operation *> gemms, others;
     getOperation()->walk([&](Operation *op) {
       if (isa<GroupedMatmulOp>(op))

@@ -8,6 +8,7 @@
 #define MOE_CONVERSION_MOETOGPU_KERNELBUILDER_H
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
@@ -54,6 +55,22 @@ struct KernelBuilder {
       body(i);
       return SmallVector<Value>{};
     });
+  }
+
+  /// values[0..n) (i32 in workgroup memory) becomes its inclusive scan
+  /// (Hillis-Steele): thread `i` owns values[i] where `active`; every
+  /// thread of the block takes part in the barriers.
+  void inclusiveScan(Value values, Value i, Value active, int64_t n) {
+    for (int64_t d = 1; d < n; d *= 2) {
+      Value take = arith::AndIOp::create(b, loc, active,
+                                         cmp(arith::CmpIPredicate::uge, i, idx(d)));
+      Value from =
+          arith::SelectOp::create(b, loc, take, arith::SubIOp::create(b, loc, i, idx(d)), idx(0));
+      Value addend = arith::SelectOp::create(b, loc, take, load(values, {from}), i32(0));
+      gpu::BarrierOp::create(b, loc);
+      ifThen(active, [&] { store(add(load(values, {i}), addend), values, {i}); });
+      gpu::BarrierOp::create(b, loc);
+    }
   }
 };
 } // namespace mlir::moe
