@@ -93,9 +93,10 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
     setenv("CUDA_HOME", options.cudaPath.c_str(), /*overwrite=*/1);
   else if (!getenv("CUDA_HOME") && !getenv("CUDA_ROOT") && !getenv("CUDA_PATH"))
     setenv("CUDA_HOME", "/usr/local/cuda", /*overwrite=*/0);
-  std::string toGpu = llvm::formatv("convert-moe-to-gpu{{prefill-block={0} prefill-stages={1}},",
-                                    options.prefillBlock.getValue(),
-                                    options.prefillStages.getValue());
+  std::string toGpu = llvm::formatv(
+      "convert-moe-to-gpu{{prefill-block={0} prefill-stages={1} prefill-stage-depth={2}},",
+      options.prefillBlock.getValue(), options.prefillStages.getValue(),
+      options.prefillStageDepth.getValue());
   if (options.stopAfterHostABI) {
     // Bufferized entries with the GPU calling convention, before any kernel.
     std::string text = "inline,moe-drop-phase-variants," +

@@ -5,8 +5,13 @@
 // RUN:   | FileCheck %s --check-prefix=BADBLOCK
 // RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-block=64x128 prefill-stages=4' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=BADSTAGES
+// RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-stage-depth=48' 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=BADDEPTH
+// RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-stage-depth=32' \
+// RUN:   | FileCheck %s --check-prefix=DEPTH32
 // BADBLOCK: error: convert-moe-to-gpu: prefill-block=128x128: at most 64 x 128 or 128 x 64 outputs a block (64 accumulators a thread)
-// BADSTAGES: error: convert-moe-to-gpu: prefill-block=64x128: 4 stages of 64 + 128 rows take 61440 bytes of workgroup memory, more than 49152
+// BADSTAGES: error: convert-moe-to-gpu: prefill-block=64x128: 4 stages of 64 + 128 rows by 64 take 110592 bytes of shared memory, more than 101376
+// BADDEPTH: error: convert-moe-to-gpu: prefill-stage-depth=48: a stage's depth must be 32 or 64
 
 // Tests that a bf16 grouped GEMM over rows padded to tiles of 16 becomes two tensor-core kernels
 // the host chooses between by the row count (N <= E * (64 + 15): at most 64 rows per expert):
@@ -43,10 +48,11 @@
 // CHECK: arith.truncf %[[SUM]] : f32 to bf16
 // The prefill form of several experts, the block form: a kernel of a thread per expert numbers
 // each expert's blocks of 64 rows (a scan of their counts in workgroup memory) into the table;
-// then a block per entry by 128 columns, 4 warps of 32 x 64, three shared-memory stages of rows
-// and weights (2 and 4 runs of 16 bytes a thread), filled by cp.async two steps ahead and read by
-// ldmatrix: per k16 four weight fragments (8 n8 tiles), then one A fragment per 16 rows, each
-// feeding 8 products; entries past the count write zeros to the rows past the experts'.
+// then a block per entry by 128 columns, 4 warps of 32 x 64, three stages of rows and weights by 64
+// of depth (4 and 8 runs of 16 bytes a thread; 82944 bytes, so dynamic shared memory), filled by
+// cp.async two steps ahead and read by ldmatrix: per k16 four weight fragments (8 n8 tiles), then
+// one A fragment per 16 rows, each feeding 8 products; entries past the count write zeros to the
+// rows past the experts'.
 // CHECK: } else {
 // CHECK: gpu.launch blocks({{.+}}) in ({{.+}}) threads({{.+}}) in (%{{.+}} = %c32{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[COUNTS:.+]] : memref<8xi32, #gpu.address_space<workgroup>>)
 // CHECK: memref.store %{{.+}}, %[[COUNTS]]
@@ -55,30 +61,42 @@
 // CHECK: memref.store %{{.+}}, %[[BROW]][%{{.+}}] : memref<?xi32>
 // CHECK: memref.store %{{.+}}, %[[BEXPERT]][%{{.+}}] : memref<?xi32>
 // CHECK: memref.store %{{.+}}, %[[BCOUNT]][%{{.+}}] : memref<1xi32>
-// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %{{.+}}, %{{.+}} = %[[ENTRIES]], %{{.+}} = %{{.+}}) threads({{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[SA:.+]] : memref<3x64x40xbf16, #gpu.address_space<workgroup>>, %[[SW:.+]] : memref<3x128x40xbf16, #gpu.address_space<workgroup>>)
+// CHECK: %[[SMEMBYTES:.+]] = arith.constant 82944 : i32
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %{{.+}}, %{{.+}} = %[[ENTRIES]], %{{.+}} = %{{.+}}) threads({{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) dynamic_shared_memory_size %[[SMEMBYTES]]
+// CHECK: %[[RAW:.+]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// CHECK: %[[SA:.+]] = memref.view %[[RAW]][%{{.+}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<3x64x72xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[C27648:.+]] = arith.constant 27648 : index
+// CHECK: %[[SW:.+]] = memref.view %[[RAW]][%[[C27648]]][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<3x128x72xbf16, #gpu.address_space<workgroup>>
 // CHECK: memref.load %[[BCOUNT]]
 // CHECK: memref.load %[[BROW]]
 // CHECK: memref.load %[[BEXPERT]]
-// CHECK-COUNT-2: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
-// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-8: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
 // CHECK: nvgpu.device_async_create_group
-// CHECK-COUNT-2: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
-// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-8: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
 // CHECK: nvgpu.device_async_create_group
 // CHECK: scf.for
 // CHECK: nvgpu.device_async_wait %{{.+}} {numGroups = 1 : i32}
 // CHECK: gpu.barrier
-// CHECK-COUNT-2: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
-// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-8: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
 // CHECK: nvgpu.device_async_create_group
 // CHECK-COUNT-4: nvgpu.ldmatrix %[[SW]][{{.+}}] {numTiles = 4 : i32, transpose = false}
 // CHECK: nvgpu.ldmatrix %[[SA]][{{.+}}] {numTiles = 4 : i32, transpose = false}
 // CHECK-COUNT-8: nvvm.mma.sync
 // CHECK: nvgpu.ldmatrix %[[SA]][{{.+}}] {numTiles = 4 : i32, transpose = false}
 // CHECK-COUNT-8: nvvm.mma.sync
+// CHECK-COUNT-4: nvgpu.ldmatrix %[[SW]][{{.+}}] {numTiles = 4 : i32, transpose = false}
 // CHECK-NOT: gpu.barrier
 // CHECK: scf.yield
 // CHECK: nvgpu.device_async_wait %{{.+}} {numGroups = 0 : i32}
+// With stages of depth 32 (46080 bytes) the stages are workgroup attributions.
+// DEPTH32-LABEL: func.func @grouped
+// DEPTH32: gpu.launch blocks({{.+}}) in ({{.+}}) threads({{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[SA:.+]] : memref<3x64x40xbf16, #gpu.address_space<workgroup>>, %[[SW:.+]] : memref<3x128x40xbf16, #gpu.address_space<workgroup>>)
+// DEPTH32-COUNT-2: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// DEPTH32-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
+// DEPTH32: nvgpu.device_async_create_group
 // CHECK: } else {
 // CHECK: memref.store %{{.+}}, %[[OUT]]
 // With prefill-block=narrow: blocks of four row tiles by 64 columns; where the four tiles share an
@@ -238,21 +256,24 @@ func.func @route(%x: tensor<?x128xbf16>, %w: tensor<64x128xbf16>, %bias: tensor<
 // -----
 
 // Tests that a GEMM of one expert (the shared expert: offsets [0, T]) takes the wide prefill form:
-// blocks of 128 rows by 64 columns (2 for N = 128) of 4 warps; three stages (the most that fit in
-// 48 KiB): per 32 of depth cp.async copies the block's rows (4 runs of 16 bytes a thread) and
-// weight rows (2) two steps ahead while the warps multiply; ldmatrix reads per k16 two weight
+// blocks of 128 rows by 64 columns (2 for N = 128) of 4 warps; three stages by 64 of depth in
+// dynamic shared memory: per stage cp.async copies the block's rows (8 runs of 16 bytes a thread)
+// and weight rows (4) two steps ahead while the warps multiply; ldmatrix reads per k16 two weight
 // fragments, then one A fragment per 16 rows, each feeding 4 products.
 // CHECK-LABEL: func.func @one_expert
 // CHECK: } else {
-// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c2{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) threads({{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) workgroup(%[[SA:.+]] : memref<3x128x40xbf16, #gpu.address_space<workgroup>>, %[[SW:.+]] : memref<3x64x40xbf16, #gpu.address_space<workgroup>>)
-// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
-// CHECK-COUNT-2: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c2{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) threads({{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) dynamic_shared_memory_size
+// CHECK: %[[RAW:.+]] = gpu.dynamic_shared_memory
+// CHECK: %[[SA:.+]] = memref.view %[[RAW]]{{.+}} to memref<3x128x72xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[SW:.+]] = memref.view %[[RAW]]{{.+}} to memref<3x64x72xbf16, #gpu.address_space<workgroup>>
+// CHECK-COUNT-8: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
 // CHECK: nvgpu.device_async_create_group
 // CHECK: scf.for
 // CHECK: nvgpu.device_async_wait %{{.+}} {numGroups = 1 : i32}
 // CHECK: gpu.barrier
-// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
-// CHECK-COUNT-2: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-8: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// CHECK-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SW]][{{.+}}], 8 {bypassL1}
 // CHECK-COUNT-2: nvgpu.ldmatrix %[[SW]][{{.+}}] {numTiles = 4 : i32, transpose = false}
 // CHECK: nvgpu.ldmatrix %[[SA]][{{.+}}] {numTiles = 4 : i32, transpose = false}
 // CHECK-COUNT-4: nvvm.mma.sync

@@ -214,6 +214,12 @@ cl::opt<int64_t> gpuPrefillStages(
              "(2-4)"),
     cl::init(3), cl::cat(category));
 
+cl::opt<int64_t> gpuPrefillStageDepth(
+    "gpu-prefill-stage-depth",
+    cl::desc("With --target cuda, the depth of a prefill block's stage (32 or "
+             "64)"),
+    cl::init(64), cl::cat(category));
+
 constexpr llvm::StringLiteral kChips[] = {"sm_90a", "sm_90", "sm_89", "sm_80"};
 
 moe::ParallelLayout layout() {
@@ -577,6 +583,7 @@ void setCudaPipelineOptions(moe::CudaPipelineOptions &options) {
   options.dispatchQuantization = dispatchQuant;
   options.prefillBlock = gpuPrefillBlock;
   options.prefillStages = gpuPrefillStages;
+  options.prefillStageDepth = gpuPrefillStageDepth;
 }
 
 /// What the plan report says of a GPU library: its calling convention and

@@ -206,9 +206,9 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu"> {
     form instead of the narrow one: a small kernel numbers each expert's
     blocks of up to R rows into a table, then a block per entry computes
     them by C columns with 4 warps of R/2 x C/2 (R and C 32, 64 or 128;
-    C dividing N), its rows and weights staged through workgroup memory in
-    `prefill-stages` cp.async stages, which the wide form (one expert) takes
-    as well.
+    C dividing N), its rows and weights staged through shared memory in
+    `prefill-stages` cp.async stages of `prefill-stage-depth`, which the wide
+    form (one expert) takes as well (as many as fit in 48 KiB, of depth 32).
   }];
   let options = [
     Option<"prefillBlock", "prefill-block", "std::string", "\"64x128\"",
@@ -216,8 +216,11 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu"> {
            "rows by 64 columns, any experts) or RxC (up to R rows of one expert "
            "by C columns, from a table of blocks)">,
     Option<"prefillStages", "prefill-stages", "int64_t", "3",
-           "cp.async stages of the block and wide prefill forms (2-4; at most "
-           "48 KiB of workgroup memory)">,
+           "cp.async stages of the block and wide prefill forms (2-4; the wide "
+           "form takes as many as fit in 48 KiB)">,
+    Option<"prefillStageDepth", "prefill-stage-depth", "int64_t", "64",
+           "Depth of a block form's stage (32 or 64); beyond 48 KiB the stages "
+           "live in dynamic shared memory, at most 99 KiB">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",

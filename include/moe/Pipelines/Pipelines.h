@@ -91,6 +91,10 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
       *this, "prefill-stages",
       llvm::cl::desc("convert-moe-to-gpu's prefill-stages (2-4)"),
       llvm::cl::init(3)};
+  Option<int64_t> prefillStageDepth{
+      *this, "prefill-stage-depth",
+      llvm::cl::desc("convert-moe-to-gpu's prefill-stage-depth (32 or 64)"),
+      llvm::cl::init(64)};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU architecture"),
                            llvm::cl::init("sm_90")};
   Option<std::string> features{*this, "features",

@@ -55,20 +55,30 @@ constexpr int64_t kDecodeWarpsWanted = 2048;
 /// pipeline.
 struct BlockShape {
   int64_t rows, cols, stages;
-  /// Workgroup bytes of the stages (bf16 rows of kStageRow elements).
-  int64_t sharedBytes() const;
+  /// Depth of a stage: 32 or 64.
+  int64_t depth = kDepthStep;
+  /// Elements of a staged row: the depth and 8 of padding, so that
+  /// ldmatrix's eight row addresses fall in distinct banks.
+  int64_t stageRow() const { return depth + 8; }
+  /// Workgroup bytes of the stages.
+  int64_t sharedBytes() const { return stages * (rows + cols) * stageRow() * 2; }
 };
 
-/// Workgroup memory a kernel may take without opting in to more.
+/// Workgroup memory a kernel may take without opting in to more; beyond
+/// it the stages live in dynamic shared memory.
 constexpr int64_t kStaticSharedBytes = 48 * 1024;
+/// Shared memory a block may opt in to on every chip --chip takes (sm_89:
+/// 99 KiB; sm_80 163 KiB, sm_90 227 KiB).
+constexpr int64_t kMaxSharedBytes = 99 * 1024;
 
-/// The wide form's stages: at most `stages`, as many as fit in
-/// kStaticSharedBytes (3 for its 128 + 64 rows).
-int64_t wideStages(int64_t stages);
+/// The wide form's shape (128 x 64) with stages of `depth`: at most
+/// `stages`, as many as fit in kMaxSharedBytes.
+BlockShape wideShapeOf(int64_t stages, int64_t depth);
 
 /// Whether the block form can take `shape`: rows and cols 32, 64 or 128
 /// (whole m16 tiles and n8 pairs per warp), at most 64 accumulators a
-/// thread, stages 2-4 within kStaticSharedBytes. Else a message.
+/// thread, stages 2-4 of depth 32 or 64 within kMaxSharedBytes. Else a
+/// message.
 std::optional<std::string> checkBlockShape(BlockShape shape);
 
 /// The decode form's block: `warps` warps share the depth of one tile's 16
@@ -89,9 +99,9 @@ struct Kernel : KernelBuilder {
   Value wScales = nullptr;
   int64_t scaleRows = 0, scaleDepth = 0;
   /// The block form's shape for GEMMs of several experts (rows 0: the
-  /// narrow form instead), and the wide form's stages.
+  /// narrow form instead), and the wide form's.
   BlockShape blockShape{0, 0, 2};
-  int64_t wideStages = 2;
+  BlockShape wideShape{kWideRows, kWideCols, 2};
   /// The block form's table (allocateBlockTable): its entries, each
   /// block's first row and expert, and the count of blocks.
   Value tableSize, blockRow, blockExpert, blockCount;
@@ -129,7 +139,7 @@ struct Kernel : KernelBuilder {
     store.setAlignment(uint64_t(2 * element.getIntOrFloatBitWidth() / 8));
   }
 
-  ValueRange pipelinedLoop(int64_t stages, ValueRange init,
+  ValueRange pipelinedLoop(BlockShape shape, ValueRange init,
                            function_ref<Value(Value, Value)> copyStage,
                            function_ref<void(Value, int64_t, SmallVector<Value> &)> body);
 
@@ -181,13 +191,14 @@ struct Kernel : KernelBuilder {
   /// 128 rows of one expert from a block table, against 18.1 + 9.1 ms: an
   /// expert's ~136 rows make a full block and a nearly empty one.)
   bool wide() const {
-    return cols % kWideCols == 0 && depth % kDepthStep == 0 && (!grouped() || experts == 1);
+    return cols % kWideCols == 0 && depth % wideShape.depth == 0 &&
+           (!grouped() || experts == 1);
   }
 
   /// Whether the block form takes this GEMM of several experts.
   bool blocks() const {
     return grouped() && experts > 1 && !fp8() && blockShape.rows > 0 &&
-           cols % blockShape.cols == 0 && depth % kDepthStep == 0 &&
+           cols % blockShape.cols == 0 && depth % blockShape.depth == 0 &&
            experts <= kMaxTableExperts;
   }
 
@@ -209,6 +220,13 @@ struct Kernel : KernelBuilder {
   /// The block form: a kernel fills the table of blocks (up to R rows of
   /// one expert each), then a block per entry and C columns.
   void launchBlocks();
+
+  /// A launch of 4 warps a block on a grid of gridX x gridY whose body
+  /// gets the stages of `shape`'s rows and weight rows: workgroup
+  /// attributions up to kStaticSharedBytes, views of dynamic shared memory
+  /// beyond.
+  void launchStaged(BlockShape shape, Value gridX, Value gridY,
+                    function_ref<void(gpu::LaunchOp, Value tileA, Value tileW)> body);
 
   /// The wide prefill form of a GEMM of one expert or none: a block of 4
   /// warps computes rows 128 y.. (up to 128) by 64 columns, warp (m, n) of

@@ -57,11 +57,11 @@ ValueRange Kernel::stagedLoop(ValueRange init, function_ref<Value(Value, Value)>
 /// k16 half on this step's stage. Steps past the end copy the last one again
 /// into stages nobody reads any more; every copy lands before the results
 /// return.
-ValueRange Kernel::pipelinedLoop(int64_t stages, ValueRange init,
+ValueRange Kernel::pipelinedLoop(BlockShape shape, ValueRange init,
                                  function_ref<Value(Value, Value)> copyStage,
                                  function_ref<void(Value, int64_t, SmallVector<Value> &)> body) {
-  const int64_t steps = depth / kDepthStep;
-  auto depthOf = [&](int64_t step) { return idx(std::min(step, steps - 1) * kDepthStep); };
+  const int64_t stages = shape.stages, steps = depth / shape.depth;
+  auto depthOf = [&](int64_t step) { return idx(std::min(step, steps - 1) * shape.depth); };
   Value lastCopy;
   for (int64_t s = 0; s + 1 < stages; ++s)
     lastCopy = copyStage(idx(s), depthOf(s));
@@ -73,12 +73,12 @@ ValueRange Kernel::pipelinedLoop(int64_t stages, ValueRange init,
         nvgpu::DeviceAsyncWaitOp::create(b, loc, lastCopy, b.getI32IntegerAttr(stages - 2));
         gpu::BarrierOp::create(b, loc);
         Value ahead = add(step, idx(stages - 1));
-        Value nextK = mul(arith::MinUIOp::create(b, loc, ahead, idx(steps - 1)), idx(kDepthStep));
+        Value nextK = mul(arith::MinUIOp::create(b, loc, ahead, idx(steps - 1)), idx(shape.depth));
         copyStage(arith::RemUIOp::create(b, loc, ahead, idx(stages)), nextK);
         Value stage = arith::RemUIOp::create(b, loc, step, idx(stages));
         SmallVector<Value> next(acc.begin(), acc.end());
-        for (int64_t half = 0; half < kDepthStep / 16; ++half)
-          body(stage, half, next);
+        for (int64_t part = 0; part < shape.depth / 16; ++part)
+          body(stage, part, next);
         scf::YieldOp::create(b, loc, next);
       });
   nvgpu::DeviceAsyncWaitOp::create(b, loc, lastCopy, b.getI32IntegerAttr(0));
@@ -86,10 +86,38 @@ ValueRange Kernel::pipelinedLoop(int64_t stages, ValueRange init,
 }
 
 /// Workgroup memory for `shape`'s stages of `rows` rows.
-static MemRefType stageType(OpBuilder &b, int64_t stages, int64_t rows) {
+static MemRefType stageType(OpBuilder &b, BlockShape shape, int64_t rows) {
   auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
-  return MemRefType::get({stages, rows, kStageRow}, b.getBF16Type(), MemRefLayoutAttrInterface{},
-                         workgroup);
+  return MemRefType::get({shape.stages, rows, shape.stageRow()}, b.getBF16Type(),
+                         MemRefLayoutAttrInterface{}, workgroup);
+}
+
+void Kernel::launchStaged(BlockShape shape, Value gridX, Value gridY,
+                          function_ref<void(gpu::LaunchOp, Value, Value)> body) {
+  Value one = idx(1);
+  MemRefType aType = stageType(b, shape, shape.rows), wType = stageType(b, shape, shape.cols);
+  const bool dynamic = shape.sharedBytes() > kStaticSharedBytes;
+  Value bytes = dynamic ? arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(shape.sharedBytes()))
+                        : Value();
+  auto launch = gpu::LaunchOp::create(b, loc, gridX, gridY, one, idx(kWideWarps * kWarpSize),
+                                      one, one, bytes, nullptr, {},
+                                      dynamic ? TypeRange{} : TypeRange{aType, wType});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value tileA, tileW;
+  if (dynamic) {
+    auto raw = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface{},
+                               aType.getMemorySpace());
+    Value memory = gpu::DynamicSharedMemoryOp::create(b, loc, raw);
+    tileA = memref::ViewOp::create(b, loc, aType, memory, idx(0), ValueRange{});
+    int64_t aBytes = shape.stages * shape.rows * shape.stageRow() * 2;
+    tileW = memref::ViewOp::create(b, loc, wType, memory, idx(aBytes), ValueRange{});
+  } else {
+    tileA = launch.getWorkgroupAttributions()[0];
+    tileW = launch.getWorkgroupAttributions()[1];
+  }
+  body(launch, tileA, tileW);
+  gpu::TerminatorOp::create(b, loc);
 }
 
 /// The wide prefill form of a GEMM of one expert or none: a block of 4
@@ -99,26 +127,17 @@ static MemRefType stageType(OpBuilder &b, int64_t stages, int64_t rows) {
 /// next copy runs while the warps multiply) and reach the tensor cores
 /// through ldmatrix (x4).
 void Kernel::launchWide() {
-  const BlockShape shape{kWideRows, kWideCols, wideStages};
-  Value one = idx(1);
+  const BlockShape shape = wideShape;
   Value rowBlocks = arith::CeilDivUIOp::create(b, loc, rows, idx(shape.rows));
-  auto launch = gpu::LaunchOp::create(
-      b, loc, idx(cols / shape.cols), rowBlocks, one, idx(kWideWarps * kWarpSize), one, one,
-      nullptr, nullptr, {},
-      TypeRange{stageType(b, shape.stages, shape.rows), stageType(b, shape.stages, shape.cols)});
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&launch.getBody().front());
-  Value col0 = mul(launch.getBlockIds().x, idx(shape.cols));
-  Value rowStart = mul(launch.getBlockIds().y, idx(shape.rows));
-  Value rowEnd = arith::MinUIOp::create(b, loc, add(rowStart, idx(shape.rows)), rows);
-  ArrayRef<BlockArgument> tiles = launch.getWorkgroupAttributions();
-  blockProducts(shape, launch.getThreadIds().x, rowStart, rowEnd, col0,
-                grouped() ? idx(0) : Value(), tiles[0], tiles[1]);
-  gpu::TerminatorOp::create(b, loc);
-}
-
-int64_t BlockShape::sharedBytes() const {
-  return stages * (rows + cols) * kStageRow * 2;
+  launchStaged(shape, idx(cols / shape.cols), rowBlocks,
+               [&](gpu::LaunchOp launch, Value tileA, Value tileW) {
+                 Value col0 = mul(launch.getBlockIds().x, idx(shape.cols));
+                 Value rowStart = mul(launch.getBlockIds().y, idx(shape.rows));
+                 Value rowEnd =
+                     arith::MinUIOp::create(b, loc, add(rowStart, idx(shape.rows)), rows);
+                 blockProducts(shape, launch.getThreadIds().x, rowStart, rowEnd, col0,
+                               grouped() ? idx(0) : Value(), tileA, tileW);
+               });
 }
 
 std::optional<std::string> checkBlockShape(BlockShape shape) {
@@ -130,19 +149,22 @@ std::optional<std::string> checkBlockShape(BlockShape shape) {
     return "at most 64 x 128 or 128 x 64 outputs a block (64 accumulators a thread)";
   if (shape.stages < 2 || shape.stages > 4)
     return "2 to 4 stages";
-  if (shape.sharedBytes() > kStaticSharedBytes)
-    return llvm::formatv("{0} stages of {1} + {2} rows take {3} bytes of workgroup memory, "
-                         "more than {4}",
-                         shape.stages, shape.rows, shape.cols, shape.sharedBytes(),
-                         kStaticSharedBytes)
+  if (shape.depth != 32 && shape.depth != 64)
+    return "a stage's depth must be 32 or 64";
+  if (shape.sharedBytes() > kMaxSharedBytes)
+    return llvm::formatv("{0} stages of {1} + {2} rows by {3} take {4} bytes of shared "
+                         "memory, more than {5}",
+                         shape.stages, shape.rows, shape.cols, shape.depth,
+                         shape.sharedBytes(), kMaxSharedBytes)
         .str();
   return std::nullopt;
 }
 
-int64_t wideStages(int64_t stages) {
-  while (stages > 2 && BlockShape{kWideRows, kWideCols, stages}.sharedBytes() > kStaticSharedBytes)
-    --stages;
-  return stages;
+BlockShape wideShapeOf(int64_t stages, int64_t depth) {
+  BlockShape shape{kWideRows, kWideCols, stages, depth};
+  while (shape.stages > 2 && shape.sharedBytes() > kMaxSharedBytes)
+    --shape.stages;
+  return shape;
 }
 
 void Kernel::allocateBlockTable() {
@@ -194,33 +216,29 @@ void Kernel::launchBlocks() {
     gpu::TerminatorOp::create(b, loc);
   }
 
-  auto launch = gpu::LaunchOp::create(
-      b, loc, idx(cols / shape.cols), tableSize, one, idx(kWideWarps * kWarpSize), one, one,
-      nullptr, nullptr, {},
-      TypeRange{stageType(b, shape.stages, shape.rows), stageType(b, shape.stages, shape.cols)});
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&launch.getBody().front());
-  Value y = launch.getBlockIds().y;
-  Value tid = launch.getThreadIds().x;
-  Value col0 = mul(launch.getBlockIds().x, idx(shape.cols));
-  Value count = toIndex(load(blockCount, {idx(0)}));
-  ifThenElse(
-      lt(y, count),
-      [&] {
-        Value rowStart = toIndex(load(blockRow, {y}));
-        Value expert = toIndex(load(blockExpert, {y}));
-        Value expertEnd = loadIndex(offsets, add(expert, one));
-        Value rowEnd = arith::MinUIOp::create(b, loc, add(rowStart, idx(shape.rows)), expertEnd);
-        ArrayRef<BlockArgument> tiles = launch.getWorkgroupAttributions();
-        blockProducts(shape, tid, rowStart, rowEnd, col0, expert, tiles[0], tiles[1]);
-      },
-      [&] {
-        Value used = loadIndex(offsets, idx(experts));
-        Value start = add(used, mul(arith::SubIOp::create(b, loc, y, count), idx(shape.rows)));
-        for (int64_t tile = 0; tile < shape.rows; tile += kTileRows)
-          zeroRows(tid, kWideWarps * kWarpSize, add(start, idx(tile)), col0, shape.cols);
-      });
-  gpu::TerminatorOp::create(b, loc);
+  launchStaged(shape, idx(cols / shape.cols), tableSize,
+               [&](gpu::LaunchOp launch, Value tileA, Value tileW) {
+    Value y = launch.getBlockIds().y;
+    Value tid = launch.getThreadIds().x;
+    Value col0 = mul(launch.getBlockIds().x, idx(shape.cols));
+    Value count = toIndex(load(blockCount, {idx(0)}));
+    ifThenElse(
+        lt(y, count),
+        [&] {
+          Value rowStart = toIndex(load(blockRow, {y}));
+          Value expert = toIndex(load(blockExpert, {y}));
+          Value expertEnd = loadIndex(offsets, add(expert, one));
+          Value rowEnd =
+              arith::MinUIOp::create(b, loc, add(rowStart, idx(shape.rows)), expertEnd);
+          blockProducts(shape, tid, rowStart, rowEnd, col0, expert, tileA, tileW);
+        },
+        [&] {
+          Value used = loadIndex(offsets, idx(experts));
+          Value start = add(used, mul(arith::SubIOp::create(b, loc, y, count), idx(shape.rows)));
+          for (int64_t tile = 0; tile < shape.rows; tile += kTileRows)
+            zeroRows(tid, kWideWarps * kWarpSize, add(start, idx(tile)), col0, shape.cols);
+        });
+  });
 }
 
 /// A block's products of rows [rowStart, rowEnd) (of `expert`, or none)
@@ -234,22 +252,23 @@ void Kernel::blockProducts(BlockShape shape, Value tid, Value rowStart, Value ro
   Value lane = arith::RemUIOp::create(b, loc, tid, idx(kWarpSize));
   Value last = arith::SubIOp::create(b, loc, rowEnd, idx(1));
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-  // 4 runs of 16 bytes of each of the block's rows and weight rows.
+  // depth / 8 runs of 16 bytes of each of the block's rows and weight rows.
+  const int64_t runs = shape.depth / 8;
   auto copyStage = [&](Value stage, Value k0) -> Value {
     SmallVector<Value> tokens;
     auto at = [&](int64_t i) -> std::pair<Value, Value> {
       Value chunk = add(tid, idx(threads * i));
-      return {arith::DivUIOp::create(b, loc, chunk, idx(4)),
-              mul(arith::RemUIOp::create(b, loc, chunk, idx(4)), idx(8))};
+      return {arith::DivUIOp::create(b, loc, chunk, idx(runs)),
+              mul(arith::RemUIOp::create(b, loc, chunk, idx(runs)), idx(8))};
     };
-    for (int64_t i = 0; i < shape.rows * 4 / threads; ++i) {
+    for (int64_t i = 0; i < shape.rows * runs / threads; ++i) {
       auto [row, k] = at(i);
       Value aRow = arith::MinUIOp::create(b, loc, add(rowStart, row), last);
       tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
           b, loc, tokenType, tileA, ValueRange{stage, row, k}, a, ValueRange{aRow, add(k0, k)},
           b.getIndexAttr(8), Value(), b.getUnitAttr()));
     }
-    for (int64_t i = 0; i < shape.cols * 4 / threads; ++i) {
+    for (int64_t i = 0; i < shape.cols * runs / threads; ++i) {
       auto [row, k] = at(i);
       Value n = add(col0, row);
       SmallVector<Value> wAt = expert ? SmallVector<Value>{expert, n, add(k0, k)}
@@ -276,7 +295,7 @@ void Kernel::blockProducts(BlockShape shape, Value tid, Value rowStart, Value ro
   const int64_t rowTiles = warpRows / 16, colTiles = warpCols / 8; // of 16 rows, of 8 columns
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
   SmallVector<Value> init(4 * rowTiles * colTiles, zero);
-  ValueRange results = pipelinedLoop(shape.stages, init, copyStage, [&](Value stage, int64_t half,
+  ValueRange results = pipelinedLoop(shape, init, copyStage, [&](Value stage, int64_t half,
                                                                     SmallVector<Value> &next) {
     // The B fragments first, then one A fragment at a time: fewer
     // registers live than with every fragment loaded.

@@ -97,11 +97,11 @@ bool tilesHoldOneExpert(GroupedMatmulOp op) {
 }
 
 struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
-  GroupedMatmulToGPU(MLIRContext *context, BlockShape blockShape, int64_t wideStages)
-      : OpRewritePattern(context), blockShape(blockShape), wideStages(wideStages) {}
+  GroupedMatmulToGPU(MLIRContext *context, BlockShape blockShape, BlockShape wideShape)
+      : OpRewritePattern(context), blockShape(blockShape), wideShape(wideShape) {}
 
   BlockShape blockShape;
-  int64_t wideStages;
+  BlockShape wideShape;
 
   LogicalResult matchAndRewrite(GroupedMatmulOp op, PatternRewriter &rewriter) const override {
     auto inType = op.getInput().getType();
@@ -150,7 +150,7 @@ struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
                   cols,
                   depth};
     kernel.blockShape = blockShape;
-    kernel.wideStages = wideStages;
+    kernel.wideShape = wideShape;
     if (fp8Weights) {
       kernel.wScales = readBuffer(b, loc, op.getWeightScales());
       kernel.scaleRows = scaleRows;
@@ -260,6 +260,13 @@ struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass>
                                           << prefillStages.getValue() << ": 2 to 4 stages";
       return failure();
     }
+    if (prefillStageDepth != 32 && prefillStageDepth != 64) {
+      emitError(getOperation()->getLoc())
+          << "convert-moe-to-gpu: prefill-stage-depth=" << prefillStageDepth.getValue()
+          << ": a stage's depth must be 32 or 64";
+      return failure();
+    }
+    shape.depth = prefillStageDepth;
     if (prefillBlock == "narrow")
       return shape;
     StringRef rows, cols;
@@ -284,7 +291,8 @@ struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass>
     // The GEMMs first: whether their rows come in tiles of one expert is
     // read off the moe.dispatch that the second step replaces.
     RewritePatternSet gemmPatterns(&getContext());
-    gemmPatterns.add<GroupedMatmulToGPU>(&getContext(), *shape, wideStages(prefillStages));
+    gemmPatterns.add<GroupedMatmulToGPU>(&getContext(), *shape,
+                                         wideShapeOf(prefillStages, prefillStageDepth));
     SmallVector<Operation *> gemms, others;
     getOperation()->walk([&](Operation *op) {
       if (isa<GroupedMatmulOp>(op))
