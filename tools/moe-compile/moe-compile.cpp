@@ -10,6 +10,7 @@
 #include "llvm/Target/TargetMachine.h"
 #include "ModelOutput.h"
 #include "PlanReport.h"
+#include "moe/Conversion/Passes.h"
 #include "moe/Dialect/MoE/Analysis/DispatchPlan.h"
 #include "moe/Dialect/MoE/Transforms/Passes.h"
 #include "moe/Import/HFConfig.h"
@@ -366,6 +367,9 @@ std::optional<std::string> optionProblem() {
                          physicalExperts.getValue()).str();
   if (physicalExperts > 0 && ep == 1)
     return "--physical-experts places experts on EP ranks: it needs --ep > 1";
+  if (std::optional<std::string> error =
+          moe::checkGpuPrefillOptions(gpuPrefillBlock, gpuPrefillStages, gpuPrefillStageDepth))
+    return "--gpu-" + *error;
   if (replicaSelection != "static" && replicaSelection != "per-batch")
     return "--replica-selection must be static or per-batch, got '" +
            replicaSelection + "'";
@@ -619,7 +623,11 @@ llvm::Expected<llvm::json::Object> gpuReport(ModuleOp module) {
       {"max_tokens", int64_t(maxTokensPerRank)},
       {"kernels", "bf16 expert and router GEMMs on tensor cores (mma.sync m16n8k16), "
                   "rows padded to tiles of 16 per expert; the rest one thread per "
-                  "element, 128 per block"}};
+                  "element, 128 per block"},
+      {"prefill_gemm",
+       llvm::json::Object{{"block", gpuPrefillBlock.getValue()},
+                          {"stages", int64_t(gpuPrefillStages)},
+                          {"stage_depth", int64_t(gpuPrefillStageDepth)}}}};
 }
 
 int main(int argc, char **argv) {

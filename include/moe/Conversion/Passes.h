@@ -4,6 +4,9 @@
 
 #include "mlir/Pass/Pass.h"
 
+#include <optional>
+#include <string>
+
 namespace mlir::moe {
 /// The unit attribute that marks a math.exp whose result only feeds an
 /// activation: moe-approximate-activation-exp may replace it by a
@@ -16,6 +19,12 @@ inline constexpr const char kGpuStreamArg[] = "moe.gpu_stream";
 /// work on (convert-moe-to-runtime{into-buffers} passes null; on a GPU,
 /// moe-gpu-host-abi puts the entry's stream there).
 inline constexpr const char kStreamOperand[] = "moe.stream_operand";
+
+/// The problem with convert-moe-to-gpu's prefill-block (narrow or RxC),
+/// prefill-stages and prefill-stage-depth, naming the option; none if
+/// they can be built.
+std::optional<std::string> checkGpuPrefillOptions(StringRef block, int64_t stages,
+                                                  int64_t stageDepth);
 
 #define GEN_PASS_DECL
 #include "moe/Conversion/Passes.h.inc"

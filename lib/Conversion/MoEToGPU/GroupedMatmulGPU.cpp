@@ -36,6 +36,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_CONVERTMOETOGPU
@@ -83,6 +84,38 @@ bool mlir::moe::denseTensorCoreGemmApplies(int64_t cols, int64_t depth) {
 void mlir::moe::buildDenseTensorCoreGemm(OpBuilder &b, Location loc, Value a, Value w, Value out,
                                          Value rows, int64_t cols, int64_t depth) {
   Kernel{{b, loc}, a, w, out, Value(), Value(), rows, 0, cols, depth}.build();
+}
+
+/// The block form's shape of prefill-block `block` (rows 0: narrow); none
+/// if it is neither narrow nor RxC.
+static std::optional<BlockShape> parseBlockShape(StringRef block, int64_t stages,
+                                                 int64_t stageDepth) {
+  BlockShape shape{0, 0, stages, stageDepth};
+  if (block == "narrow")
+    return shape;
+  auto [rows, cols] = block.split('x');
+  if (rows.getAsInteger(10, shape.rows) || cols.getAsInteger(10, shape.cols))
+    return std::nullopt;
+  return shape;
+}
+
+std::optional<std::string> mlir::moe::checkGpuPrefillOptions(StringRef block, int64_t stages,
+                                                             int64_t stageDepth) {
+  if (stages < 2 || stages > 4)
+    return llvm::formatv("prefill-stages={0}: 2 to 4 stages", stages).str();
+  if (stageDepth != 32 && stageDepth != 64)
+    return llvm::formatv("prefill-stage-depth={0}: a stage's depth must be 32 or 64",
+                         stageDepth)
+        .str();
+  std::optional<BlockShape> shape = parseBlockShape(block, stages, stageDepth);
+  std::optional<std::string> error;
+  if (!shape)
+    error = "expected narrow or RxC, e.g. 64x128";
+  else if (shape->rows > 0)
+    error = checkBlockShape(*shape);
+  if (error)
+    return ("prefill-block=" + block + ": " + *error).str();
+  return std::nullopt;
 }
 
 namespace {
@@ -251,37 +284,15 @@ struct MoEGPURouterMatmulPass
 struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass> {
   using ConvertMoEToGPUBase::ConvertMoEToGPUBase;
 
-  /// prefill-block and prefill-stages as the block form's shape (rows 0:
-  /// narrow), or an error naming the option.
+  /// prefill-block, prefill-stages and prefill-stage-depth as the block
+  /// form's shape (rows 0: narrow), or an error naming the option.
   FailureOr<BlockShape> blockShape() {
-    BlockShape shape{0, 0, prefillStages};
-    if (prefillStages < 2 || prefillStages > 4) {
-      emitError(getOperation()->getLoc()) << "convert-moe-to-gpu: prefill-stages="
-                                          << prefillStages.getValue() << ": 2 to 4 stages";
+    if (std::optional<std::string> error =
+            checkGpuPrefillOptions(prefillBlock, prefillStages, prefillStageDepth)) {
+      emitError(getOperation()->getLoc()) << "convert-moe-to-gpu: " << *error;
       return failure();
     }
-    if (prefillStageDepth != 32 && prefillStageDepth != 64) {
-      emitError(getOperation()->getLoc())
-          << "convert-moe-to-gpu: prefill-stage-depth=" << prefillStageDepth.getValue()
-          << ": a stage's depth must be 32 or 64";
-      return failure();
-    }
-    shape.depth = prefillStageDepth;
-    if (prefillBlock == "narrow")
-      return shape;
-    StringRef rows, cols;
-    std::tie(rows, cols) = StringRef(prefillBlock).split('x');
-    std::optional<std::string> error;
-    if (rows.getAsInteger(10, shape.rows) || cols.getAsInteger(10, shape.cols))
-      error = "expected narrow or RxC, e.g. 64x128";
-    else
-      error = checkBlockShape(shape);
-    if (error) {
-      emitError(getOperation()->getLoc())
-          << "convert-moe-to-gpu: prefill-block=" << prefillBlock.getValue() << ": " << *error;
-      return failure();
-    }
-    return shape;
+    return *parseBlockShape(prefillBlock, prefillStages, prefillStageDepth);
   }
 
   void runOnOperation() override {
