@@ -101,8 +101,7 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
     // Bufferized entries with the GPU calling convention, before any kernel.
     std::string text = "inline,moe-drop-phase-variants," +
                        toLinalg(options.dedupeTp, options.dispatchQuantization,
-                                /*fp8Gemm=*/false,
-                                toGpu, /*rowTile=*/16,
+                                /*fp8Gemm=*/false, toGpu, /*rowTile=*/16,
                                 /*activateAllRows=*/true, /*intoBuffers=*/true) +
                        "moe-gpu-router-matmul," + kToBuffers + ",moe-gpu-host-abi";
     return addPipeline(pm, text);
@@ -110,27 +109,27 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
   // The host code only sizes buffers and launches: every buffer is a view of
   // the caller's device workspace (moe-gpu-host-abi), every loop nest a
   // kernel whose innermost dimension spreads over a block's threads.
-  std::string text = llvm::formatv(
-      "{5}{10}{0},{6}func.func(convert-linalg-to-parallel-loops,"
-      "moe-gpu-block-threads{{threads={7}},gpu-map-parallel-loops),"
-      "convert-parallel-loops-to-gpu,canonicalize,{8}"
-      "gpu-lower-to-nvvm-pipeline{{cubin-chip={1} cubin-features={2} "
-      "cubin-format={3} opt-level={4}}{9}",
-      kToBuffers, options.chip.getValue(), options.features.getValue(),
-      options.format.getValue(), options.optLevel.getValue(),
-      // Phase variants (moe-specialize-phase) are inlined into their entry,
-      // whose one workspace serves both. Rows are padded to the tensor-core
-      // GEMM's tiles of 16; the activation runs over them all, so that the
-      // host reads no row count.
-      options.hostABI ? "inline,moe-drop-phase-variants," + toLinalg(options.dedupeTp, options.dispatchQuantization,
-                                /*fp8Gemm=*/false,
-                                 toGpu, /*rowTile=*/16,
-                                 /*activateAllRows=*/true, /*intoBuffers=*/true)
-                      : toLinalg(/*dedupeTp=*/true, "none"),
-      options.hostABI ? "moe-gpu-host-abi," : "",
-      options.blockThreads.getValue(), options.hostABI ? "moe-gpu-host-check," : "",
-      options.hostABI ? ",moe-gpu-launch-on-stream" : "",
-      options.hostABI ? "moe-gpu-router-matmul," : "");
+  std::string text =
+      llvm::formatv("{5}{10}{0},{6}func.func(convert-linalg-to-parallel-loops,"
+                    "moe-gpu-block-threads{{threads={7}},gpu-map-parallel-loops),"
+                    "convert-parallel-loops-to-gpu,canonicalize,{8}"
+                    "gpu-lower-to-nvvm-pipeline{{cubin-chip={1} cubin-features={2} "
+                    "cubin-format={3} opt-level={4}}{9}",
+                    kToBuffers, options.chip.getValue(), options.features.getValue(),
+                    options.format.getValue(), options.optLevel.getValue(),
+                    // Phase variants (moe-specialize-phase) are inlined into their entry,
+                    // whose one workspace serves both. Rows are padded to the tensor-core
+                    // GEMM's tiles of 16; the activation runs over them all, so that the
+                    // host reads no row count.
+                    options.hostABI ? "inline,moe-drop-phase-variants," +
+                                          toLinalg(options.dedupeTp, options.dispatchQuantization,
+                                                   /*fp8Gemm=*/false, toGpu, /*rowTile=*/16,
+                                                   /*activateAllRows=*/true, /*intoBuffers=*/true)
+                                    : toLinalg(/*dedupeTp=*/true, "none"),
+                    options.hostABI ? "moe-gpu-host-abi," : "", options.blockThreads.getValue(),
+                    options.hostABI ? "moe-gpu-host-check," : "",
+                    options.hostABI ? ",moe-gpu-launch-on-stream" : "",
+                    options.hostABI ? "moe-gpu-router-matmul," : "");
   return addPipeline(pm, text);
 }
 

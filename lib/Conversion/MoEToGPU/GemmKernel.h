@@ -179,20 +179,18 @@ struct Kernel : KernelBuilder {
   /// Few rows per expert (decode): a block's four warps take a quarter of
   /// the depth each of the same 16 x 32 outputs, so that four times as many
   /// blocks stream the weights, each over a quarter of the loop. Many rows
-  /// (prefill): a block's four warps take four consecutive row tiles of the
-  /// same 64 columns over the whole depth, so that a weight read by one warp
-  /// serves the others (from L1) when their tiles have the same expert. The
-  /// host chooses from the row count.
+  /// (prefill): the block form (several experts), the wide form (one
+  /// expert or none) or the narrow form (prefill()). The host chooses from
+  /// the row count.
   void build();
 
   /// Whether the wide prefill form takes this GEMM: one expert or none.
-  /// (For several experts it lost to the narrow staged form: DeepSeek-V3's
-  /// routed GEMMs at T = 4096 took 20.8 + 14.5 ms on an H200, in blocks of
-  /// 128 rows of one expert from a block table, against 18.1 + 9.1 ms: an
-  /// expert's ~136 rows make a full block and a nearly empty one.)
+  /// (For several experts, blocks of 128 rows lose to the block form's 64:
+  /// DeepSeek-V3's routed GEMMs at T = 4096 took 20.8 + 16.1 ms on an H200
+  /// against 14.4 + 8.1 ms, both 3 stages of 32: an expert's ~136 rows make
+  /// a full block and a nearly empty one.)
   bool wide() const {
-    return cols % kWideCols == 0 && depth % wideShape.depth == 0 &&
-           (!grouped() || experts == 1);
+    return cols % kWideCols == 0 && depth % wideShape.depth == 0 && (!grouped() || experts == 1);
   }
 
   /// Whether the block form takes this GEMM of several experts.
@@ -230,10 +228,8 @@ struct Kernel : KernelBuilder {
 
   /// The wide prefill form of a GEMM of one expert or none: a block of 4
   /// warps computes rows 128 y.. (up to 128) by 64 columns, warp (m, n) of
-  /// 2 x 2 the 64 x 32 at (64 m, 32 n). Each 32 of depth of the block's
-  /// rows and weight rows go to shared memory by cp.async (two stages: the
-  /// next copy runs while the warps multiply) and reach the tensor cores
-  /// through ldmatrix (x4).
+  /// 2 x 2 the 64 x 32 at (64 m, 32 n), its rows and weight rows pipelined
+  /// through shared memory (blockProducts).
   void launchWide();
 
   /// A block's products of rows [rowStart, rowEnd) (of `expert`, or none)

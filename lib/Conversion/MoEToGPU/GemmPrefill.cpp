@@ -50,11 +50,11 @@ ValueRange Kernel::stagedLoop(ValueRange init, function_ref<Value(Value, Value)>
   return loop.getResults();
 }
 
-/// An S-stage cp.async pipeline: the copies of the first S - 1 steps of 32
-/// of depth, then per step a wait for its copy (S - 2 younger ones may stay
-/// in flight), a barrier (every warp is past the previous step, whose stage
-/// the next copy overwrites), the copy of step + S - 1, and `body` for each
-/// k16 half on this step's stage. Steps past the end copy the last one again
+/// An S-stage cp.async pipeline over steps of the shape's depth: the copies
+/// of the first S - 1 steps, then per step a wait for its copy (S - 2
+/// younger ones may stay in flight), a barrier (every warp is past the
+/// previous step, whose stage the next copy overwrites), the copy of step +
+/// S - 1, and `body` for each k16 part of this step's stage. Steps past the end copy the last one again
 /// into stages nobody reads any more; every copy lands before the results
 /// return.
 ValueRange Kernel::pipelinedLoop(BlockShape shape, ValueRange init,
@@ -97,11 +97,12 @@ void Kernel::launchStaged(BlockShape shape, Value gridX, Value gridY,
   Value one = idx(1);
   MemRefType aType = stageType(b, shape, shape.rows), wType = stageType(b, shape, shape.cols);
   const bool dynamic = shape.sharedBytes() > kStaticSharedBytes;
-  Value bytes = dynamic ? arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(shape.sharedBytes()))
-                        : Value();
-  auto launch = gpu::LaunchOp::create(b, loc, gridX, gridY, one, idx(kWideWarps * kWarpSize),
-                                      one, one, bytes, nullptr, {},
-                                      dynamic ? TypeRange{} : TypeRange{aType, wType});
+  Value bytes = dynamic
+                    ? arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(shape.sharedBytes()))
+                    : Value();
+  auto launch =
+      gpu::LaunchOp::create(b, loc, gridX, gridY, one, idx(kWideWarps * kWarpSize), one, one, bytes,
+                            nullptr, {}, dynamic ? TypeRange{} : TypeRange{aType, wType});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&launch.getBody().front());
   Value tileA, tileW;
@@ -122,10 +123,8 @@ void Kernel::launchStaged(BlockShape shape, Value gridX, Value gridY,
 
 /// The wide prefill form of a GEMM of one expert or none: a block of 4
 /// warps computes rows 128 y.. (up to 128) by 64 columns, warp (m, n) of
-/// 2 x 2 the 64 x 32 at (64 m, 32 n). Each 32 of depth of the block's
-/// rows and weight rows go to shared memory by cp.async (two stages: the
-/// next copy runs while the warps multiply) and reach the tensor cores
-/// through ldmatrix (x4).
+/// 2 x 2 the 64 x 32 at (64 m, 32 n), its rows and weight rows pipelined
+/// through shared memory (blockProducts).
 void Kernel::launchWide() {
   const BlockShape shape = wideShape;
   Value rowBlocks = arith::CeilDivUIOp::create(b, loc, rows, idx(shape.rows));
@@ -154,8 +153,8 @@ std::optional<std::string> checkBlockShape(BlockShape shape) {
   if (shape.sharedBytes() > kMaxSharedBytes)
     return llvm::formatv("{0} stages of {1} + {2} rows by {3} take {4} bytes of shared "
                          "memory, more than {5}",
-                         shape.stages, shape.rows, shape.cols, shape.depth,
-                         shape.sharedBytes(), kMaxSharedBytes)
+                         shape.stages, shape.rows, shape.cols, shape.depth, shape.sharedBytes(),
+                         kMaxSharedBytes)
         .str();
   return std::nullopt;
 }
@@ -185,9 +184,10 @@ void Kernel::launchBlocks() {
   Value one = idx(1);
   auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
   auto table = gpu::LaunchOp::create(
-      b, loc, one, one, one, idx((experts + kWarpSize - 1) / kWarpSize * kWarpSize), one, one, nullptr, nullptr, {},
-      TypeRange{MemRefType::get({experts}, b.getI32Type(), MemRefLayoutAttrInterface{},
-                                workgroup)});
+      b, loc, one, one, one, idx((experts + kWarpSize - 1) / kWarpSize * kWarpSize), one, one,
+      nullptr, nullptr, {},
+      TypeRange{
+          MemRefType::get({experts}, b.getI32Type(), MemRefLayoutAttrInterface{}, workgroup)});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&table.getBody().front());
@@ -206,8 +206,7 @@ void Kernel::launchBlocks() {
       Value first = toIndex(arith::SubIOp::create(b, loc, load(counts, {e}), blocks));
       forEach(idx(0), toIndex(blocks), one, [&](Value j) {
         Value at = add(first, j);
-        store(arith::AddIOp::create(b, loc, begin, toI32(mul(j, idx(shape.rows)))), blockRow,
-              {at});
+        store(arith::AddIOp::create(b, loc, begin, toI32(mul(j, idx(shape.rows)))), blockRow, {at});
         store(toI32(e), blockExpert, {at});
       });
     });
@@ -216,37 +215,39 @@ void Kernel::launchBlocks() {
     gpu::TerminatorOp::create(b, loc);
   }
 
-  launchStaged(shape, idx(cols / shape.cols), tableSize,
-               [&](gpu::LaunchOp launch, Value tileA, Value tileW) {
-    Value y = launch.getBlockIds().y;
-    Value tid = launch.getThreadIds().x;
-    Value col0 = mul(launch.getBlockIds().x, idx(shape.cols));
-    Value count = toIndex(load(blockCount, {idx(0)}));
-    ifThenElse(
-        lt(y, count),
-        [&] {
-          Value rowStart = toIndex(load(blockRow, {y}));
-          Value expert = toIndex(load(blockExpert, {y}));
-          Value expertEnd = loadIndex(offsets, add(expert, one));
-          Value rowEnd =
-              arith::MinUIOp::create(b, loc, add(rowStart, idx(shape.rows)), expertEnd);
-          blockProducts(shape, tid, rowStart, rowEnd, col0, expert, tileA, tileW);
-        },
-        [&] {
-          Value used = loadIndex(offsets, idx(experts));
-          Value start = add(used, mul(arith::SubIOp::create(b, loc, y, count), idx(shape.rows)));
-          for (int64_t tile = 0; tile < shape.rows; tile += kTileRows)
-            zeroRows(tid, kWideWarps * kWarpSize, add(start, idx(tile)), col0, shape.cols);
-        });
-  });
+  launchStaged(
+      shape, idx(cols / shape.cols), tableSize,
+      [&](gpu::LaunchOp launch, Value tileA, Value tileW) {
+        Value y = launch.getBlockIds().y;
+        Value tid = launch.getThreadIds().x;
+        Value col0 = mul(launch.getBlockIds().x, idx(shape.cols));
+        Value count = toIndex(load(blockCount, {idx(0)}));
+        ifThenElse(
+            lt(y, count),
+            [&] {
+              Value rowStart = toIndex(load(blockRow, {y}));
+              Value expert = toIndex(load(blockExpert, {y}));
+              Value expertEnd = loadIndex(offsets, add(expert, one));
+              Value rowEnd =
+                  arith::MinUIOp::create(b, loc, add(rowStart, idx(shape.rows)), expertEnd);
+              blockProducts(shape, tid, rowStart, rowEnd, col0, expert, tileA, tileW);
+            },
+            [&] {
+              Value used = loadIndex(offsets, idx(experts));
+              Value start =
+                  add(used, mul(arith::SubIOp::create(b, loc, y, count), idx(shape.rows)));
+              for (int64_t tile = 0; tile < shape.rows; tile += kTileRows)
+                zeroRows(tid, kWideWarps * kWarpSize, add(start, idx(tile)), col0, shape.cols);
+            });
+      });
 }
 
 /// A block's products of rows [rowStart, rowEnd) (of `expert`, or none)
 /// with columns [col0, col0 + shape.cols); rows past rowEnd read its last
 /// row and are not stored. Warp (m, n) of 2 x 2 computes the
 /// shape.rows / 2 x shape.cols / 2 outputs at (m, n) times that.
-void Kernel::blockProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd,
-                           Value col0, Value expert, Value tileA, Value tileW) {
+void Kernel::blockProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,
+                           Value expert, Value tileA, Value tileW) {
   const int64_t threads = kWideWarps * kWarpSize;
   Value warp = arith::DivUIOp::create(b, loc, tid, idx(kWarpSize));
   Value lane = arith::RemUIOp::create(b, loc, tid, idx(kWarpSize));
@@ -295,29 +296,28 @@ void Kernel::blockProducts(BlockShape shape, Value tid, Value rowStart, Value ro
   const int64_t rowTiles = warpRows / 16, colTiles = warpCols / 8; // of 16 rows, of 8 columns
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
   SmallVector<Value> init(4 * rowTiles * colTiles, zero);
-  ValueRange results = pipelinedLoop(shape, init, copyStage, [&](Value stage, int64_t half,
-                                                                    SmallVector<Value> &next) {
-    // The B fragments first, then one A fragment at a time: fewer
-    // registers live than with every fragment loaded.
-    SmallVector<SmallVector<Value>> bRegs;
-    for (int64_t pair = 0; pair < colTiles / 2; ++pair) {
-      Value bFrag = nvgpu::LdMatrixOp::create(
-          b, loc, fragments, tileW,
-          ValueRange{stage, add(idx(16 * pair), bRow), add(idx(16 * half), bK)}, false, 4);
-      for (int64_t t = 0; t < 2; ++t)
-        bRegs.push_back({asI32(bFrag, 2 * t), asI32(bFrag, 2 * t + 1)});
-    }
-    for (int64_t i = 0; i < rowTiles; ++i) {
-      Value aFrag = nvgpu::LdMatrixOp::create(
-          b, loc, fragments, tileA,
-          ValueRange{stage, add(aRowInTile, idx(16 * i)), add(idx(16 * half), aK)}, false,
-          4);
-      SmallVector<Value> aRegs = {asI32(aFrag, 0), asI32(aFrag, 1), asI32(aFrag, 2),
-                                  asI32(aFrag, 3)};
-      for (int64_t j = 0; j < colTiles; ++j)
-        mma(next, i * colTiles + j, aRegs, bRegs[j]);
-    }
-  });
+  ValueRange results = pipelinedLoop(
+      shape, init, copyStage, [&](Value stage, int64_t half, SmallVector<Value> &next) {
+        // The B fragments first, then one A fragment at a time: fewer
+        // registers live than with every fragment loaded.
+        SmallVector<SmallVector<Value>> bRegs;
+        for (int64_t pair = 0; pair < colTiles / 2; ++pair) {
+          Value bFrag = nvgpu::LdMatrixOp::create(
+              b, loc, fragments, tileW,
+              ValueRange{stage, add(idx(16 * pair), bRow), add(idx(16 * half), bK)}, false, 4);
+          for (int64_t t = 0; t < 2; ++t)
+            bRegs.push_back({asI32(bFrag, 2 * t), asI32(bFrag, 2 * t + 1)});
+        }
+        for (int64_t i = 0; i < rowTiles; ++i) {
+          Value aFrag = nvgpu::LdMatrixOp::create(
+              b, loc, fragments, tileA,
+              ValueRange{stage, add(aRowInTile, idx(16 * i)), add(idx(16 * half), aK)}, false, 4);
+          SmallVector<Value> aRegs = {asI32(aFrag, 0), asI32(aFrag, 1), asI32(aFrag, 2),
+                                      asI32(aFrag, 3)};
+          for (int64_t j = 0; j < colTiles; ++j)
+            mma(next, i * colTiles + j, aRegs, bRegs[j]);
+        }
+      });
   Value group = arith::DivUIOp::create(b, loc, lane, idx(4));
   Value pairCol = mul(arith::RemUIOp::create(b, loc, lane, idx(4)), idx(2));
   for (int64_t i = 0; i < rowTiles; ++i)

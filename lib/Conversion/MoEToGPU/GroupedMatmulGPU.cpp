@@ -10,11 +10,12 @@
 //    summed in workgroup memory;
 //  - prefill: for one expert or none (the shared expert, the router), the
 //    wide form: a block per 128 rows by 64 columns, 4 warps of 64 x 32;
-//    for several experts the narrow form: a block per 4 tiles of 16 rows by
-//    64 columns, a warp per tile. Both stage the depth through workgroup
-//    memory by cp.async (two stages) and read fragments by ldmatrix (the
-//    narrow form where the block's tiles share an expert; elsewhere each
-//    warp loads its own from global memory).
+//    for several experts the block form: a block per entry of a table of
+//    blocks of up to 64 rows of one expert, by 128 columns, 4 warps of
+//    32 x 64 (prefill-block; `narrow`: a block per 4 tiles of 16 rows by 64
+//    columns, a warp per tile). They pipeline the depth through shared
+//    memory by cp.async (prefill-stages of prefill-stage-depth) and read
+//    fragments by ldmatrix.
 //
 // FP8 E4M3 weights with block scales (`weight_scales`, blocks of 32k rows)
 // take the decode form at every row count, decoding the codes to bf16 in
@@ -104,8 +105,7 @@ std::optional<std::string> mlir::moe::checkGpuPrefillOptions(StringRef block, in
   if (stages < 2 || stages > 4)
     return llvm::formatv("prefill-stages={0}: 2 to 4 stages", stages).str();
   if (stageDepth != 32 && stageDepth != 64)
-    return llvm::formatv("prefill-stage-depth={0}: a stage's depth must be 32 or 64",
-                         stageDepth)
+    return llvm::formatv("prefill-stage-depth={0}: a stage's depth must be 32 or 64", stageDepth)
         .str();
   std::optional<BlockShape> shape = parseBlockShape(block, stages, stageDepth);
   std::optional<std::string> error;

@@ -62,8 +62,7 @@ struct KernelBuilder {
   /// thread of the block takes part in the barriers.
   void inclusiveScan(Value values, Value i, Value active, int64_t n) {
     for (int64_t d = 1; d < n; d *= 2) {
-      Value take = arith::AndIOp::create(b, loc, active,
-                                         cmp(arith::CmpIPredicate::uge, i, idx(d)));
+      Value take = arith::AndIOp::create(b, loc, active, cmp(arith::CmpIPredicate::uge, i, idx(d)));
       Value from =
           arith::SelectOp::create(b, loc, take, arith::SubIOp::create(b, loc, i, idx(d)), idx(0));
       Value addend = arith::SelectOp::create(b, loc, take, load(values, {from}), i32(0));
