@@ -288,6 +288,8 @@ def check_layer(entry, root, args, peaks, results):
     tokens_list = [t for t in entry["tokens"] if not args.tokens or t in args.tokens]
     for tokens in tokens_list:
         row = {"layer": entry["name"], "tokens": tokens, "dtype": plan["element_type"]}
+        if "prefill_gemm" in plan.get("gpu", {}):  # the GEMM shape the library was built with
+            row["prefill_gemm"] = plan["gpu"]["prefill_gemm"]
         results.append(row)
         try:
             p = make_inputs(plan, tokens, generator)
