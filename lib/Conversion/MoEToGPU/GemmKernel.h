@@ -75,10 +75,10 @@ constexpr int64_t kMaxSharedBytes = 99 * 1024;
 /// `stages`, as many as fit in kMaxSharedBytes.
 BlockShape wideShapeOf(int64_t stages, int64_t depth);
 
-/// Whether the block form can take `shape`: rows and cols 32, 64 or 128
-/// (whole m16 tiles and n8 pairs per warp), at most 64 accumulators a
-/// thread, stages 2-4 of depth 32 or 64 within kMaxSharedBytes. Else a
-/// message.
+/// Whether the block form can take `shape` (its stages and depth already
+/// checked: checkGpuPrefillOptions): rows and cols 32, 64 or 128 (whole m16
+/// tiles and n8 pairs per warp), at most 64 accumulators a thread, the
+/// stages within kMaxSharedBytes. Else a message.
 std::optional<std::string> checkBlockShape(BlockShape shape);
 
 /// The decode form's block: `warps` warps share the depth of one tile's 16

@@ -146,10 +146,6 @@ std::optional<std::string> checkBlockShape(BlockShape shape) {
   // 4 f32 per m16n8 product, (rows / 32) x (cols / 16) of them a warp.
   if (shape.rows * shape.cols > 64 * 128)
     return "at most 64 x 128 or 128 x 64 outputs a block (64 accumulators a thread)";
-  if (shape.stages < 2 || shape.stages > 4)
-    return "2 to 4 stages";
-  if (shape.depth != 32 && shape.depth != 64)
-    return "a stage's depth must be 32 or 64";
   if (shape.sharedBytes() > kMaxSharedBytes)
     return llvm::formatv("{0} stages of {1} + {2} rows by {3} take {4} bytes of shared "
                          "memory, more than {5}",
