@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Compiles the large bf16 layers once per prefill GEMM shape
-# (--gpu-prefill-block, --gpu-prefill-stages, --gpu-prefill-stage-depth) for
-# gpu_layers.py to time side by side at T = 4096: the narrow form against
-# blocks of R x C with S stages of depth D.
+# (--gpu-prefill-block, --gpu-prefill-stages, --gpu-prefill-stage-depth,
+# --gpu-prefill-mma) for gpu_layers.py to time side by side at T = 4096: the
+# narrow form against blocks of R x C with S stages of depth D, their
+# products by mma.sync or (sm_90a) wgmma.
 # Usage: benchmarks/gpu/build_prefill_sweep.sh [out-dir (default benchmarks/gpu/sweep)] [chip]
-#        [shapes, e.g. "narrow:2:32 64x128:3:32" (block:stages:depth)]
+#        [shapes, e.g. "narrow:2:32 64x128:3:32 64x128:4:64:wgmma" (block:stages:depth[:mma])]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-benchmarks/gpu/sweep}
@@ -15,11 +16,13 @@ entries=()
 for layer in deepseek-v3:examples/full-size/deepseek-v3.json \
              qwen3-30b-a3b:examples/full-size/qwen3-30b-a3b.json; do
   for shape in $shapes; do
-    IFS=: read -r block stages depth <<<"$shape"
-    name="${layer%%:*}-bf16-$block-s$stages-d$depth"
+    IFS=: read -r block stages depth mma <<<"$shape"
+    mma=${mma:-mma-sync}
+    name="${layer%%:*}-bf16-$block-s$stages-d$depth-$mma"
     build/bin/moe-compile --config "${layer#*:}" --dtype bf16 --target cuda --chip "$chip" \
       --fp8-weights=dequantize --max-tokens-per-rank 4096 --gpu-prefill-block "$block" \
-      --gpu-prefill-stages "$stages" --gpu-prefill-stage-depth "$depth" --plan "$out/$name.plan.json" -o "$out/$name.so"
+      --gpu-prefill-stages "$stages" --gpu-prefill-stage-depth "$depth" \
+      --gpu-prefill-mma "$mma" --plan "$out/$name.plan.json" -o "$out/$name.so"
     entries+=("{\"name\": \"$name\", \"library\": \"$name.so\", \"plan\": \"$name.plan.json\", \"tokens\": [4096], \"ep\": 1}")
   done
 done

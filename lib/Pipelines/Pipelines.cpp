@@ -94,9 +94,10 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
   else if (!getenv("CUDA_HOME") && !getenv("CUDA_ROOT") && !getenv("CUDA_PATH"))
     setenv("CUDA_HOME", "/usr/local/cuda", /*overwrite=*/0);
   std::string toGpu = llvm::formatv(
-      "convert-moe-to-gpu{{prefill-block={0} prefill-stages={1} prefill-stage-depth={2}},",
+      "convert-moe-to-gpu{{prefill-block={0} prefill-stages={1} prefill-stage-depth={2} "
+      "prefill-mma={3}},",
       options.prefillBlock.getValue(), options.prefillStages.getValue(),
-      options.prefillStageDepth.getValue());
+      options.prefillStageDepth.getValue(), options.prefillMma.getValue());
   if (options.stopAfterHostABI) {
     // Bufferized entries with the GPU calling convention, before any kernel.
     std::string text = "inline,moe-drop-phase-variants," +

@@ -21,10 +21,10 @@ inline constexpr const char kGpuStreamArg[] = "moe.gpu_stream";
 inline constexpr const char kStreamOperand[] = "moe.stream_operand";
 
 /// The problem with convert-moe-to-gpu's prefill-block (narrow or RxC),
-/// prefill-stages and prefill-stage-depth, naming the option; none if
-/// they can be built.
+/// prefill-stages, prefill-stage-depth and prefill-mma (mma-sync or
+/// wgmma), naming the option; none if they can be built.
 std::optional<std::string> checkGpuPrefillOptions(StringRef block, int64_t stages,
-                                                  int64_t stageDepth);
+                                                  int64_t stageDepth, StringRef mma);
 
 #define GEN_PASS_DECL
 #include "moe/Conversion/Passes.h.inc"

@@ -95,6 +95,10 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
       *this, "prefill-stage-depth",
       llvm::cl::desc("convert-moe-to-gpu's prefill-stage-depth (32 or 64)"),
       llvm::cl::init(64)};
+  Option<std::string> prefillMma{
+      *this, "prefill-mma",
+      llvm::cl::desc("convert-moe-to-gpu's prefill-mma: mma-sync or wgmma (sm_90a)"),
+      llvm::cl::init("mma-sync")};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU architecture"),
                            llvm::cl::init("sm_90")};
   Option<std::string> features{*this, "features",

@@ -49,19 +49,29 @@ constexpr int64_t kSplitMaxRowsPerExpert = 64;
 /// too few weight loads are in flight to keep HBM busy.
 constexpr int64_t kDecodeWarpsWanted = 2048;
 
+/// wgmma's 128-byte swizzle repeats every 8 rows of 128 bytes: its stages
+/// start at a multiple of this.
+constexpr int64_t kSwizzleBytes = 1024;
+
 /// A prefill block of the block and wide forms: up to `rows` rows (of one
 /// expert) by `cols` columns, 4 warps of rows / 2 x cols / 2 outputs, the
 /// depth staged through workgroup memory in a `stages`-deep cp.async
-/// pipeline.
+/// pipeline. With `wgmma` (sm_90a), the 4 warps are one warpgroup whose
+/// m64nCk16 products read both operands from the stages.
 struct BlockShape {
   int64_t rows, cols, stages;
   /// Depth of a stage: 32 or 64.
   int64_t depth = kDepthStep;
-  /// Elements of a staged row: the depth and 8 of padding, so that
-  /// ldmatrix's eight row addresses fall in distinct banks.
-  int64_t stageRow() const { return depth + 8; }
-  /// Workgroup bytes of the stages.
-  int64_t sharedBytes() const { return stages * (rows + cols) * stageRow() * 2; }
+  bool wgmma = false;
+  /// Elements of a staged row: for ldmatrix the depth and 8 of padding, so
+  /// that its eight row addresses fall in distinct banks; for wgmma the
+  /// depth alone (128 bytes, swizzled).
+  int64_t stageRow() const { return wgmma ? depth : depth + 8; }
+  /// Workgroup bytes of the stages (for wgmma, and the slack that aligns
+  /// them).
+  int64_t sharedBytes() const {
+    return stages * (rows + cols) * stageRow() * 2 + (wgmma ? kSwizzleBytes : 0);
+  }
 };
 
 /// Workgroup memory a kernel may take without opting in to more; beyond
@@ -70,6 +80,8 @@ constexpr int64_t kStaticSharedBytes = 48 * 1024;
 /// Shared memory a block may opt in to on every chip --chip takes (sm_89:
 /// 99 KiB; sm_80 163 KiB, sm_90 227 KiB).
 constexpr int64_t kMaxSharedBytes = 99 * 1024;
+/// Shared memory a block may opt in to on sm_90a (wgmma blocks).
+constexpr int64_t kMaxSharedBytesSm90 = 227 * 1024;
 
 /// The wide form's shape (128 x 64) with stages of `depth`: at most
 /// `stages`, as many as fit in kMaxSharedBytes.
@@ -139,9 +151,14 @@ struct Kernel : KernelBuilder {
     store.setAlignment(uint64_t(2 * element.getIntOrFloatBitWidth() / 8));
   }
 
+  /// `proxyFence`: each thread's copies are made visible to the async
+  /// proxy (wgmma's reads) before the step's barrier. `lag`: steps whose
+  /// products may still read their stage when the next step begins (wgmma
+  /// batches in flight).
   ValueRange pipelinedLoop(BlockShape shape, ValueRange init,
                            function_ref<Value(Value, Value)> copyStage,
-                           function_ref<void(Value, int64_t, SmallVector<Value> &)> body);
+                           function_ref<void(Value, int64_t, SmallVector<Value> &)> body,
+                           bool proxyFence = false, int64_t lag = 0);
 
   ValueRange stagedLoop(ValueRange init, function_ref<Value(Value, Value)> copyStage,
                         function_ref<void(Value, int64_t, SmallVector<Value> &)> body);
@@ -190,7 +207,8 @@ struct Kernel : KernelBuilder {
   /// against 14.4 + 8.1 ms, both 3 stages of 32: an expert's ~136 rows make
   /// a full block and a nearly empty one.)
   bool wide() const {
-    return cols % kWideCols == 0 && depth % wideShape.depth == 0 && (!grouped() || experts == 1);
+    return cols % wideShape.cols == 0 && depth % wideShape.depth == 0 &&
+           (!grouped() || experts == 1);
   }
 
   /// Whether the block form takes this GEMM of several experts.
@@ -229,8 +247,15 @@ struct Kernel : KernelBuilder {
   /// The wide prefill form of a GEMM of one expert or none: a block of 4
   /// warps computes rows 128 y.. (up to 128) by 64 columns, warp (m, n) of
   /// 2 x 2 the 64 x 32 at (64 m, 32 n), its rows and weight rows pipelined
-  /// through shared memory (blockProducts).
+  /// through shared memory (blockProducts); with wgmma, the block form's
+  /// shape (wgmmaProducts).
   void launchWide();
+
+  /// The products of blockProducts by one warpgroup's wgmma (sm_90a):
+  /// rows and weight rows land in the stages swizzled as wgmma's 128-byte
+  /// mode reads them.
+  void wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,
+                     Value expert, Value tileA, Value tileW);
 
   /// A block's products of rows [rowStart, rowEnd) (of `expert`, or none)
   /// with columns [col0, col0 + shape.cols); rows past rowEnd read its last

@@ -3,9 +3,10 @@
 // Many rows per expert: the block form (several experts: blocks of up to
 // 64 rows of one expert by 128 columns, from a table of blocks), the wide
 // one (one expert or none: 128 rows by 64 columns), both pipelined through
-// workgroup memory; and the narrow form (4 tiles of 16 rows by 64 columns,
-// staged where they share an expert) for shapes the block form does not
-// take.
+// workgroup memory (on sm_90a both may take wgmma blocks of 64 rows by C
+// columns instead: GemmWgmma.cpp); and the narrow form (4 tiles of 16 rows
+// by 64 columns, staged where they share an expert) for shapes the block
+// form does not take.
 //
 //===----------------------------------------------------------------------===//
 #include "GemmKernel.h"
@@ -50,31 +51,40 @@ ValueRange Kernel::stagedLoop(ValueRange init, function_ref<Value(Value, Value)>
   return loop.getResults();
 }
 
-/// An S-stage cp.async pipeline over steps of the shape's depth: the copies
-/// of the first S - 1 steps, then per step a wait for its copy (S - 2
-/// younger ones may stay in flight), a barrier (every warp is past the
-/// previous step, whose stage the next copy overwrites), the copy of step +
-/// S - 1, and `body` for each k16 part of this step's stage. Steps past the end copy the last one again
+/// An S-stage cp.async pipeline over steps of the shape's depth, copies
+/// running A = S - 1 - lag steps ahead: the copies of the first A steps,
+/// then per step a wait for its copy (A - 1 younger ones may stay in
+/// flight), a barrier (every warp is done with step - 1 - lag, whose stage
+/// the next copy overwrites), the copy of step + A, and `body` for each k16
+/// part of this step's stage. Steps past the end copy the last one again
 /// into stages nobody reads any more; every copy lands before the results
 /// return.
 ValueRange Kernel::pipelinedLoop(BlockShape shape, ValueRange init,
                                  function_ref<Value(Value, Value)> copyStage,
-                                 function_ref<void(Value, int64_t, SmallVector<Value> &)> body) {
+                                 function_ref<void(Value, int64_t, SmallVector<Value> &)> body,
+                                 bool proxyFence, int64_t lag) {
   const int64_t stages = shape.stages, steps = depth / shape.depth;
+  const int64_t ahead = stages - 1 - lag;
+  assert(ahead >= 1 && "a pipeline copies at least one step ahead");
   auto depthOf = [&](int64_t step) { return idx(std::min(step, steps - 1) * shape.depth); };
   Value lastCopy;
-  for (int64_t s = 0; s + 1 < stages; ++s)
+  for (int64_t s = 0; s < ahead; ++s)
     lastCopy = copyStage(idx(s), depthOf(s));
   auto loop = scf::ForOp::create(
       b, loc, idx(0), idx(steps), idx(1), init,
       [&](OpBuilder &nb, Location, Value step, ValueRange acc) {
         OpBuilder::InsertionGuard inner(b);
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-        nvgpu::DeviceAsyncWaitOp::create(b, loc, lastCopy, b.getI32IntegerAttr(stages - 2));
+        nvgpu::DeviceAsyncWaitOp::create(b, loc, lastCopy, b.getI32IntegerAttr(ahead - 1));
+        if (proxyFence)
+          NVVM::FenceProxyOp::create(
+              b, loc, NVVM::ProxyKind::async_shared,
+              NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
         gpu::BarrierOp::create(b, loc);
-        Value ahead = add(step, idx(stages - 1));
-        Value nextK = mul(arith::MinUIOp::create(b, loc, ahead, idx(steps - 1)), idx(shape.depth));
-        copyStage(arith::RemUIOp::create(b, loc, ahead, idx(stages)), nextK);
+        Value copyStep = add(step, idx(ahead));
+        Value nextK =
+            mul(arith::MinUIOp::create(b, loc, copyStep, idx(steps - 1)), idx(shape.depth));
+        copyStage(arith::RemUIOp::create(b, loc, copyStep, idx(stages)), nextK);
         Value stage = arith::RemUIOp::create(b, loc, step, idx(stages));
         SmallVector<Value> next(acc.begin(), acc.end());
         for (int64_t part = 0; part < shape.depth / 16; ++part)
@@ -96,7 +106,7 @@ void Kernel::launchStaged(BlockShape shape, Value gridX, Value gridY,
                           function_ref<void(gpu::LaunchOp, Value, Value)> body) {
   Value one = idx(1);
   MemRefType aType = stageType(b, shape, shape.rows), wType = stageType(b, shape, shape.cols);
-  const bool dynamic = shape.sharedBytes() > kStaticSharedBytes;
+  const bool dynamic = shape.wgmma || shape.sharedBytes() > kStaticSharedBytes;
   Value bytes = dynamic
                     ? arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(shape.sharedBytes()))
                     : Value();
@@ -110,9 +120,18 @@ void Kernel::launchStaged(BlockShape shape, Value gridX, Value gridY,
     auto raw = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface{},
                                aType.getMemorySpace());
     Value memory = gpu::DynamicSharedMemoryOp::create(b, loc, raw);
-    tileA = memref::ViewOp::create(b, loc, aType, memory, idx(0), ValueRange{});
+    // wgmma's swizzle is of address bits: its stages start at a multiple
+    // of kSwizzleBytes in the shared window.
+    Value start = idx(0);
+    if (shape.wgmma) {
+      Value address = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memory);
+      Value past = arith::RemUIOp::create(b, loc, address, idx(kSwizzleBytes));
+      start = arith::RemUIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, idx(kSwizzleBytes), past), idx(kSwizzleBytes));
+    }
+    tileA = memref::ViewOp::create(b, loc, aType, memory, start, ValueRange{});
     int64_t aBytes = shape.stages * shape.rows * shape.stageRow() * 2;
-    tileW = memref::ViewOp::create(b, loc, wType, memory, idx(aBytes), ValueRange{});
+    tileW = memref::ViewOp::create(b, loc, wType, memory, add(start, idx(aBytes)), ValueRange{});
   } else {
     tileA = launch.getWorkgroupAttributions()[0];
     tileW = launch.getWorkgroupAttributions()[1];
@@ -124,7 +143,8 @@ void Kernel::launchStaged(BlockShape shape, Value gridX, Value gridY,
 /// The wide prefill form of a GEMM of one expert or none: a block of 4
 /// warps computes rows 128 y.. (up to 128) by 64 columns, warp (m, n) of
 /// 2 x 2 the 64 x 32 at (64 m, 32 n), its rows and weight rows pipelined
-/// through shared memory (blockProducts).
+/// through shared memory (blockProducts); with wgmma, the block form's
+/// shape (wgmmaProducts).
 void Kernel::launchWide() {
   const BlockShape shape = wideShape;
   Value rowBlocks = arith::CeilDivUIOp::create(b, loc, rows, idx(shape.rows));
@@ -134,12 +154,30 @@ void Kernel::launchWide() {
                  Value rowStart = mul(launch.getBlockIds().y, idx(shape.rows));
                  Value rowEnd =
                      arith::MinUIOp::create(b, loc, add(rowStart, idx(shape.rows)), rows);
-                 blockProducts(shape, launch.getThreadIds().x, rowStart, rowEnd, col0,
-                               grouped() ? idx(0) : Value(), tileA, tileW);
+                 Value tid = launch.getThreadIds().x;
+                 Value expert = grouped() ? idx(0) : Value();
+                 if (shape.wgmma)
+                   wgmmaProducts(shape, tid, rowStart, rowEnd, col0, expert, tileA, tileW);
+                 else
+                   blockProducts(shape, tid, rowStart, rowEnd, col0, expert, tileA, tileW);
                });
 }
 
 std::optional<std::string> checkBlockShape(BlockShape shape) {
+  if (shape.wgmma) {
+    if (shape.rows != 64)
+      return std::string("wgmma blocks have 64 rows (a warpgroup's m64)");
+    if (shape.cols != 64 && shape.cols != 128 && shape.cols != 256)
+      return std::string("wgmma blocks have 64, 128 or 256 columns");
+    if (shape.depth != 64)
+      return std::string("wgmma stages are 64 deep (rows of 128 bytes, the swizzle's)");
+    if (shape.sharedBytes() > kMaxSharedBytesSm90)
+      return llvm::formatv("{0} stages of 64 + {1} rows take {2} bytes of shared memory, more "
+                           "than {3}",
+                           shape.stages, shape.cols, shape.sharedBytes(), kMaxSharedBytesSm90)
+          .str();
+    return std::nullopt;
+  }
   auto allowed = [](int64_t n) { return n == 32 || n == 64 || n == 128; };
   if (!allowed(shape.rows) || !allowed(shape.cols))
     return "rows and columns must be 32, 64 or 128";
@@ -226,7 +264,10 @@ void Kernel::launchBlocks() {
               Value expertEnd = loadIndex(offsets, add(expert, one));
               Value rowEnd =
                   arith::MinUIOp::create(b, loc, add(rowStart, idx(shape.rows)), expertEnd);
-              blockProducts(shape, tid, rowStart, rowEnd, col0, expert, tileA, tileW);
+              if (shape.wgmma)
+                wgmmaProducts(shape, tid, rowStart, rowEnd, col0, expert, tileA, tileW);
+              else
+                blockProducts(shape, tid, rowStart, rowEnd, col0, expert, tileA, tileW);
             },
             [&] {
               Value used = loadIndex(offsets, idx(experts));

@@ -15,7 +15,9 @@
 //    32 x 64 (prefill-block; `narrow`: a block per 4 tiles of 16 rows by 64
 //    columns, a warp per tile). They pipeline the depth through shared
 //    memory by cp.async (prefill-stages of prefill-stage-depth) and read
-//    fragments by ldmatrix.
+//    fragments by ldmatrix; or (prefill-mma=wgmma, sm_90a) both forms take
+//    blocks of 64 rows by C columns whose warpgroup's wgmma.mma_async reads
+//    the swizzled stages itself (GemmWgmma.cpp).
 //
 // FP8 E4M3 weights with block scales (`weight_scales`, blocks of 32k rows)
 // take the decode form at every row count, decoding the codes to bf16 in
@@ -90,8 +92,8 @@ void mlir::moe::buildDenseTensorCoreGemm(OpBuilder &b, Location loc, Value a, Va
 /// The block form's shape of prefill-block `block` (rows 0: narrow); none
 /// if it is neither narrow nor RxC.
 static std::optional<BlockShape> parseBlockShape(StringRef block, int64_t stages,
-                                                 int64_t stageDepth) {
-  BlockShape shape{0, 0, stages, stageDepth};
+                                                 int64_t stageDepth, StringRef mma) {
+  BlockShape shape{0, 0, stages, stageDepth, mma == "wgmma"};
   if (block == "narrow")
     return shape;
   auto [rows, cols] = block.split('x');
@@ -101,16 +103,20 @@ static std::optional<BlockShape> parseBlockShape(StringRef block, int64_t stages
 }
 
 std::optional<std::string> mlir::moe::checkGpuPrefillOptions(StringRef block, int64_t stages,
-                                                             int64_t stageDepth) {
+                                                             int64_t stageDepth, StringRef mma) {
+  if (mma != "mma-sync" && mma != "wgmma")
+    return ("prefill-mma=" + mma + ": mma-sync or wgmma").str();
   if (stages < 2 || stages > 4)
     return llvm::formatv("prefill-stages={0}: 2 to 4 stages", stages).str();
   if (stageDepth != 32 && stageDepth != 64)
     return llvm::formatv("prefill-stage-depth={0}: a stage's depth must be 32 or 64", stageDepth)
         .str();
-  std::optional<BlockShape> shape = parseBlockShape(block, stages, stageDepth);
+  std::optional<BlockShape> shape = parseBlockShape(block, stages, stageDepth, mma);
   std::optional<std::string> error;
   if (!shape)
     error = "expected narrow or RxC, e.g. 64x128";
+  else if (shape->wgmma && shape->rows == 0)
+    error = "prefill-mma=wgmma takes an RxC block";
   else if (shape->rows > 0)
     error = checkBlockShape(*shape);
   if (error)
@@ -288,11 +294,11 @@ struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass>
   /// form's shape (rows 0: narrow), or an error naming the option.
   FailureOr<BlockShape> blockShape() {
     if (std::optional<std::string> error =
-            checkGpuPrefillOptions(prefillBlock, prefillStages, prefillStageDepth)) {
+            checkGpuPrefillOptions(prefillBlock, prefillStages, prefillStageDepth, prefillMma)) {
       emitError(getOperation()->getLoc()) << "convert-moe-to-gpu: " << *error;
       return failure();
     }
-    return *parseBlockShape(prefillBlock, prefillStages, prefillStageDepth);
+    return *parseBlockShape(prefillBlock, prefillStages, prefillStageDepth, prefillMma);
   }
 
   void runOnOperation() override {
@@ -302,8 +308,10 @@ struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass>
     // The GEMMs first: whether their rows come in tiles of one expert is
     // read off the moe.dispatch that the second step replaces.
     RewritePatternSet gemmPatterns(&getContext());
-    gemmPatterns.add<GroupedMatmulToGPU>(&getContext(), *shape,
-                                         wideShapeOf(prefillStages, prefillStageDepth));
+    // wgmma blocks serve one expert (the shared one) as well.
+    gemmPatterns.add<GroupedMatmulToGPU>(
+        &getContext(), *shape,
+        shape->wgmma ? *shape : wideShapeOf(prefillStages, prefillStageDepth));
     SmallVector<Operation *> gemms, others;
     getOperation()->walk([&](Operation *op) {
       if (isa<GroupedMatmulOp>(op))
