@@ -11,6 +11,8 @@
 // RUN:   | FileCheck %s --check-prefix=DEPTH32
 // RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-stages=3' \
 // RUN:   | FileCheck %s --check-prefix=WGMMA
+// RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-stages=2' \
+// RUN:   | FileCheck %s --check-prefix=FP8WGMMA
 // RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=128x64' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=BADWGMMA
 // RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=narrow' 2>&1 \
@@ -377,6 +379,48 @@ func.func @one_expert(%x: tensor<?x128xbf16>, %rows: tensor<?xi32>, %off: tensor
 // CHECK: gpu.barrier
 // CHECK-NOT: gpu.launch
 // CHECK: bufferization.to_tensor
+// With prefill-mma=wgmma the host chooses between that decode form and a prefill form of blocks
+// of 64 rows by 128 columns (one scale block wide), after the block table: per step the rows'
+// stage (swizzled) and the weights' 16-byte runs of codes are copied; the step's codes are decoded
+// (the same byte permute) into one bf16 tile, swizzled, fenced for the async proxy, a barrier,
+// then 4 wgmma m64n128k16 sum into the scale block's accumulators; at the end of each scale block
+// (every 2 steps of 64) they are added to the total times the block's scale, and start again from
+// zero.
+// FP8WGMMA-LABEL: func.func @fp8_weights
+// FP8WGMMA: gpu.launch {{.+}} workgroup(%{{.+}} : memref<4x16x32xf32, #gpu.address_space<workgroup>>)
+// FP8WGMMA: } else {
+// FP8WGMMA: gpu.launch {{.+}} workgroup(%{{.+}} : memref<8xi32, #gpu.address_space<workgroup>>)
+// FP8WGMMA: %[[BYTES:.+]] = arith.constant 50176 : i32
+// FP8WGMMA: gpu.launch {{.+}} dynamic_shared_memory_size %[[BYTES]]
+// FP8WGMMA: %[[SA:.+]] = memref.view {{.+}} to memref<2x64x64xbf16, #gpu.address_space<workgroup>>
+// FP8WGMMA: %[[SW:.+]] = memref.view {{.+}} to memref<1x128x64xbf16, #gpu.address_space<workgroup>>
+// FP8WGMMA: %[[CODES:.+]] = memref.view {{.+}} to memref<2x128x64xi8, #gpu.address_space<workgroup>>
+// FP8WGMMA: %[[ZERO:.+]] = llvm.mlir.zero : !llvm.struct<(f32,
+// FP8WGMMA-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// FP8WGMMA-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[CODES]][{{.+}}], 16 {bypassL1}
+// FP8WGMMA: scf.for %[[STEP:[^ ]+]] = {{.+}} iter_args(%[[TOTAL:.+]] = %[[ZERO]], %[[SUM:.+]] = %[[ZERO]])
+// FP8WGMMA: gpu.barrier
+// FP8WGMMA: nvgpu.device_async_create_group
+// FP8WGMMA: vector.load %[[CODES]]{{.+}} vector<8xi8>
+// FP8WGMMA: arith.mulf %{{.+}}, %{{.+}} : vector<2xbf16>
+// FP8WGMMA: vector.store %{{.+}}, %[[SW]]{{.+}} vector<8xbf16>
+// FP8WGMMA: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// FP8WGMMA-NEXT: gpu.barrier
+// FP8WGMMA-NEXT: nvvm.wgmma.fence.aligned
+// FP8WGMMA: nvvm.wgmma.mma_async %{{.+}}, %{{.+}}, %[[SUM]], <m = 64, n = 128, k = 16>
+// FP8WGMMA-COUNT-3: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 128, k = 16>
+// FP8WGMMA: nvvm.wgmma.wait.group.sync.aligned 0
+// FP8WGMMA: %[[NEXT:.+]] = arith.addi %[[STEP]], %c1{{.*}} : index
+// FP8WGMMA: %[[PHASE:.+]] = arith.remui %[[NEXT]], %c2{{.*}} : index
+// FP8WGMMA: %[[END:.+]] = arith.cmpi eq, %[[PHASE]], %c0{{.*}} : index
+// FP8WGMMA: scf.if %[[END]] -> (!llvm.struct<
+// FP8WGMMA: %[[SCALE:.+]] = memref.load {{.+}} : memref<8x1x2xf32
+// FP8WGMMA: %[[PRODUCT:.+]] = arith.mulf %{{.+}}, %[[SCALE]] : f32
+// FP8WGMMA: arith.addf %{{.+}}, %[[PRODUCT]] : f32
+// FP8WGMMA: scf.yield %{{.+}}, %[[ZERO]]
+// FP8WGMMA: } else {
+// FP8WGMMA: scf.yield %[[TOTAL]], %{{.+}}
+// FP8WGMMA: vector.store {{.+}} : memref<?x128xbf16>, vector<2xbf16>
 func.func @fp8_weights(%x: tensor<?x256xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8x128x256xi8>,
                        %s: tensor<8x1x2xf32>) -> tensor<?x128xbf16> {
   %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 8 row_tile = 16

@@ -63,6 +63,9 @@ struct BlockShape {
   /// Depth of a stage: 32 or 64.
   int64_t depth = kDepthStep;
   bool wgmma = false;
+  /// With wgmma: the weights are FP8 codes, staged as such and decoded
+  /// into one tile of bf16 per step.
+  bool fp8 = false;
   /// Elements of a staged row: for ldmatrix the depth and 8 of padding, so
   /// that its eight row addresses fall in distinct banks; for wgmma the
   /// depth alone (128 bytes, swizzled).
@@ -70,9 +73,15 @@ struct BlockShape {
   /// Workgroup bytes of the stages (for wgmma, and the slack that aligns
   /// them).
   int64_t sharedBytes() const {
+    if (fp8)
+      return stages * (rows * depth * 2 + cols * depth) + cols * depth * 2 + kSwizzleBytes;
     return stages * (rows + cols) * stageRow() * 2 + (wgmma ? kSwizzleBytes : 0);
   }
 };
+
+/// Columns of a wgmma block of FP8 weights: two accumulators a thread per
+/// output (the scale block's sum and the total), 128 f32 registers.
+constexpr int64_t kFp8BlockCols = 128;
 
 /// Workgroup memory a kernel may take without opting in to more; beyond
 /// it the stages live in dynamic shared memory.
@@ -157,7 +166,7 @@ struct Kernel : KernelBuilder {
   /// batches in flight).
   ValueRange pipelinedLoop(BlockShape shape, ValueRange init,
                            function_ref<Value(Value, Value)> copyStage,
-                           function_ref<void(Value, int64_t, SmallVector<Value> &)> body,
+                           function_ref<void(Value, Value, int64_t, SmallVector<Value> &)> body,
                            bool proxyFence = false, int64_t lag = 0);
 
   ValueRange stagedLoop(ValueRange init, function_ref<Value(Value, Value)> copyStage,
@@ -208,14 +217,29 @@ struct Kernel : KernelBuilder {
   /// a full block and a nearly empty one.)
   bool wide() const {
     return cols % wideShape.cols == 0 && depth % wideShape.depth == 0 &&
-           (!grouped() || experts == 1);
+           (!grouped() || experts == 1) && fp8() == wideShape.fp8;
   }
 
   /// Whether the block form takes this GEMM of several experts.
   bool blocks() const {
-    return grouped() && experts > 1 && !fp8() && blockShape.rows > 0 &&
+    return grouped() && experts > 1 && fp8() == blockShape.fp8 && blockShape.rows > 0 &&
            cols % blockShape.cols == 0 && depth % blockShape.depth == 0 &&
            experts <= kMaxTableExperts;
+  }
+
+  /// FP8 weights with wgmma blocks: whether their prefill form takes them
+  /// (64 x kFp8BlockCols blocks inside one scale block, whole scale blocks
+  /// of depth), and then its shape.
+  bool fp8PrefillApplies() const {
+    return fp8() && blockShape.wgmma && grouped() && experts <= kMaxTableExperts &&
+           cols % kFp8BlockCols == 0 && scaleRows % kFp8BlockCols == 0 &&
+           scaleDepth % blockShape.depth == 0 && depth % scaleDepth == 0;
+  }
+  BlockShape fp8BlockShape() const {
+    BlockShape shape = blockShape;
+    shape.cols = kFp8BlockCols;
+    shape.fp8 = true;
+    return shape;
   }
 
   void prefill() { wide() ? launchWide() : blocks() ? launchBlocks() : launch(); }
@@ -242,7 +266,7 @@ struct Kernel : KernelBuilder {
   /// attributions up to kStaticSharedBytes, views of dynamic shared memory
   /// beyond.
   void launchStaged(BlockShape shape, Value gridX, Value gridY,
-                    function_ref<void(gpu::LaunchOp, Value tileA, Value tileW)> body);
+                    function_ref<void(gpu::LaunchOp, ValueRange tiles)> body);
 
   /// The wide prefill form of a GEMM of one expert or none: a block of 4
   /// warps computes rows 128 y.. (up to 128) by 64 columns, warp (m, n) of
@@ -256,6 +280,18 @@ struct Kernel : KernelBuilder {
   /// mode reads them.
   void wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,
                      Value expert, Value tileA, Value tileW);
+
+  /// wgmmaProducts of FP8 weights (shape.fp8): their codes are staged as
+  /// such, decoded each step into the one bf16 tile `tileW` (exact values);
+  /// each scale block's products sum into zeros, added to the total times
+  /// the block's scale.
+  void wgmmaFp8Products(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,
+                        Value expert, Value tileA, Value tileW, Value codes);
+
+  /// The block and wide forms' products by shape: blockProducts,
+  /// wgmmaProducts or wgmmaFp8Products of the staged `tiles`.
+  void blockFormProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,
+                         Value expert, ValueRange tiles);
 
   /// A block's products of rows [rowStart, rowEnd) (of `expert`, or none)
   /// with columns [col0, col0 + shape.cols); rows past rowEnd read its last

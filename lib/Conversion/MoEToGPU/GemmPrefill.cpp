@@ -59,10 +59,11 @@ ValueRange Kernel::stagedLoop(ValueRange init, function_ref<Value(Value, Value)>
 /// part of this step's stage. Steps past the end copy the last one again
 /// into stages nobody reads any more; every copy lands before the results
 /// return.
-ValueRange Kernel::pipelinedLoop(BlockShape shape, ValueRange init,
-                                 function_ref<Value(Value, Value)> copyStage,
-                                 function_ref<void(Value, int64_t, SmallVector<Value> &)> body,
-                                 bool proxyFence, int64_t lag) {
+ValueRange
+Kernel::pipelinedLoop(BlockShape shape, ValueRange init,
+                      function_ref<Value(Value, Value)> copyStage,
+                      function_ref<void(Value, Value, int64_t, SmallVector<Value> &)> body,
+                      bool proxyFence, int64_t lag) {
   const int64_t stages = shape.stages, steps = depth / shape.depth;
   const int64_t ahead = stages - 1 - lag;
   assert(ahead >= 1 && "a pipeline copies at least one step ahead");
@@ -88,7 +89,7 @@ ValueRange Kernel::pipelinedLoop(BlockShape shape, ValueRange init,
         Value stage = arith::RemUIOp::create(b, loc, step, idx(stages));
         SmallVector<Value> next(acc.begin(), acc.end());
         for (int64_t part = 0; part < shape.depth / 16; ++part)
-          body(stage, part, next);
+          body(step, stage, part, next);
         scf::YieldOp::create(b, loc, next);
       });
   nvgpu::DeviceAsyncWaitOp::create(b, loc, lastCopy, b.getI32IntegerAttr(0));
@@ -103,9 +104,12 @@ static MemRefType stageType(OpBuilder &b, BlockShape shape, int64_t rows) {
 }
 
 void Kernel::launchStaged(BlockShape shape, Value gridX, Value gridY,
-                          function_ref<void(gpu::LaunchOp, Value, Value)> body) {
+                          function_ref<void(gpu::LaunchOp, ValueRange)> body) {
   Value one = idx(1);
   MemRefType aType = stageType(b, shape, shape.rows), wType = stageType(b, shape, shape.cols);
+  if (shape.fp8) // one tile of decoded weights
+    wType = MemRefType::get({1, shape.cols, shape.depth}, b.getBF16Type(),
+                            MemRefLayoutAttrInterface{}, aType.getMemorySpace());
   const bool dynamic = shape.wgmma || shape.sharedBytes() > kStaticSharedBytes;
   Value bytes = dynamic
                     ? arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(shape.sharedBytes()))
@@ -115,7 +119,7 @@ void Kernel::launchStaged(BlockShape shape, Value gridX, Value gridY,
                             nullptr, {}, dynamic ? TypeRange{} : TypeRange{aType, wType});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&launch.getBody().front());
-  Value tileA, tileW;
+  SmallVector<Value> tiles;
   if (dynamic) {
     auto raw = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface{},
                                aType.getMemorySpace());
@@ -129,14 +133,22 @@ void Kernel::launchStaged(BlockShape shape, Value gridX, Value gridY,
       start = arith::RemUIOp::create(
           b, loc, arith::SubIOp::create(b, loc, idx(kSwizzleBytes), past), idx(kSwizzleBytes));
     }
-    tileA = memref::ViewOp::create(b, loc, aType, memory, start, ValueRange{});
     int64_t aBytes = shape.stages * shape.rows * shape.stageRow() * 2;
-    tileW = memref::ViewOp::create(b, loc, wType, memory, add(start, idx(aBytes)), ValueRange{});
+    tiles.push_back(memref::ViewOp::create(b, loc, aType, memory, start, ValueRange{}));
+    tiles.push_back(
+        memref::ViewOp::create(b, loc, wType, memory, add(start, idx(aBytes)), ValueRange{}));
+    if (shape.fp8) {
+      auto codes = MemRefType::get({shape.stages, shape.cols, shape.depth}, b.getI8Type(),
+                                   MemRefLayoutAttrInterface{}, aType.getMemorySpace());
+      int64_t wBytes = shape.cols * shape.depth * 2;
+      tiles.push_back(memref::ViewOp::create(b, loc, codes, memory,
+                                             add(start, idx(aBytes + wBytes)), ValueRange{}));
+    }
   } else {
-    tileA = launch.getWorkgroupAttributions()[0];
-    tileW = launch.getWorkgroupAttributions()[1];
+    tiles.append(launch.getWorkgroupAttributions().begin(),
+                 launch.getWorkgroupAttributions().end());
   }
-  body(launch, tileA, tileW);
+  body(launch, tiles);
   gpu::TerminatorOp::create(b, loc);
 }
 
@@ -149,18 +161,24 @@ void Kernel::launchWide() {
   const BlockShape shape = wideShape;
   Value rowBlocks = arith::CeilDivUIOp::create(b, loc, rows, idx(shape.rows));
   launchStaged(shape, idx(cols / shape.cols), rowBlocks,
-               [&](gpu::LaunchOp launch, Value tileA, Value tileW) {
+               [&](gpu::LaunchOp launch, ValueRange tiles) {
                  Value col0 = mul(launch.getBlockIds().x, idx(shape.cols));
                  Value rowStart = mul(launch.getBlockIds().y, idx(shape.rows));
                  Value rowEnd =
                      arith::MinUIOp::create(b, loc, add(rowStart, idx(shape.rows)), rows);
-                 Value tid = launch.getThreadIds().x;
-                 Value expert = grouped() ? idx(0) : Value();
-                 if (shape.wgmma)
-                   wgmmaProducts(shape, tid, rowStart, rowEnd, col0, expert, tileA, tileW);
-                 else
-                   blockProducts(shape, tid, rowStart, rowEnd, col0, expert, tileA, tileW);
+                 blockFormProducts(shape, launch.getThreadIds().x, rowStart, rowEnd, col0,
+                                   grouped() ? idx(0) : Value(), tiles);
                });
+}
+
+void Kernel::blockFormProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd,
+                               Value col0, Value expert, ValueRange tiles) {
+  if (shape.fp8)
+    wgmmaFp8Products(shape, tid, rowStart, rowEnd, col0, expert, tiles[0], tiles[1], tiles[2]);
+  else if (shape.wgmma)
+    wgmmaProducts(shape, tid, rowStart, rowEnd, col0, expert, tiles[0], tiles[1]);
+  else
+    blockProducts(shape, tid, rowStart, rowEnd, col0, expert, tiles[0], tiles[1]);
 }
 
 std::optional<std::string> checkBlockShape(BlockShape shape) {
@@ -250,8 +268,7 @@ void Kernel::launchBlocks() {
   }
 
   launchStaged(
-      shape, idx(cols / shape.cols), tableSize,
-      [&](gpu::LaunchOp launch, Value tileA, Value tileW) {
+      shape, idx(cols / shape.cols), tableSize, [&](gpu::LaunchOp launch, ValueRange tiles) {
         Value y = launch.getBlockIds().y;
         Value tid = launch.getThreadIds().x;
         Value col0 = mul(launch.getBlockIds().x, idx(shape.cols));
@@ -264,10 +281,7 @@ void Kernel::launchBlocks() {
               Value expertEnd = loadIndex(offsets, add(expert, one));
               Value rowEnd =
                   arith::MinUIOp::create(b, loc, add(rowStart, idx(shape.rows)), expertEnd);
-              if (shape.wgmma)
-                wgmmaProducts(shape, tid, rowStart, rowEnd, col0, expert, tileA, tileW);
-              else
-                blockProducts(shape, tid, rowStart, rowEnd, col0, expert, tileA, tileW);
+              blockFormProducts(shape, tid, rowStart, rowEnd, col0, expert, tiles);
             },
             [&] {
               Value used = loadIndex(offsets, idx(experts));
@@ -334,7 +348,7 @@ void Kernel::blockProducts(BlockShape shape, Value tid, Value rowStart, Value ro
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
   SmallVector<Value> init(4 * rowTiles * colTiles, zero);
   ValueRange results = pipelinedLoop(
-      shape, init, copyStage, [&](Value stage, int64_t half, SmallVector<Value> &next) {
+      shape, init, copyStage, [&](Value, Value stage, int64_t half, SmallVector<Value> &next) {
         // The B fragments first, then one A fragment at a time: fewer
         // registers live than with every fragment loaded.
         SmallVector<SmallVector<Value>> bRegs;

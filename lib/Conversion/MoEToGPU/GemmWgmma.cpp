@@ -8,73 +8,142 @@
 // at chunk c ^ (r % 8)) that the descriptors name, which keeps the 8 rows
 // a core matrix spans in distinct banks.
 //
+// FP8 weights are staged as codes and decoded, each step, into one bf16
+// tile (exact values); the products of a scale block sum into zeros, then
+// join the total times the block's scale, as the decode form does.
+//
 //===----------------------------------------------------------------------===//
 #include "GemmKernel.h"
 
 using namespace mlir;
 
 namespace mlir::moe::gemm {
-
+namespace {
 /// Bytes of depth one wgmma k16 step advances inside a swizzled row.
 constexpr int64_t kStepBytes = 16 * 2;
+constexpr int64_t kThreads = kWideWarps * kWarpSize; // one warpgroup
+
+/// The pieces both wgmma forms share, for one block of `shape`.
+struct Warpgroup {
+  Kernel &k;
+  BlockShape shape;
+  Value tid;
+
+  OpBuilder &b() { return k.b; }
+  Location loc() { return k.loc; }
+  Value i64(int64_t v) { return arith::ConstantOp::create(k.b, k.loc, k.b.getI64IntegerAttr(v)); }
+
+  /// Chunk i of this thread among the 16-byte chunks of rows of
+  /// `perRow` chunks: its row and chunk.
+  std::pair<Value, Value> chunkAt(int64_t i, int64_t perRow) {
+    Value chunk = k.add(tid, k.idx(kThreads * i));
+    return {arith::DivUIOp::create(k.b, k.loc, chunk, k.idx(perRow)),
+            arith::RemUIOp::create(k.b, k.loc, chunk, k.idx(perRow))};
+  }
+
+  /// Where 16-byte chunk c of `row` lives in a swizzled tile: element
+  /// (c ^ row % 8) * 8 of the row.
+  Value swizzled(Value row, Value c) {
+    Value slot =
+        arith::XOrIOp::create(k.b, k.loc, c, arith::RemUIOp::create(k.b, k.loc, row, k.idx(8)));
+    return k.mul(slot, k.idx(8));
+  }
+
+  /// cp.async of the block's rows [rowStart, rowEnd) at depth k0 into
+  /// stage `stage` of tileA, swizzled; rows past rowEnd read its last one.
+  void copyRows(SmallVector<Value> &tokens, Value tileA, Value stage, Value k0, Value rowStart,
+                Value rowEnd) {
+    const int64_t perRow = shape.depth / 8;
+    Value last = arith::SubIOp::create(k.b, k.loc, rowEnd, k.idx(1));
+    auto tokenType = nvgpu::DeviceAsyncTokenType::get(k.b.getContext());
+    for (int64_t i = 0; i < shape.rows * perRow / kThreads; ++i) {
+      auto [row, c] = chunkAt(i, perRow);
+      Value aRow = arith::MinUIOp::create(k.b, k.loc, k.add(rowStart, row), last);
+      tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+          k.b, k.loc, tokenType, tileA, ValueRange{stage, row, swizzled(row, c)}, k.a,
+          ValueRange{aRow, k.add(k0, k.mul(c, k.idx(8)))}, k.b.getIndexAttr(8), Value(),
+          k.b.getUnitAttr()));
+    }
+  }
+
+  /// The shared-window address of `tile` as an i64.
+  Value addressOf(Value tile) {
+    Value address = memref::ExtractAlignedPointerAsIndexOp::create(k.b, k.loc, tile);
+    return arith::IndexCastUIOp::create(k.b, k.loc, k.b.getI64Type(), address);
+  }
+
+  /// Descriptor of the operand at `base` + `stage` * `stageBytes` for k16
+  /// part `part`: its address / 16 (14 bits), leading byte offset 1
+  /// (unused by swizzled K-major operands), 1024 bytes between groups of 8
+  /// rows, the 128-byte swizzle.
+  Value descriptor(Value base, Value stage, int64_t stageBytes, int64_t part) {
+    const int64_t fixed = (int64_t(1) << 16) | ((kSwizzleBytes / 16) << 32) | (int64_t(1) << 62);
+    Value stage64 = arith::IndexCastUIOp::create(k.b, k.loc, k.b.getI64Type(), stage);
+    Value offset = arith::AddIOp::create(
+        k.b, k.loc, arith::MulIOp::create(k.b, k.loc, stage64, i64(stageBytes)),
+        i64(part * kStepBytes));
+    Value address = arith::AddIOp::create(k.b, k.loc, base, offset);
+    Value field = arith::AndIOp::create(
+        k.b, k.loc, arith::ShRUIOp::create(k.b, k.loc, address, i64(4)), i64(0x3fff));
+    return arith::OrIOp::create(k.b, k.loc, field, i64(fixed));
+  }
+
+  /// The warpgroup's m64 x C f32 accumulators: per n8 tile j, c0..c3 of
+  /// elements 4j..4j+3 as in an m16n8 product of the warp's 16 rows.
+  Type accumulators() {
+    return LLVM::LLVMStructType::getLiteral(k.b.getContext(),
+                                            SmallVector<Type>(shape.cols / 2, k.b.getF32Type()));
+  }
+
+  Value mma(Value acc, Value descA, Value descB) {
+    auto mmaShape = NVVM::MMAShapeAttr::get(k.b.getContext(), 64, shape.cols, 16);
+    return NVVM::WgmmaMmaAsyncOp::create(
+        k.b, k.loc, accumulators(), acc, descA, descB, mmaShape, NVVM::WGMMATypes::bf16,
+        NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one,
+        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
+        NVVM::MMALayout::col, /*satfinite=*/nullptr);
+  }
+
+  /// The accumulators to rows [rowStart, rowEnd) of the output.
+  void store(Value acc, Value rowStart, Value rowEnd, Value col0) {
+    Value warp = arith::DivUIOp::create(k.b, k.loc, tid, k.idx(kWarpSize));
+    Value lane = arith::RemUIOp::create(k.b, k.loc, tid, k.idx(kWarpSize));
+    Value group = arith::DivUIOp::create(k.b, k.loc, lane, k.idx(4));
+    Value pairCol = k.mul(arith::RemUIOp::create(k.b, k.loc, lane, k.idx(4)), k.idx(2));
+    Value row0 = k.add(rowStart, k.add(k.mul(warp, k.idx(16)), group));
+    Value row1 = k.add(row0, k.idx(8));
+    for (int64_t j = 0; j < shape.cols / 8; ++j) {
+      SmallVector<Value> c;
+      for (int64_t i = 0; i < 4; ++i)
+        c.push_back(LLVM::ExtractValueOp::create(k.b, k.loc, acc, 4 * j + i));
+      Value col = k.add(col0, k.add(k.idx(8 * j), pairCol));
+      k.ifThen(k.lt(row0, rowEnd), [&] { k.store2(c[0], c[1], row0, col); });
+      k.ifThen(k.lt(row1, rowEnd), [&] { k.store2(c[2], c[3], row1, col); });
+    }
+  }
+};
+} // namespace
 
 void Kernel::wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,
                            Value expert, Value tileA, Value tileW) {
-  const int64_t threads = kWideWarps * kWarpSize;
-  const int64_t chunks = shape.depth / 8; // 16-byte chunks of a staged row
-  Value last = arith::SubIOp::create(b, loc, rowEnd, idx(1));
+  Warpgroup group{*this, shape, tid};
+  const int64_t perRow = shape.depth / 8; // 16-byte chunks of a staged row
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   auto copyStage = [&](Value stage, Value k0) -> Value {
     SmallVector<Value> tokens;
-    auto at = [&](int64_t i) -> std::tuple<Value, Value, Value> {
-      Value chunk = add(tid, idx(threads * i));
-      Value row = arith::DivUIOp::create(b, loc, chunk, idx(chunks));
-      Value c = arith::RemUIOp::create(b, loc, chunk, idx(chunks));
-      Value swizzled =
-          arith::XOrIOp::create(b, loc, c, arith::RemUIOp::create(b, loc, row, idx(8)));
-      return {row, mul(c, idx(8)), mul(swizzled, idx(8))};
-    };
-    for (int64_t i = 0; i < shape.rows * chunks / threads; ++i) {
-      auto [row, k, slot] = at(i);
-      Value aRow = arith::MinUIOp::create(b, loc, add(rowStart, row), last);
+    group.copyRows(tokens, tileA, stage, k0, rowStart, rowEnd);
+    for (int64_t i = 0; i < shape.cols * perRow / kThreads; ++i) {
+      auto [row, c] = group.chunkAt(i, perRow);
+      Value n = add(col0, row), k = add(k0, mul(c, idx(8)));
+      SmallVector<Value> wAt = expert ? SmallVector<Value>{expert, n, k} : SmallVector<Value>{n, k};
       tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
-          b, loc, tokenType, tileA, ValueRange{stage, row, slot}, a, ValueRange{aRow, add(k0, k)},
+          b, loc, tokenType, tileW, ValueRange{stage, row, group.swizzled(row, c)}, w, wAt,
           b.getIndexAttr(8), Value(), b.getUnitAttr()));
-    }
-    for (int64_t i = 0; i < shape.cols * chunks / threads; ++i) {
-      auto [row, k, slot] = at(i);
-      Value n = add(col0, row);
-      SmallVector<Value> wAt =
-          expert ? SmallVector<Value>{expert, n, add(k0, k)} : SmallVector<Value>{n, add(k0, k)};
-      tokens.push_back(
-          nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, tileW, ValueRange{stage, row, slot},
-                                           w, wAt, b.getIndexAttr(8), Value(), b.getUnitAttr()));
     }
     return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
   };
 
-  // Descriptor of the operand at `base` + `offset` bytes: its address / 16
-  // (14 bits), leading byte offset 1 (unused by swizzled K-major
-  // operands), 1024 bytes between groups of 8 rows, the 128-byte swizzle.
-  Type i64 = b.getI64Type();
-  auto constant = [&](int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
-  };
-  auto addressOf = [&](Value tile) {
-    Value address = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, tile);
-    return arith::IndexCastUIOp::create(b, loc, i64, address).getResult();
-  };
-  Value aBase = addressOf(tileA), wBase = addressOf(tileW);
-  const int64_t fixedBits = (int64_t(1) << 16) | ((kSwizzleBytes / 16) << 32) | (int64_t(1) << 62);
-  auto descriptor = [&](Value base, Value stage, int64_t stageBytes, int64_t part) -> Value {
-    Value offset =
-        arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, stage, constant(stageBytes)),
-                              constant(part * kStepBytes));
-    Value address = arith::AddIOp::create(b, loc, base, offset);
-    Value field = arith::AndIOp::create(
-        b, loc, arith::ShRUIOp::create(b, loc, address, constant(4)), constant(0x3fff));
-    return arith::OrIOp::create(b, loc, field, constant(fixedBits));
-  };
+  Value aBase = group.addressOf(tileA), wBase = group.addressOf(tileW);
   const int64_t aStageBytes = shape.rows * shape.stageRow() * 2;
   const int64_t wStageBytes = shape.cols * shape.stageRow() * 2;
   const int64_t parts = shape.depth / 16;
@@ -82,26 +151,14 @@ void Kernel::wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value ro
   // one is issued (the copies run a step less ahead); with 2, each batch
   // ends before the next step's barrier.
   const int64_t inFlight = shape.stages >= 3 ? 1 : 0;
-
-  // The warpgroup's m64 x C accumulators: per n8 tile j, c0..c3 of
-  // elements 4j..4j+3 as in an m16n8 product of the warp's 16 rows.
-  Type f32 = b.getF32Type();
-  auto accType =
-      LLVM::LLVMStructType::getLiteral(b.getContext(), SmallVector<Type>(shape.cols / 2, f32));
-  Value zero = LLVM::ZeroOp::create(b, loc, accType);
-  auto mmaShape = NVVM::MMAShapeAttr::get(b.getContext(), 64, shape.cols, 16);
+  Value zero = LLVM::ZeroOp::create(b, loc, group.accumulators());
   ValueRange results = pipelinedLoop(
       shape, ValueRange{zero}, copyStage,
-      [&](Value stage, int64_t part, SmallVector<Value> &next) {
-        Value stage64 = arith::IndexCastUIOp::create(b, loc, i64, stage);
+      [&](Value, Value stage, int64_t part, SmallVector<Value> &next) {
         if (part == 0)
           NVVM::WgmmaFenceAlignedOp::create(b, loc);
-        next[0] = NVVM::WgmmaMmaAsyncOp::create(
-            b, loc, accType, next[0], descriptor(aBase, stage64, aStageBytes, part),
-            descriptor(wBase, stage64, wStageBytes, part), mmaShape, NVVM::WGMMATypes::bf16,
-            NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one,
-            NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
-            NVVM::MMALayout::col, /*satfinite=*/nullptr);
+        next[0] = group.mma(next[0], group.descriptor(aBase, stage, aStageBytes, part),
+                            group.descriptor(wBase, stage, wStageBytes, part));
         if (part + 1 < parts)
           return;
         // At most `inFlight` batches still read their stages when the next
@@ -112,21 +169,98 @@ void Kernel::wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value ro
       /*proxyFence=*/true, /*lag=*/inFlight);
   if (inFlight)
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  group.store(results[0], rowStart, rowEnd, col0);
+}
 
-  Value warp = arith::DivUIOp::create(b, loc, tid, idx(kWarpSize));
-  Value lane = arith::RemUIOp::create(b, loc, tid, idx(kWarpSize));
-  Value group = arith::DivUIOp::create(b, loc, lane, idx(4));
-  Value pairCol = mul(arith::RemUIOp::create(b, loc, lane, idx(4)), idx(2));
-  Value row0 = add(rowStart, add(mul(warp, idx(16)), group));
-  Value row1 = add(row0, idx(8));
-  for (int64_t j = 0; j < shape.cols / 8; ++j) {
-    SmallVector<Value> c;
-    for (int64_t i = 0; i < 4; ++i)
-      c.push_back(LLVM::ExtractValueOp::create(b, loc, results[0], 4 * j + i));
-    Value col = add(col0, add(idx(8 * j), pairCol));
-    ifThen(lt(row0, rowEnd), [&] { store2(c[0], c[1], row0, col); });
-    ifThen(lt(row1, rowEnd), [&] { store2(c[2], c[3], row1, col); });
-  }
+void Kernel::wgmmaFp8Products(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,
+                              Value expert, Value tileA, Value tileW, Value codes) {
+  Warpgroup group{*this, shape, tid};
+  const int64_t codeChunks = shape.depth / 16; // 16-byte chunks of a row of codes
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  auto copyStage = [&](Value stage, Value k0) -> Value {
+    SmallVector<Value> tokens;
+    group.copyRows(tokens, tileA, stage, k0, rowStart, rowEnd);
+    for (int64_t i = 0; i < shape.cols * codeChunks / kThreads; ++i) {
+      auto [row, c] = group.chunkAt(i, codeChunks);
+      Value k = mul(c, idx(16));
+      tokens.push_back(
+          nvgpu::DeviceAsyncCopyOp::create(b, loc, tokenType, codes, ValueRange{stage, row, k}, w,
+                                           ValueRange{expert, add(col0, row), add(k0, k)},
+                                           b.getIndexAttr(16), Value(), b.getUnitAttr()));
+    }
+    return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+  };
+
+  // Each step's codes to the bf16 tile, 8 a run (16 bytes of bf16), the
+  // tile swizzled like a stage.
+  auto decodeStage = [&](Value stage) {
+    const int64_t perRow = shape.depth / 8;
+    auto run = VectorType::get({4}, b.getI32Type());
+    for (int64_t i = 0; i < shape.cols * perRow / kThreads; ++i) {
+      auto [row, c] = group.chunkAt(i, perRow);
+      SmallVector<Value> regs = loadCodes8(codes, {stage, row, mul(c, idx(8))});
+      Value bits = vector::FromElementsOp::create(b, loc, run, regs);
+      Value values = vector::BitCastOp::create(b, loc, VectorType::get({8}, b.getBF16Type()), bits);
+      auto store = vector::StoreOp::create(b, loc, values, tileW,
+                                           ValueRange{idx(0), row, group.swizzled(row, c)});
+      store.setAlignment(uint64_t(16));
+    }
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+    gpu::BarrierOp::create(b, loc);
+  };
+
+  Value aBase = group.addressOf(tileA), wBase = group.addressOf(tileW);
+  const int64_t aStageBytes = shape.rows * shape.stageRow() * 2;
+  const int64_t parts = shape.depth / 16;
+  const int64_t stepsPerScale = scaleDepth / shape.depth;
+  Type accType = group.accumulators();
+  Value zero = LLVM::ZeroOp::create(b, loc, accType);
+  Value scaleRow = arith::DivUIOp::create(b, loc, col0, idx(scaleRows));
+  // results: the total, then the scale block's sum.
+  ValueRange results = pipelinedLoop(
+      shape, ValueRange{zero, zero}, copyStage,
+      [&](Value step, Value stage, int64_t part, SmallVector<Value> &next) {
+        if (part == 0) {
+          decodeStage(stage);
+          NVVM::WgmmaFenceAlignedOp::create(b, loc);
+        }
+        next[1] = group.mma(next[1], group.descriptor(aBase, stage, aStageBytes, part),
+                            group.descriptor(wBase, idx(0), 0, part));
+        if (part + 1 < parts)
+          return;
+        // The bf16 tile is read before the next step decodes over it.
+        NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+        Value blockEnd = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::eq,
+            arith::RemUIOp::create(b, loc, add(step, idx(1)), idx(stepsPerScale)), idx(0));
+        auto join = scf::IfOp::create(b, loc, TypeRange{accType, accType}, blockEnd,
+                                      /*withElseRegion=*/true);
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(join.thenBlock());
+          Value scaleCol = arith::DivUIOp::create(b, loc, step, idx(stepsPerScale));
+          Value scale =
+              memref::LoadOp::create(b, loc, wScales, ValueRange{expert, scaleRow, scaleCol});
+          Value total = next[0];
+          for (int64_t i = 0; i < shape.cols / 2; ++i) {
+            Value sum = LLVM::ExtractValueOp::create(b, loc, next[1], i);
+            Value old = LLVM::ExtractValueOp::create(b, loc, total, i);
+            Value scaled =
+                arith::AddFOp::create(b, loc, old, arith::MulFOp::create(b, loc, sum, scale));
+            total = LLVM::InsertValueOp::create(b, loc, total, scaled, i);
+          }
+          scf::YieldOp::create(b, loc, ValueRange{total, zero});
+          b.setInsertionPointToStart(join.elseBlock());
+          scf::YieldOp::create(b, loc, ValueRange{next[0], next[1]});
+        }
+        next[0] = join.getResult(0);
+        next[1] = join.getResult(1);
+      },
+      /*proxyFence=*/true);
+  group.store(results[0], rowStart, rowEnd, col0);
 }
 
 } // namespace mlir::moe::gemm

@@ -61,9 +61,9 @@ void gemm::Kernel::build() {
     prefill();
     return;
   }
-  // FP8 weights take the decode form at every row count for now (a prefill
-  // form would stage decoded weights through shared memory).
-  if (fp8()) {
+  // FP8 weights take the decode form at every row count, but for a
+  // prefill form by wgmma (its codes staged, decoded in shared memory).
+  if (fp8() && !blockShape.fp8) {
     launchDecode(*decode);
     return;
   }
@@ -194,6 +194,8 @@ struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
       kernel.wScales = readBuffer(b, loc, op.getWeightScales());
       kernel.scaleRows = scaleRows;
       kernel.scaleDepth = scaleDepth;
+      if (kernel.fp8PrefillApplies())
+        kernel.blockShape = kernel.wideShape = kernel.fp8BlockShape();
     }
     kernel.build();
     Value result = bufferization::ToTensorOp::create(
