@@ -453,3 +453,25 @@ func.func @fp8_blocks_left_alone(%x: tensor<?x256xbf16>, %ids: tensor<?x2xi32>,
       -> tensor<?x128xbf16>
   return %a, %b : tensor<?x128xbf16>, tensor<?x128xbf16>
 }
+
+// -----
+
+// Tests that a GEMM whose N the block's columns do not divide (192 by 128, or by wgmma's 256)
+// takes blocks of half the columns (64; 3 of them across N) rather than leaving the block form.
+// CHECK-LABEL: func.func @narrower_blocks
+// CHECK: %[[BYTES:.+]] = arith.constant 55296 : i32
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c3{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) threads({{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) dynamic_shared_memory_size %[[BYTES]]
+// CHECK: memref<3x64x72xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref<3x64x72xbf16, #gpu.address_space<workgroup>>
+// WGMMA-LABEL: func.func @narrower_blocks
+// WGMMA: gpu.launch blocks({{.+}}) in (%{{.+}} = %c3{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}})
+// WGMMA: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 64, k = 16>
+func.func @narrower_blocks(%x: tensor<?x128xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8x192x128xbf16>)
+    -> tensor<?x192xbf16> {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 8 row_tile = 16
+    : (tensor<?x128xbf16>, tensor<?x2xi32>)
+      -> (tensor<?x128xbf16>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+  %h = moe.grouped_matmul %rows, %w, %re offsets %off
+    : (tensor<?x128xbf16>, tensor<8x192x128xbf16>, tensor<?xi32>, tensor<9xi32>) -> tensor<?x192xbf16>
+  return %h : tensor<?x192xbf16>
+}

@@ -96,6 +96,12 @@ constexpr int64_t kMaxSharedBytesSm90 = 227 * 1024;
 /// `stages`, as many as fit in kMaxSharedBytes.
 BlockShape wideShapeOf(int64_t stages, int64_t depth);
 
+/// `shape` with its columns halved until they divide `cols` (down to 64
+/// for wgmma, 32 else: the narrowest block a warp layout takes), so that
+/// a GEMM whose N the chosen width does not divide (gpt-oss's 5760 by 256)
+/// still takes the block form.
+BlockShape narrowedToDivide(BlockShape shape, int64_t cols);
+
 /// Whether the block form can take `shape` (its stages and depth already
 /// checked: checkGpuPrefillOptions): rows and cols 32, 64 or 128 (whole m16
 /// tiles and n8 pairs per warp), at most 64 accumulators a thread, the

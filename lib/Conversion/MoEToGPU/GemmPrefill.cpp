@@ -211,6 +211,13 @@ std::optional<std::string> checkBlockShape(BlockShape shape) {
   return std::nullopt;
 }
 
+BlockShape narrowedToDivide(BlockShape shape, int64_t cols) {
+  const int64_t narrowest = shape.wgmma ? 64 : 32;
+  while (shape.cols > narrowest && cols % shape.cols != 0)
+    shape.cols /= 2;
+  return shape;
+}
+
 BlockShape wideShapeOf(int64_t stages, int64_t depth) {
   BlockShape shape{kWideRows, kWideCols, stages, depth};
   while (shape.stages > 2 && shape.sharedBytes() > kMaxSharedBytes)

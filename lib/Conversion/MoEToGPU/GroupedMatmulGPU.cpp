@@ -188,8 +188,8 @@ struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
                   wType.getDimSize(0),
                   cols,
                   depth};
-    kernel.blockShape = blockShape;
-    kernel.wideShape = wideShape;
+    kernel.blockShape = narrowedToDivide(blockShape, cols);
+    kernel.wideShape = narrowedToDivide(wideShape, cols);
     if (fp8Weights) {
       kernel.wScales = readBuffer(b, loc, op.getWeightScales());
       kernel.scaleRows = scaleRows;
