@@ -193,6 +193,24 @@ def torch_grouped(x, p, plan, transposed, ids_weights=None):
     return y
 
 
+def grouped_gemm_calls(x, p, plan, transposed, ids_weights):
+    """The two torch._grouped_mm calls of torch_grouped alone, on rows
+    sorted and activated beforehand: the GEMMs to hold ours against."""
+    ids, _ = ids_weights
+    k = ids.shape[1]
+    flat = ids.flatten()
+    order = torch.argsort(flat, stable=True)
+    offsets = torch.cumsum(torch.bincount(flat, minlength=plan["experts"]), 0).to(torch.int32)
+    rows = x[order // k]
+    gate, up = torch._grouped_mm(rows, transposed["w13"], offs=offsets).chunk(2, -1)
+    act = torch.nn.functional.silu(gate) * up
+
+    def gemms():
+        torch._grouped_mm(rows, transposed["w13"], offs=offsets)
+        torch._grouped_mm(act, transposed["w2"], offs=offsets)
+    return gemms
+
+
 # ---------------------------------------------------------------- measuring
 def time_gpu(fn, runs, budget_s):
     """Median and min of CUDA-event times in ms (warm-up first); fewer runs
@@ -358,6 +376,16 @@ def check_layer(entry, root, args, peaks, results):
                         args.runs, args.budget_s)[0]
                 except RuntimeError as e:  # shapes the kernel does not take
                     row["torch_grouped_error"] = str(e).splitlines()[0][:120]
+                if args.profile and "torch_grouped_ms" in row:
+                    # Its two GEMMs alone, for ours in the profile (kernel_ms).
+                    try:
+                        gemms = grouped_gemm_calls(p["x"], p, plan, transposed, routing)
+                        row["torch_grouped_gemms_ms"] = time_gpu(gemms, args.runs,
+                                                                 args.budget_s)[0]
+                        print(f"  torch._grouped_mm GEMMs alone: "
+                              f"{row['torch_grouped_gemms_ms']:.3f} ms", flush=True)
+                    except RuntimeError as e:
+                        row["torch_grouped_gemms_error"] = str(e).splitlines()[0][:120]
             row["hbm_floor_ms"] = touched / peaks["hbm_bytes_per_s"] * 1e3
             row["compute_floor_ms"] = flops(plan, tokens, p) / peaks["bf16_flops"] * 1e3
             row["hbm_floor_share"] = row["hbm_floor_ms"] / row["ours_ms"]
@@ -382,6 +410,7 @@ def print_kernel_profile(layer, call_args, row):
     kernels = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
                      key=lambda e: e.time_range.start)
     total = sum(e.device_time for e in kernels)
+    row["kernel_ms"] = [e.device_time / 1e3 for e in kernels]
     print(f"  profile {row['layer']} T={row['tokens']}: {len(kernels)} kernels, {total / 1e3:.3f} ms")
     for i, e in enumerate(kernels):
         print(f"  {i:3d} {e.device_time / 1e3:9.4f} ms {e.device_time / max(total, 1e-9) * 100:5.1f}% {e.name[:40]}")
