@@ -29,8 +29,6 @@ struct Warpgroup {
   BlockShape shape;
   Value tid;
 
-  OpBuilder &b() { return k.b; }
-  Location loc() { return k.loc; }
   Value i64(int64_t v) { return arith::ConstantOp::create(k.b, k.loc, k.b.getI64IntegerAttr(v)); }
 
   /// Chunk i of this thread among the 16-byte chunks of rows of
