@@ -201,8 +201,8 @@ def pipelines(rng):
         ("cpu-fp8-dequant", ["--moe-cpu-pipeline=dispatch-quantization=fp8-e4m3-g32-ue8m0 "
                              "fp8-gemm=false lower-to-llvm=false"]),
         ("cuda", ["--moe-cuda-pipeline"]),
-        ("cuda-wgmma", ["--moe-cuda-pipeline=chip=sm_90a prefill-mma=wgmma prefill-block=64x256 "
-                        "prefill-stages=2"]),
+        ("cuda-wgmma", ["--moe-cuda-pipeline=chip=sm_90a prefill-mma=wgmma prefill-block=128x256 "
+                        "prefill-stages=3"]),
         ("phases+chunks+cpu",
          [f"--moe-specialize-phase=decode-max-tokens={decode}",
           f"--moe-plan-chunks=budget-bytes={budget} max-tokens-per-rank=64",

@@ -9,11 +9,13 @@
 // RUN:   | FileCheck %s --check-prefix=BADDEPTH
 // RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-stage-depth=32' \
 // RUN:   | FileCheck %s --check-prefix=DEPTH32
-// RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-stages=3' \
+// RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-stages=4' \
 // RUN:   | FileCheck %s --check-prefix=WGMMA
+// RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=128x128 prefill-stages=3' \
+// RUN:   | FileCheck %s --check-prefix=WGMMA128
 // RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-stages=2' \
 // RUN:   | FileCheck %s --check-prefix=FP8WGMMA
-// RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=128x64' 2>&1 \
+// RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=32x128' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=BADWGMMA
 // RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=narrow' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=WGMMANARROW
@@ -22,7 +24,7 @@
 // BADBLOCK: error: convert-moe-to-gpu: prefill-block=128x128: at most 64 x 128 or 128 x 64 outputs a block (64 accumulators a thread)
 // BADSTAGES: error: convert-moe-to-gpu: prefill-block=64x128: 4 stages of 64 + 128 rows by 64 take 110592 bytes of shared memory, more than 101376
 // BADDEPTH: error: convert-moe-to-gpu: prefill-stage-depth=48: a stage's depth must be 32 or 64
-// BADWGMMA: error: convert-moe-to-gpu: prefill-block=128x64: wgmma blocks have 64 rows (a warpgroup's m64)
+// BADWGMMA: error: convert-moe-to-gpu: prefill-block=32x128: wgmma blocks have 64 or 128 rows (one or two warpgroups' m64)
 // WGMMANARROW: error: convert-moe-to-gpu: prefill-block=narrow: prefill-mma=wgmma takes an RxC block
 // BADMMA: error: convert-moe-to-gpu: prefill-mma=hmma: mma-sync or wgmma
 
@@ -112,23 +114,23 @@
 // DEPTH32: nvgpu.device_async_create_group
 // With prefill-mma=wgmma (sm_90a): the same table and blocks of 64 x 128, whose one warpgroup's
 // wgmma.mma_async reads both operands from the stages. The stages are rows of 64 of depth (128
-// bytes, no padding; 3 x (64 + 128) x 128 bytes and 1024 to align them: 74752), from the first
+// bytes, no padding; 4 x (64 + 128) x 128 bytes and 1024 to align them: 99328), from the first
 // multiple of 1024 in the shared window; 16-byte chunk c of row r lands at chunk c ^ (r % 8), the
-// 128-byte swizzle. Each step: its copy waited for (with 3 stages a batch of products stays in
-// flight, so copies run one step ahead), a proxy fence (the copies are read by the async proxy),
-// a barrier, the next copy, then per k16 a wgmma m64n128k16 on descriptors of the stage (address /
-// 16 | leading byte offset 1 << 16 | 1024 / 16 << 32 between 8-row groups | 128-byte swizzle
+// 128-byte swizzle. Each step: its copy waited for (with 4 stages a batch of products stays in
+// flight, so copies run two steps ahead), a proxy fence (the copies are read by the async proxy),
+// a barrier, the next copy, then per k16 a wgmma m64n128k16 on descriptors of the stage (address
+// / 16 | leading byte offset 1 << 16 | 1024 / 16 << 32 between 8-row groups | 128-byte swizzle
 // 1 << 62: 4611686293305360384), committed; one group may stay in flight; all land before the
 // accumulators are stored.
 // WGMMA-LABEL: func.func @grouped
 // WGMMA: } else {
-// WGMMA: %[[BYTES:.+]] = arith.constant 74752 : i32
+// WGMMA: %[[BYTES:.+]] = arith.constant 99328 : i32
 // WGMMA: gpu.launch {{.+}} threads({{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) dynamic_shared_memory_size %[[BYTES]]
 // WGMMA: %[[RAW:.+]] = gpu.dynamic_shared_memory
 // WGMMA: %[[AT:.+]] = memref.extract_aligned_pointer_as_index %[[RAW]]
 // WGMMA: %[[PAST:.+]] = arith.remui %[[AT]], %{{.+}} : index
-// WGMMA: %[[SA:.+]] = memref.view %[[RAW]][%{{.+}}][] : {{.+}} to memref<3x64x64xbf16, #gpu.address_space<workgroup>>
-// WGMMA: %[[SW:.+]] = memref.view %[[RAW]][%{{.+}}][] : {{.+}} to memref<3x128x64xbf16, #gpu.address_space<workgroup>>
+// WGMMA: %[[SA:.+]] = memref.view %[[RAW]][%{{.+}}][] : {{.+}} to memref<4x64x64xbf16, #gpu.address_space<workgroup>>
+// WGMMA: %[[SW:.+]] = memref.view %[[RAW]][%{{.+}}][] : {{.+}} to memref<4x128x64xbf16, #gpu.address_space<workgroup>>
 // WGMMA: llvm.mlir.zero : !llvm.struct<(f32, {{.+}})>
 // WGMMA: %[[ROW:.+]] = arith.divui %{{.+}}, %c8{{.*}} : index
 // WGMMA: %[[CHUNK:.+]] = arith.remui %{{.+}}, %c8{{.*}} : index
@@ -137,9 +139,10 @@
 // WGMMA: %[[SLOT:.+]] = arith.muli %[[SWIZZLED]], %c8{{.*}} : index
 // WGMMA: nvgpu.device_async_copy {{.+}}, %[[SA]][%{{.+}}, %[[ROW]], %[[SLOT]]], 8 {bypassL1}
 // WGMMA: nvgpu.device_async_create_group
+// WGMMA: nvgpu.device_async_create_group
 // WGMMA-NOT: nvgpu.device_async_create_group
 // WGMMA: scf.for {{.+}} -> (!llvm.struct<
-// WGMMA-NEXT: nvgpu.device_async_wait %{{.+}} {numGroups = 0 : i32}
+// WGMMA-NEXT: nvgpu.device_async_wait %{{.+}} {numGroups = 1 : i32}
 // WGMMA-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // WGMMA-NEXT: gpu.barrier
 // WGMMA: nvgpu.device_async_create_group
@@ -153,6 +156,30 @@
 // WGMMA: llvm.extractvalue
 // WGMMA-NOT: nvgpu.ldmatrix
 // WGMMA: vector.store
+// With prefill-block=128x128: blocks of 256 threads, two warpgroups, each of 64 rows (its
+// rows' descriptors start 64 x 128 bytes apart in a stage) by the 128 staged weight rows both
+// read; 3 x (128 + 128) x 128 + 1024 bytes; with 3 stages each step's batch ends in the step
+// (copies run two steps ahead).
+// WGMMA128-LABEL: func.func @grouped
+// WGMMA128: } else {
+// WGMMA128: gpu.launch {{.+}} threads({{.+}}) in (%{{.+}} = %c256{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) dynamic_shared_memory_size %c99328_i32
+// WGMMA128: %[[SA:.+]] = memref.view {{.+}} to memref<3x128x64xbf16, #gpu.address_space<workgroup>>
+// WGMMA128: %[[GROUP:.+]] = arith.divui %{{.+}}, %c128{{.*}} : index
+// WGMMA128: %[[ROWS:.+]] = arith.muli %[[GROUP]], %c8192 : index
+// WGMMA128: %[[ROWS64:.+]] = arith.index_castui %[[ROWS]] : index to i64
+// WGMMA128: %[[AT:.+]] = memref.extract_aligned_pointer_as_index %[[SA]]
+// WGMMA128: %[[AT64:.+]] = arith.index_castui %[[AT]] : index to i64
+// WGMMA128: arith.addi %[[AT64]], %[[ROWS64]] : i64
+// WGMMA128-COUNT-4: nvgpu.device_async_copy {{.+}}, %[[SA]][{{.+}}], 8 {bypassL1}
+// WGMMA128-NOT: nvgpu.device_async_copy {{.+}}, %[[SA]][
+// WGMMA128: nvgpu.device_async_create_group
+// WGMMA128: scf.for {{.+}} -> (!llvm.struct<
+// WGMMA128-NEXT: nvgpu.device_async_wait %{{.+}} {numGroups = 1 : i32}
+// WGMMA128: nvgpu.device_async_create_group
+// WGMMA128-COUNT-4: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 128, k = 16>
+// WGMMA128: nvvm.wgmma.commit.group.sync.aligned
+// WGMMA128-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// WGMMA128-NEXT: scf.yield
 // CHECK: } else {
 // CHECK: memref.store %{{.+}}, %[[OUT]]
 // With prefill-block=narrow: blocks of four row tiles by 64 columns; where the four tiles share an

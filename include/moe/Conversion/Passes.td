@@ -223,9 +223,10 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu"> {
            "live in dynamic shared memory, at most 99 KiB">,
     Option<"prefillMma", "prefill-mma", "std::string", "\"mma-sync\"",
            "The block form's products: mma-sync (ldmatrix and mma.sync "
-           "m16n8k16, every chip) or wgmma (sm_90a: a warpgroup's "
-           "wgmma.mma_async m64nCk16 from swizzled stages; blocks of 64 rows "
-           "by 64, 128 or 256 columns, stages 64 deep, up to 227 KiB)">,
+           "m16n8k16, every chip) or wgmma (sm_90a: a warpgroup a 64 rows, "
+           "its wgmma.mma_async m64nCk16 from swizzled stages; blocks of 64 "
+           "or 128 rows by 64, 128 or 256 columns, stages 64 deep, up to 227 "
+           "KiB)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",

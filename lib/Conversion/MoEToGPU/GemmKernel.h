@@ -52,12 +52,14 @@ constexpr int64_t kDecodeWarpsWanted = 2048;
 /// wgmma's 128-byte swizzle repeats every 8 rows of 128 bytes: its stages
 /// start at a multiple of this.
 constexpr int64_t kSwizzleBytes = 1024;
+/// Threads of a warpgroup: 4 warps that issue one wgmma together.
+constexpr int64_t kWgmmaThreads = 4 * kWarpSize;
 
 /// A prefill block of the block and wide forms: up to `rows` rows (of one
 /// expert) by `cols` columns, 4 warps of rows / 2 x cols / 2 outputs, the
 /// depth staged through workgroup memory in a `stages`-deep cp.async
-/// pipeline. With `wgmma` (sm_90a), the 4 warps are one warpgroup whose
-/// m64nCk16 products read both operands from the stages.
+/// pipeline. With `wgmma` (sm_90a), each 64 rows have a warpgroup of 4
+/// warps whose m64nCk16 products read both operands from the stages.
 struct BlockShape {
   int64_t rows, cols, stages;
   /// Depth of a stage: 32 or 64.
@@ -70,6 +72,8 @@ struct BlockShape {
   /// that its eight row addresses fall in distinct banks; for wgmma the
   /// depth alone (128 bytes, swizzled).
   int64_t stageRow() const { return wgmma ? depth : depth + 8; }
+  /// Threads of a block: a warpgroup per 64 rows with wgmma, else 4 warps.
+  int64_t threads() const { return wgmma ? rows / 64 * kWgmmaThreads : kWideWarps * kWarpSize; }
   /// Workgroup bytes of the stages (for wgmma, and the slack that aligns
   /// them).
   int64_t sharedBytes() const {

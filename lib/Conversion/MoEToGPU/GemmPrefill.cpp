@@ -115,7 +115,7 @@ void Kernel::launchStaged(BlockShape shape, Value gridX, Value gridY,
                     ? arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(shape.sharedBytes()))
                     : Value();
   auto launch =
-      gpu::LaunchOp::create(b, loc, gridX, gridY, one, idx(kWideWarps * kWarpSize), one, one, bytes,
+      gpu::LaunchOp::create(b, loc, gridX, gridY, one, idx(shape.threads()), one, one, bytes,
                             nullptr, {}, dynamic ? TypeRange{} : TypeRange{aType, wType});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&launch.getBody().front());
@@ -183,8 +183,8 @@ void Kernel::blockFormProducts(BlockShape shape, Value tid, Value rowStart, Valu
 
 std::optional<std::string> checkBlockShape(BlockShape shape) {
   if (shape.wgmma) {
-    if (shape.rows != 64)
-      return std::string("wgmma blocks have 64 rows (a warpgroup's m64)");
+    if (shape.rows != 64 && shape.rows != 128)
+      return std::string("wgmma blocks have 64 or 128 rows (one or two warpgroups' m64)");
     if (shape.cols != 64 && shape.cols != 128 && shape.cols != 256)
       return std::string("wgmma blocks have 64, 128 or 256 columns");
     if (shape.depth != 64)
@@ -295,7 +295,7 @@ void Kernel::launchBlocks() {
               Value start =
                   add(used, mul(arith::SubIOp::create(b, loc, y, count), idx(shape.rows)));
               for (int64_t tile = 0; tile < shape.rows; tile += kTileRows)
-                zeroRows(tid, kWideWarps * kWarpSize, add(start, idx(tile)), col0, shape.cols);
+                zeroRows(tid, shape.threads(), add(start, idx(tile)), col0, shape.cols);
             });
       });
 }

@@ -2,8 +2,9 @@
 //
 // Hopper's warpgroup MMA reads both operands from shared memory through
 // 64-bit descriptors, so the products need no ldmatrix and no fragment
-// registers: per k16 of a stage one `wgmma.mma_async` m64nCk16 of the
-// block's 64 rows by C weight rows. The stages are rows of 64 of depth
+// registers: per k16 of a stage one `wgmma.mma_async` m64nCk16 of a
+// warpgroup's 64 rows by C weight rows (a block of 128 rows has two
+// warpgroups, which share the staged weights). The stages are rows of 64 of depth
 // (128 bytes), stored with the 128-byte swizzle (16-byte chunk c of row r
 // at chunk c ^ (r % 8)) that the descriptors name, which keeps the 8 rows
 // a core matrix spans in distinct banks.
@@ -21,20 +22,22 @@ namespace mlir::moe::gemm {
 namespace {
 /// Bytes of depth one wgmma k16 step advances inside a swizzled row.
 constexpr int64_t kStepBytes = 16 * 2;
-constexpr int64_t kThreads = kWideWarps * kWarpSize; // one warpgroup
 
-/// The pieces both wgmma forms share, for one block of `shape`.
+/// The pieces both wgmma forms share, for one block of `shape`; `tid` is
+/// the thread in the block.
 struct Warpgroup {
   Kernel &k;
   BlockShape shape;
   Value tid;
+  /// The thread's warpgroup: rows 64 * group.. of the block.
+  Value group = arith::DivUIOp::create(k.b, k.loc, tid, k.idx(kWgmmaThreads));
 
   Value i64(int64_t v) { return arith::ConstantOp::create(k.b, k.loc, k.b.getI64IntegerAttr(v)); }
 
   /// Chunk i of this thread among the 16-byte chunks of rows of
   /// `perRow` chunks: its row and chunk.
   std::pair<Value, Value> chunkAt(int64_t i, int64_t perRow) {
-    Value chunk = k.add(tid, k.idx(kThreads * i));
+    Value chunk = k.add(tid, k.idx(shape.threads() * i));
     return {arith::DivUIOp::create(k.b, k.loc, chunk, k.idx(perRow)),
             arith::RemUIOp::create(k.b, k.loc, chunk, k.idx(perRow))};
   }
@@ -54,7 +57,7 @@ struct Warpgroup {
     const int64_t perRow = shape.depth / 8;
     Value last = arith::SubIOp::create(k.b, k.loc, rowEnd, k.idx(1));
     auto tokenType = nvgpu::DeviceAsyncTokenType::get(k.b.getContext());
-    for (int64_t i = 0; i < shape.rows * perRow / kThreads; ++i) {
+    for (int64_t i = 0; i < shape.rows * perRow / shape.threads(); ++i) {
       auto [row, c] = chunkAt(i, perRow);
       Value aRow = arith::MinUIOp::create(k.b, k.loc, k.add(rowStart, row), last);
       tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
@@ -68,6 +71,14 @@ struct Warpgroup {
   Value addressOf(Value tile) {
     Value address = memref::ExtractAlignedPointerAsIndexOp::create(k.b, k.loc, tile);
     return arith::IndexCastUIOp::create(k.b, k.loc, k.b.getI64Type(), address);
+  }
+
+  /// The address of the thread's warpgroup's 64 rows in stage 0 of the
+  /// staged rows `tileA` (rows of 128 bytes).
+  Value rowsAddress(Value tileA) {
+    Value offset = k.mul(group, k.idx(64 * shape.stageRow() * 2));
+    return arith::AddIOp::create(k.b, k.loc, addressOf(tileA),
+                                 arith::IndexCastUIOp::create(k.b, k.loc, k.b.getI64Type(), offset));
   }
 
   /// Descriptor of the operand at `base` + `stage` * `stageBytes` for k16
@@ -102,13 +113,15 @@ struct Warpgroup {
         NVVM::MMALayout::col, /*satfinite=*/nullptr);
   }
 
-  /// The accumulators to rows [rowStart, rowEnd) of the output.
+  /// The accumulators to rows [rowStart, rowEnd) of the output (the
+  /// warpgroup's 64 of them).
   void store(Value acc, Value rowStart, Value rowEnd, Value col0) {
+    // Warps of the block in order: warp w holds rows 16 w.. of the block.
     Value warp = arith::DivUIOp::create(k.b, k.loc, tid, k.idx(kWarpSize));
     Value lane = arith::RemUIOp::create(k.b, k.loc, tid, k.idx(kWarpSize));
-    Value group = arith::DivUIOp::create(k.b, k.loc, lane, k.idx(4));
+    Value quad = arith::DivUIOp::create(k.b, k.loc, lane, k.idx(4));
     Value pairCol = k.mul(arith::RemUIOp::create(k.b, k.loc, lane, k.idx(4)), k.idx(2));
-    Value row0 = k.add(rowStart, k.add(k.mul(warp, k.idx(16)), group));
+    Value row0 = k.add(rowStart, k.add(k.mul(warp, k.idx(16)), quad));
     Value row1 = k.add(row0, k.idx(8));
     for (int64_t j = 0; j < shape.cols / 8; ++j) {
       SmallVector<Value> c;
@@ -130,7 +143,7 @@ void Kernel::wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value ro
   auto copyStage = [&](Value stage, Value k0) -> Value {
     SmallVector<Value> tokens;
     group.copyRows(tokens, tileA, stage, k0, rowStart, rowEnd);
-    for (int64_t i = 0; i < shape.cols * perRow / kThreads; ++i) {
+    for (int64_t i = 0; i < shape.cols * perRow / shape.threads(); ++i) {
       auto [row, c] = group.chunkAt(i, perRow);
       Value n = add(col0, row), k = add(k0, mul(c, idx(8)));
       SmallVector<Value> wAt = expert ? SmallVector<Value>{expert, n, k} : SmallVector<Value>{n, k};
@@ -141,14 +154,18 @@ void Kernel::wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value ro
     return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
   };
 
-  Value aBase = group.addressOf(tileA), wBase = group.addressOf(tileW);
+  Value aBase = group.rowsAddress(tileA), wBase = group.addressOf(tileW);
   const int64_t aStageBytes = shape.rows * shape.stageRow() * 2;
   const int64_t wStageBytes = shape.cols * shape.stageRow() * 2;
   const int64_t parts = shape.depth / 16;
-  // With 3 stages or more, a step's batch of wgmma runs on while the next
-  // one is issued (the copies run a step less ahead); with 2, each batch
-  // ends before the next step's barrier.
-  const int64_t inFlight = shape.stages >= 3 ? 1 : 0;
+  // With 4 stages, a step's batch of wgmma runs on while the next one is
+  // issued (the copies run a step less ahead: 2); with 2 or 3, each batch
+  // ends before the next step's barrier (copies 1 or 2 steps ahead). The
+  // copies are issued before the products: after them, they start late
+  // (on an H200, 64 x 256 blocks in 2 stages, DeepSeek-V3 T = 4096: routed
+  // GEMMs 10.3 ms -> 11.4). (H100, 64 x 256 blocks: 3 stages 18.0 ms
+  // waited, 20.4 in flight; 4 stages 18.5 waited, 17.5 in flight.)
+  const int64_t inFlight = shape.stages >= 4 ? 1 : 0;
   Value zero = LLVM::ZeroOp::create(b, loc, group.accumulators());
   ValueRange results = pipelinedLoop(
       shape, ValueRange{zero}, copyStage,
@@ -178,7 +195,7 @@ void Kernel::wgmmaFp8Products(BlockShape shape, Value tid, Value rowStart, Value
   auto copyStage = [&](Value stage, Value k0) -> Value {
     SmallVector<Value> tokens;
     group.copyRows(tokens, tileA, stage, k0, rowStart, rowEnd);
-    for (int64_t i = 0; i < shape.cols * codeChunks / kThreads; ++i) {
+    for (int64_t i = 0; i < shape.cols * codeChunks / shape.threads(); ++i) {
       auto [row, c] = group.chunkAt(i, codeChunks);
       Value k = mul(c, idx(16));
       tokens.push_back(
@@ -194,7 +211,7 @@ void Kernel::wgmmaFp8Products(BlockShape shape, Value tid, Value rowStart, Value
   auto decodeStage = [&](Value stage) {
     const int64_t perRow = shape.depth / 8;
     auto run = VectorType::get({4}, b.getI32Type());
-    for (int64_t i = 0; i < shape.cols * perRow / kThreads; ++i) {
+    for (int64_t i = 0; i < shape.cols * perRow / shape.threads(); ++i) {
       auto [row, c] = group.chunkAt(i, perRow);
       SmallVector<Value> regs = loadCodes8(codes, {stage, row, mul(c, idx(8))});
       Value bits = vector::FromElementsOp::create(b, loc, run, regs);
@@ -209,7 +226,7 @@ void Kernel::wgmmaFp8Products(BlockShape shape, Value tid, Value rowStart, Value
     gpu::BarrierOp::create(b, loc);
   };
 
-  Value aBase = group.addressOf(tileA), wBase = group.addressOf(tileW);
+  Value aBase = group.rowsAddress(tileA), wBase = group.addressOf(tileW);
   const int64_t aStageBytes = shape.rows * shape.stageRow() * 2;
   const int64_t parts = shape.depth / 16;
   const int64_t stepsPerScale = scaleDepth / shape.depth;
