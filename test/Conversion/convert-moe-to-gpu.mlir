@@ -14,7 +14,7 @@
 // RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=128x128 prefill-stages=3' \
 // RUN:   | FileCheck %s --check-prefix=WGMMA128
 // RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-stages=2' \
-// RUN:   | FileCheck %s --check-prefix=FP8WGMMA
+// RUN:   | FileCheck %s --check-prefixes=FP8WGMMA,WGMMA2
 // RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=32x128' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=BADWGMMA
 // RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=narrow' 2>&1 \
@@ -118,9 +118,10 @@
 // multiple of 1024 in the shared window; 16-byte chunk c of row r lands at chunk c ^ (r % 8), the
 // 128-byte swizzle. Each step: its copy waited for (with 4 stages a batch of products stays in
 // flight, so copies run two steps ahead), a proxy fence (the copies are read by the async proxy),
-// a barrier, the next copy, then per k16 a wgmma m64n128k16 on descriptors of the stage (address
-// / 16 | leading byte offset 1 << 16 | 1024 / 16 << 32 between 8-row groups | 128-byte swizzle
-// 1 << 62: 4611686293305360384), committed; one group may stay in flight; all land before the
+// a barrier, then per k16 a wgmma m64n128k16 on descriptors of the stage (address / 16 | leading
+// byte offset 1 << 16 | 1024 / 16 << 32 between 8-row groups | 128-byte swizzle 1 << 62:
+// 4611686293305360384), committed, the copy two steps ahead issued while they run (with copies
+// one step ahead, it goes before them); one group may stay in flight; all land before the
 // accumulators are stored.
 // WGMMA-LABEL: func.func @grouped
 // WGMMA: } else {
@@ -145,17 +146,30 @@
 // WGMMA-NEXT: nvgpu.device_async_wait %{{.+}} {numGroups = 1 : i32}
 // WGMMA-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // WGMMA-NEXT: gpu.barrier
-// WGMMA: nvgpu.device_async_create_group
+// WGMMA-NOT: nvgpu.device_async_create_group
 // WGMMA: nvvm.wgmma.fence.aligned
 // WGMMA: arith.constant 4611686293305360384 : i64
 // WGMMA-COUNT-4: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 // WGMMA: nvvm.wgmma.commit.group.sync.aligned
+// WGMMA: nvgpu.device_async_create_group
 // WGMMA-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
 // WGMMA-NEXT: scf.yield
 // WGMMA: nvvm.wgmma.wait.group.sync.aligned 0
 // WGMMA: llvm.extractvalue
 // WGMMA-NOT: nvgpu.ldmatrix
 // WGMMA: vector.store
+// With 2 stages the copy one step ahead is issued before the products, and each batch ends in its
+// step.
+// WGMMA2-LABEL: func.func @grouped
+// WGMMA2: scf.for {{.+}} -> (!llvm.struct<
+// WGMMA2-NEXT: nvgpu.device_async_wait %{{.+}} {numGroups = 0 : i32}
+// WGMMA2: gpu.barrier
+// WGMMA2: nvgpu.device_async_create_group
+// WGMMA2: nvvm.wgmma.fence.aligned
+// WGMMA2-COUNT-4: nvvm.wgmma.mma_async
+// WGMMA2-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// WGMMA2-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// WGMMA2-NEXT: scf.yield
 // With prefill-block=128x128: blocks of 256 threads, two warpgroups, each of 64 rows (its
 // rows' descriptors start 64 x 128 bytes apart in a stage) by the 128 staged weight rows both
 // read; 3 x (128 + 128) x 128 + 1024 bytes; with 3 stages each step's batch ends in the step
@@ -175,9 +189,10 @@
 // WGMMA128: nvgpu.device_async_create_group
 // WGMMA128: scf.for {{.+}} -> (!llvm.struct<
 // WGMMA128-NEXT: nvgpu.device_async_wait %{{.+}} {numGroups = 1 : i32}
-// WGMMA128: nvgpu.device_async_create_group
+// WGMMA128-NOT: nvgpu.device_async_create_group
 // WGMMA128-COUNT-4: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 128, k = 16>
 // WGMMA128: nvvm.wgmma.commit.group.sync.aligned
+// WGMMA128: nvgpu.device_async_create_group
 // WGMMA128-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // WGMMA128-NEXT: scf.yield
 // CHECK: } else {

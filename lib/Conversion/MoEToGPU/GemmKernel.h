@@ -173,11 +173,14 @@ struct Kernel : KernelBuilder {
   /// `proxyFence`: each thread's copies are made visible to the async
   /// proxy (wgmma's reads) before the step's barrier. `lag`: steps whose
   /// products may still read their stage when the next step begins (wgmma
-  /// batches in flight).
+  /// batches in flight). `finish`: when given, the step's copy is issued
+  /// after its body (asynchronous products run while the copies issue)
+  /// and `finish` ends the step.
   ValueRange pipelinedLoop(BlockShape shape, ValueRange init,
                            function_ref<Value(Value, Value)> copyStage,
                            function_ref<void(Value, Value, int64_t, SmallVector<Value> &)> body,
-                           bool proxyFence = false, int64_t lag = 0);
+                           bool proxyFence = false, int64_t lag = 0,
+                           function_ref<void()> finish = nullptr);
 
   ValueRange stagedLoop(ValueRange init, function_ref<Value(Value, Value)> copyStage,
                         function_ref<void(Value, int64_t, SmallVector<Value> &)> body);

@@ -63,7 +63,7 @@ ValueRange
 Kernel::pipelinedLoop(BlockShape shape, ValueRange init,
                       function_ref<Value(Value, Value)> copyStage,
                       function_ref<void(Value, Value, int64_t, SmallVector<Value> &)> body,
-                      bool proxyFence, int64_t lag) {
+                      bool proxyFence, int64_t lag, function_ref<void()> finish) {
   const int64_t stages = shape.stages, steps = depth / shape.depth;
   const int64_t ahead = stages - 1 - lag;
   assert(ahead >= 1 && "a pipeline copies at least one step ahead");
@@ -82,14 +82,22 @@ Kernel::pipelinedLoop(BlockShape shape, ValueRange init,
               b, loc, NVVM::ProxyKind::async_shared,
               NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
         gpu::BarrierOp::create(b, loc);
-        Value copyStep = add(step, idx(ahead));
-        Value nextK =
-            mul(arith::MinUIOp::create(b, loc, copyStep, idx(steps - 1)), idx(shape.depth));
-        copyStage(arith::RemUIOp::create(b, loc, copyStep, idx(stages)), nextK);
+        auto copyNext = [&] {
+          Value copyStep = add(step, idx(ahead));
+          Value nextK =
+              mul(arith::MinUIOp::create(b, loc, copyStep, idx(steps - 1)), idx(shape.depth));
+          copyStage(arith::RemUIOp::create(b, loc, copyStep, idx(stages)), nextK);
+        };
+        if (!finish)
+          copyNext();
         Value stage = arith::RemUIOp::create(b, loc, step, idx(stages));
         SmallVector<Value> next(acc.begin(), acc.end());
         for (int64_t part = 0; part < shape.depth / 16; ++part)
           body(step, stage, part, next);
+        if (finish) {
+          copyNext();
+          finish();
+        }
         scf::YieldOp::create(b, loc, next);
       });
   nvgpu::DeviceAsyncWaitOp::create(b, loc, lastCopy, b.getI32IntegerAttr(0));

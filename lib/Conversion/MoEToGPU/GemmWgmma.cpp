@@ -160,12 +160,19 @@ void Kernel::wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value ro
   const int64_t parts = shape.depth / 16;
   // With 4 stages, a step's batch of wgmma runs on while the next one is
   // issued (the copies run a step less ahead: 2); with 2 or 3, each batch
-  // ends before the next step's barrier (copies 1 or 2 steps ahead). The
-  // copies are issued before the products: after them, they start late
-  // (on an H200, 64 x 256 blocks in 2 stages, DeepSeek-V3 T = 4096: routed
-  // GEMMs 10.3 ms -> 11.4). (H100, 64 x 256 blocks: 3 stages 18.0 ms
-  // waited, 20.4 in flight; 4 stages 18.5 waited, 17.5 in flight.)
+  // ends before the next step's barrier (copies 1 or 2 steps ahead). (H100,
+  // 64 x 256 blocks, DeepSeek-V3 T = 4096: 3 stages 18.0 ms waited, 20.4 in
+  // flight; 4 stages 18.5 waited, 17.5 in flight.)
   const int64_t inFlight = shape.stages >= 4 ? 1 : 0;
+  // Copies 2 steps ahead are issued while the batch runs; copies 1 step
+  // ahead go first, or they start too late. (H200, DeepSeek-V3 T = 4096,
+  // routed GEMMs: 128 x 256 in 3 stages 10.13 ms after, 10.28 before;
+  // 64 x 256 in 2 stages 11.42 after, 10.31 before. Qwen3-30B-A3B: 0.96
+  // and 1.07 ms.)
+  const bool copiesAfter = shape.stages - 1 - inFlight >= 2;
+  // At most `inFlight` batches still read their stages when the next
+  // step's barrier lets a copy overwrite the stage before them.
+  auto wait = [&] { NVVM::WgmmaWaitGroupSyncOp::create(b, loc, inFlight); };
   Value zero = LLVM::ZeroOp::create(b, loc, group.accumulators());
   ValueRange results = pipelinedLoop(
       shape, ValueRange{zero}, copyStage,
@@ -176,12 +183,11 @@ void Kernel::wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value ro
                             group.descriptor(wBase, stage, wStageBytes, part));
         if (part + 1 < parts)
           return;
-        // At most `inFlight` batches still read their stages when the next
-        // step's barrier lets a copy overwrite the stage before them.
         NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, inFlight);
+        if (!copiesAfter)
+          wait();
       },
-      /*proxyFence=*/true, /*lag=*/inFlight);
+      /*proxyFence=*/true, /*lag=*/inFlight, copiesAfter ? function_ref<void()>(wait) : nullptr);
   if (inFlight)
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   group.store(results[0], rowStart, rowEnd, col0);
