@@ -261,15 +261,18 @@ func.func @left_alone(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8
 
 // -----
 
-// Tests that moe.dispatch becomes two kernels. One block of 32 warps, each owning a run of the
-// choices: a warp walks its run 32 choices at a time, a lane learns its rank among the step's
-// lanes of its expert by shuffles, and the first such lane adds their count to the warp's count
-// of the expert (workgroup memory; the warp synchronizes between steps); after a barrier a thread
-// per expert turns its counts into prefixes over the warps, and the padded totals are scanned
-// (Hillis-Steele, three steps for 8 experts); the walk again numbers each choice's row (slot,
-// row_expert, the row's token); then padding rows and, strided over the threads, the rows past
-// the last expert's. Then a block per row (T*k + min(E, T*k)*15 rows) copies its token's x or
-// zeros, 16 bytes a thread.
+// Tests that moe.dispatch becomes four kernels. The bookkeeping takes three, in blocks of 32
+// warps that own 2048 choices each (a block per 2048: ceil(T*k / 2048)), a warp a run of 64 that
+// it walks 32 at a time: a lane's rank among the step's lanes of its expert and their count come
+// from one match.any (the mask's lanes below it; all of them), and the first such lane adds the
+// count to the warp's count of the expert (workgroup memory; the warp synchronizes between
+// steps). 1: each block's count of each expert (the warps' counts summed). 2: one block: thread e
+// turns the blocks' counts into prefixes over the blocks, the padded totals are scanned
+// (Hillis-Steele, three steps for 8 experts) into the offsets; padding rows and, strided over the
+// threads, the rows past the last expert's get no expert. 3: each block counts again, the warps'
+// counts become where their rows start (offset + the blocks' before + the warps' before), and
+// the walk again numbers each choice's row (slot, row_expert, the row's token). Then a block per
+// row (T*k + min(E, T*k)*15 rows) copies its token's x or zeros, 16 bytes a thread.
 // CHECK-LABEL: func.func @dispatch
 // CHECK: %[[PAIRS:.+]] = arith.muli %{{.+}}, %c2 : index
 // CHECK: %[[TOUCHED:.+]] = arith.minui %[[PAIRS]], %c8 : index
@@ -280,23 +283,46 @@ func.func @left_alone(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8
 // CHECK: %[[TOKEN:.+]] = memref.alloc(%[[ROWS]]) : memref<?xi32>
 // CHECK: %[[SLOT:.+]] = memref.alloc(%{{.+}}) : memref<?x2xi32>
 // CHECK: %[[OFF:.+]] = memref.alloc() : memref<9xi32>
-// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c1, %{{.+}} = %c1, %{{.+}} = %c1) threads({{.+}}) in (%{{.+}} = %c1024, %{{.+}} = %c1, %{{.+}} = %c1) workgroup(%[[PERWARP:.+]] : memref<32x8xi32, #gpu.address_space<workgroup>>, %[[TOTALS:.+]] : memref<8xi32, #gpu.address_space<workgroup>>, %[[BEGINS:.+]] : memref<8xi32, #gpu.address_space<workgroup>>)
+// CHECK: %[[BLOCKS:.+]] = arith.ceildivui %[[PAIRS]], %c2048 : index
+// CHECK: %[[NONZERO:.+]] = arith.maxui %[[BLOCKS]], %c1 : index
+// CHECK: %[[COUNTS:.+]] = memref.alloc(%[[NONZERO]]) : memref<?x8xi32>
+// CHECK: gpu.launch blocks(%[[B:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %[[BLOCKS]], %{{.+}} = %c1, %{{.+}} = %c1) threads(%[[T:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %c1024, %{{.+}} = %c1, %{{.+}} = %c1) workgroup(%[[PERWARP:.+]] : memref<32x8xi32, #gpu.address_space<workgroup>>)
 // CHECK: gpu.barrier
-// CHECK: gpu.shuffle idx
+// CHECK: %[[SAME:.+]] = nvvm.match.sync any %c-1_i32, %{{.+}} : i32 -> i32
+// CHECK: %[[BELOW:.+]] = arith.andi %[[SAME]], %{{.+}} : i32
+// CHECK: math.ctpop %[[BELOW]] : i32
+// CHECK: math.ctpop %[[SAME]] : i32
 // CHECK: memref.store %{{.+}}, %[[PERWARP]]
 // CHECK: nvvm.bar.warp.sync
 // CHECK: gpu.barrier
+// CHECK: memref.store %{{.+}}, %[[COUNTS]][%[[B]], %[[T]]]
+// CHECK: gpu.terminator
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c1, %{{.+}} = %c1, %{{.+}} = %c1) threads({{.+}}) in (%{{.+}} = %c1024{{.*}}, %{{.+}} = %c1, %{{.+}} = %c1) workgroup(%[[TOTALS:.+]] : memref<8xi32, #gpu.address_space<workgroup>>, %[[BEGINS:.+]] : memref<8xi32, #gpu.address_space<workgroup>>)
+// CHECK: scf.for %{{.+}} = %c0{{.*}} to %[[BLOCKS]]
+// CHECK: memref.load %[[COUNTS]]
+// CHECK: memref.store %{{.+}}, %[[COUNTS]]
 // CHECK: memref.store %{{.+}}, %[[TOTALS]]
 // CHECK: memref.store %{{.+}}, %[[BEGINS]]
 // CHECK-COUNT-3: memref.store %{{.+}}, %[[BEGINS]]
 // CHECK: memref.store %{{.+}}, %[[OFF]]
 // CHECK: memref.store %{{.+}}, %[[OFF]]
-// CHECK: gpu.shuffle idx
+// CHECK: memref.store %{{.+}}, %[[RE]]
+// CHECK: memref.store %{{.+}}, %[[TOKEN]]
+// CHECK: scf.for %{{.+}} = %{{.+}} to %[[ROWS]] step %c1024
+// CHECK: gpu.terminator
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %[[BLOCKS]], %{{.+}} = %c1, %{{.+}} = %c1) threads({{.+}}) in (%{{.+}} = %c1024{{.*}}, %{{.+}} = %c1, %{{.+}} = %c1) workgroup(%[[PERWARP3:.+]] : memref<32x8xi32, #gpu.address_space<workgroup>>)
+// CHECK: nvvm.match.sync any
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[OFF]]
+// CHECK: memref.load %[[COUNTS]]
+// CHECK: memref.store %{{.+}}, %[[PERWARP3]]
+// CHECK: gpu.barrier
+// CHECK: nvvm.match.sync any
 // CHECK: memref.store %{{.+}}, %[[SLOT]]
 // CHECK: memref.store %{{.+}}, %[[RE]]
 // CHECK: memref.store %{{.+}}, %[[TOKEN]]
 // CHECK: nvvm.bar.warp.sync
-// CHECK: memref.store %{{.+}}, %[[PERWARP]]
+// CHECK: memref.store %{{.+}}, %[[PERWARP3]]
 // CHECK: gpu.terminator
 // CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %[[ROWS]], %{{.+}} = %c1, %{{.+}} = %c1) threads({{.+}}) in (%{{.+}} = %c256,
 // CHECK: memref.load %[[TOKEN]]

@@ -3,12 +3,14 @@
 // `moe.dispatch` (the padded layout) on the GPU in two kernels instead of
 // the quadratic ranks of convert-moe-to-linalg:
 //
-//   1. one block of 32 warps does the bookkeeping (Bookkeeping below): each
-//      warp numbers the choices of its run of them by shuffles and counts,
-//      a scan of the counts gives every expert's first row, and a second
-//      walk writes each choice's slot, row_expert and the row's token; the
-//      padding rows and the rows past the last expert's get row_expert -1
-//      and no token. O(T*k) work over 1024 threads, plus O(E log E);
+//   1. three kernels do the bookkeeping (Bookkeeping below): blocks of 32
+//      warps count each expert's choices in their runs of them (match.any
+//      a step of 32), one block scans the counts into every expert's first
+//      row and each block's part of it, and the blocks walk their runs
+//      again, writing each choice's slot, row_expert and the row's token;
+//      the padding rows and the rows past the last expert's get row_expert
+//      -1 and no token. O(T*k) work over T*k / 2 threads, plus
+//      O(E * T*k / 2048 + E log E);
 //   2. one block per row: the row's token's x, or zeros (16 bytes a thread
 //      where the row divides).
 //
@@ -26,6 +28,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -37,12 +40,16 @@ using namespace mlir::moe;
 namespace {
 /// Threads of the copy kernel's blocks.
 constexpr int64_t kCopyThreads = 256;
-/// Warps of the bookkeeping block; each owns a contiguous run of choices.
+/// Warps of a bookkeeping block; each owns a contiguous run of choices.
 constexpr int64_t kBookWarps = 32;
+/// Choices of a bookkeeping block: 2 steps of 32 a warp (more blocks, and
+/// a shorter walk each, at large T).
+constexpr int64_t kBlockChoices = kBookWarps * 32 * 2;
 /// At most this many experts: the block keeps a count per warp and expert.
 constexpr int64_t kMaxExperts = 256;
 
 struct Builder : KernelBuilder {
+  Value mul(Value lhs, Value rhs) { return arith::MulIOp::create(b, loc, lhs, rhs); }
   /// `count` rounded up to a multiple of `tile` (i32).
   Value padded(Value count, int64_t tile) {
     if (tile == 1)
@@ -52,24 +59,28 @@ struct Builder : KernelBuilder {
   }
 };
 
-/// The bookkeeping block's body. Warp w owns the choices [w*C, (w+1)*C),
-/// C = ceil(T*k / 32), and walks them 32 at a time in order, a lane each: a
-/// lane learns from the others by shuffles how many lanes before it hold
-/// its expert (its rank) and how many in all (the count); the first of
-/// them adds the count to the warp's count of that expert.
-///   1. perWarp[w][e] = e's choices in w's run;
-///   2. thread e: perWarp[.][e] becomes its exclusive prefix over the warps,
-///      totals[e] the sum; begins = the exclusive scan of the padded totals
-///      (Hillis-Steele in workgroup memory);
-///   3. the walk again: choice n of expert e gets row begins[e] +
-///      perWarp[w][e] + its rank, and the first lane moves perWarp[w][e] on;
-///   4. padding rows and the rows past the last expert's: no expert.
+/// The bookkeeping, in blocks of 32 warps: block g owns the choices
+/// [g*P, (g+1)*P), P = kBlockChoices, and warp w of it a run of P / 32 of
+/// them, which it walks 32 at a time in order, a lane each: a lane learns
+/// from match.any how many lanes before it hold its expert (its rank) and
+/// how many in all (the count); the first of them adds the count to the
+/// warp's count of that expert.
+///   1. count (a block each): perWarp[w][e] = e's choices in w's run;
+///      blockCounts[g][e] their sum over the block's warps;
+///   2. scan (one block): thread e turns blockCounts[.][e] into its
+///      exclusive prefix over the blocks, totals[e] the sum; begins = the
+///      scan of the padded totals (Hillis-Steele in workgroup memory), the
+///      expert offsets; padding rows and the rows past the last expert's
+///      get no expert;
+///   3. rows (a block each): the counts again, perWarp[w][e] becomes where
+///      w's rows of e start (offsets[e] + the blocks' before + the warps'
+///      before); the walk again: choice n of expert e gets row
+///      perWarp[w][e] + its rank, and the first lane moves perWarp[w][e] on.
 struct Bookkeeping {
   Builder &u;
   Value ids;
   int64_t topK, tile, experts;
-  Value pairs, rows, slot, rowExpert, rowToken, offsets;
-  Value perWarp, totals, begins; // workgroup memory
+  Value pairs, rows, slot, rowExpert, rowToken, offsets, blockCounts;
 
   Value tokenOf(Value n) { return arith::DivUIOp::create(u.b, u.loc, n, u.idx(topK)); }
   SmallVector<Value> slotAt(Value n) {
@@ -90,37 +101,27 @@ struct Bookkeeping {
     return arith::SelectOp::create(b, loc, none, u.i32(-1), id);
   }
 
-  /// Calls body(n, id, rank, count) for each choice of the warp's run, 32
-  /// at a time; every lane of the warp takes part in every step, those
-  /// without a choice of this rank with id -1.
-  void walk(Value warp, Value lane,
+  /// Calls body(n, id, rank, count) for each choice of warp `warp` of
+  /// block `block`, 32 at a time; every lane of the warp takes part in
+  /// every step, those without a choice of this rank with id -1. A lane's
+  /// rank and count among the step's lanes of its expert come from one
+  /// match.any: the lanes below it of the mask, and all of them.
+  void walk(Value block, Value warp, Value lane,
             function_ref<void(Value n, Value id, Value rank, Value count)> body) {
     OpBuilder &b = u.b;
     Location loc = u.loc;
-    Value run = arith::DivUIOp::create(b, loc, u.add(pairs, u.idx(kBookWarps - 1)),
-                                       u.idx(kBookWarps));
-    Value first = arith::MulIOp::create(b, loc, warp, run);
-    Value end = arith::MinUIOp::create(b, loc, u.add(first, run), pairs);
-    Value lane32 = u.toI32(lane);
+    const int64_t run = kBlockChoices / kBookWarps;
+    Value first = u.add(u.mul(block, u.idx(kBlockChoices)), u.mul(warp, u.idx(run)));
     Value all = u.i32(-1);
-    u.forEach(first, u.add(first, run), u.idx(32), [&](Value batch) {
+    Value below = arith::SubIOp::create(
+        b, loc, arith::ShLIOp::create(b, loc, u.i32(1), u.toI32(lane)), u.i32(1));
+    u.forEach(first, u.add(first, u.idx(run)), u.idx(32), [&](Value batch) {
       Value n = u.add(batch, lane);
-      Value inRun = u.cmp(arith::CmpIPredicate::ult, n, end);
-      Value id = arith::SelectOp::create(b, loc, inRun, expertOf(n), u.i32(-1));
-      Value zero = u.i32(0), one = u.i32(1);
-      SmallVector<Value> rc =
-          u.fold(u.idx(0), u.idx(32), u.idx(1), ValueRange{zero, zero}, [&](Value s, ValueRange acc) {
-            Value other = gpu::ShuffleOp::create(b, loc, id, u.toI32(s), u.i32(32),
-                                                 gpu::ShuffleMode::IDX)
-                              .getShuffleResult();
-            Value same = u.cmp(arith::CmpIPredicate::eq, other, id);
-            Value before = arith::AndIOp::create(
-                b, loc, same, u.cmp(arith::CmpIPredicate::ult, u.toI32(s), lane32));
-            return SmallVector<Value>{
-                u.add(acc[0], arith::SelectOp::create(b, loc, before, one, zero)),
-                u.add(acc[1], arith::SelectOp::create(b, loc, same, one, zero))};
-          });
-      body(n, id, rc[0], rc[1]);
+      Value id = expertOf(n);
+      Value same = NVVM::MatchSyncOp::create(b, loc, b.getI32Type(), all, id,
+                                             NVVM::MatchSyncKind::any);
+      Value rank = math::CtPopOp::create(b, loc, arith::AndIOp::create(b, loc, same, below));
+      body(n, id, rank, math::CtPopOp::create(b, loc, same));
       // The counts a step wrote are read by the next one's lanes.
       NVVM::SyncWarpOp::create(b, loc, all);
     });
@@ -132,36 +133,53 @@ struct Bookkeeping {
                                  u.cmp(arith::CmpIPredicate::eq, rank, u.i32(0)));
   }
 
-  void build(Value tid) {
+  /// perWarp[w][e]: e's choices in warp w's run of block `block`.
+  void countPerWarp(Value block, Value tid, Value perWarp) {
     OpBuilder &b = u.b;
     Location loc = u.loc;
     Value warp = arith::DivUIOp::create(b, loc, tid, u.idx(32));
     Value lane = arith::RemUIOp::create(b, loc, tid, u.idx(32));
-    Value threads = u.idx(kBookWarps * 32);
-    Value zero = u.idx(0), one = u.idx(1), zero32 = u.i32(0);
-    Value e = tid;
-    Value active = u.cmp(arith::CmpIPredicate::ult, e, u.idx(experts));
-    u.forEach(tid, u.idx(kBookWarps * experts), threads, [&](Value i) {
-      u.store(zero32, perWarp, {arith::DivUIOp::create(b, loc, i, u.idx(experts)),
-                                arith::RemUIOp::create(b, loc, i, u.idx(experts))});
+    u.forEach(tid, u.idx(kBookWarps * experts), u.idx(kBookWarps * 32), [&](Value i) {
+      u.store(u.i32(0), perWarp, {arith::DivUIOp::create(b, loc, i, u.idx(experts)),
+                                  arith::RemUIOp::create(b, loc, i, u.idx(experts))});
     });
     gpu::BarrierOp::create(b, loc);
-    // 1. Counts per warp.
-    walk(warp, lane, [&](Value, Value id, Value rank, Value count) {
+    walk(block, warp, lane, [&](Value, Value id, Value rank, Value count) {
       u.ifThen(first(id, rank), [&] {
         Value at[] = {warp, u.toIndex(id)};
         u.store(u.add(u.load(perWarp, at), count), perWarp, at);
       });
     });
     gpu::BarrierOp::create(b, loc);
-    // 2. Prefix over the warps, totals, and the scan of the padded totals.
-    u.ifThen(active, [&] {
-      Value total = u.fold(zero, u.idx(kBookWarps), one, ValueRange{zero32},
+  }
+
+  /// 1. blockCounts[block][e] = e's choices in the block's.
+  void count(Value block, Value tid, Value perWarp) {
+    countPerWarp(block, tid, perWarp);
+    Value zero = u.idx(0), one = u.idx(1);
+    u.ifThen(u.cmp(arith::CmpIPredicate::ult, tid, u.idx(experts)), [&] {
+      Value total = u.fold(zero, u.idx(kBookWarps), one, ValueRange{u.i32(0)},
                            [&](Value w, ValueRange acc) {
-                             Value c = u.load(perWarp, {w, e});
-                             u.store(acc[0], perWarp, {w, e});
-                             return SmallVector<Value>{u.add(acc[0], c)};
+                             return SmallVector<Value>{u.add(acc[0], u.load(perWarp, {w, tid}))};
                            })[0];
+      u.store(total, blockCounts, {block, tid});
+    });
+  }
+
+  /// 2. The blocks' prefixes, the offsets, the rows of no expert.
+  void scan(Value blocks, Value tid, Value totals, Value begins) {
+    OpBuilder &b = u.b;
+    Location loc = u.loc;
+    Value threads = u.idx(kBookWarps * 32);
+    Value zero = u.idx(0), one = u.idx(1), zero32 = u.i32(0);
+    Value e = tid;
+    Value active = u.cmp(arith::CmpIPredicate::ult, e, u.idx(experts));
+    u.ifThen(active, [&] {
+      Value total = u.fold(zero, blocks, one, ValueRange{zero32}, [&](Value g, ValueRange acc) {
+        Value c = u.load(blockCounts, {g, e});
+        u.store(acc[0], blockCounts, {g, e});
+        return SmallVector<Value>{u.add(acc[0], c)};
+      })[0];
       u.store(total, totals, {e});
       u.store(u.padded(total, tile), begins, {e});
     });
@@ -177,31 +195,7 @@ struct Bookkeeping {
     u.ifThen(active, [&] { u.store(beginOf(e), offsets, {e}); });
     u.ifThen(u.cmp(arith::CmpIPredicate::eq, tid, zero),
              [&] { u.store(used, offsets, {u.idx(experts)}); });
-    // 3. Rows, in choice order within each expert.
-    walk(warp, lane, [&](Value n, Value id, Value rank, Value count) {
-      Value valid = u.cmp(arith::CmpIPredicate::sge, id, zero32);
-      Value expert = u.toIndex(arith::SelectOp::create(b, loc, valid, id, zero32));
-      Value at[] = {warp, expert};
-      Value before = u.load(perWarp, at);
-      u.ifThen(valid, [&] {
-        Value row = u.add(u.add(beginOf(expert), before), rank);
-        u.store(row, slot, slotAt(n));
-        Value rowIndex = u.toIndex(row);
-        u.store(id, rowExpert, {rowIndex});
-        u.store(u.toI32(tokenOf(n)), rowToken, {rowIndex});
-      });
-      // Every lane of the step has read the count before the first moves it.
-      NVVM::SyncWarpOp::create(b, loc, u.i32(-1));
-      u.ifThen(first(id, rank), [&] { u.store(u.add(before, count), perWarp, at); });
-    });
-    // Other ranks' choices.
-    u.forEach(tid, pairs, threads, [&](Value n) {
-      Value id = u.load(ids, slotAt(n));
-      Value foreign = arith::OrIOp::create(b, loc, u.cmp(arith::CmpIPredicate::slt, id, zero32),
-                                           u.cmp(arith::CmpIPredicate::sge, id, u.i32(experts)));
-      u.ifThen(foreign, [&] { u.store(u.i32(-1), slot, slotAt(n)); });
-    });
-    // 4. Padding rows, then the rows past the last expert's.
+    // Padding rows, then the rows past the last expert's.
     u.ifThen(active, [&] {
       Value begin = beginOf(e);
       u.forEach(u.toIndex(u.add(begin, u.load(totals, {e}))), u.toIndex(u.load(begins, {e})), one,
@@ -213,6 +207,52 @@ struct Bookkeeping {
     u.forEach(u.add(u.toIndex(used), tid), rows, threads, [&](Value row) {
       u.store(u.i32(-1), rowExpert, {row});
       u.store(u.i32(-1), rowToken, {row});
+    });
+  }
+
+  /// 3. Each choice's row (slot, row_expert, the row's token), in choice
+  /// order within an expert; other ranks' choices get slot -1.
+  void number(Value block, Value tid, Value perWarp) {
+    OpBuilder &b = u.b;
+    Location loc = u.loc;
+    Value warp = arith::DivUIOp::create(b, loc, tid, u.idx(32));
+    Value lane = arith::RemUIOp::create(b, loc, tid, u.idx(32));
+    Value zero32 = u.i32(0);
+    countPerWarp(block, tid, perWarp);
+    u.ifThen(u.cmp(arith::CmpIPredicate::ult, tid, u.idx(experts)), [&] {
+      Value offset = u.load(offsets, {tid});
+      Value start = u.add(offset, u.load(blockCounts, {block, tid}));
+      u.fold(u.idx(0), u.idx(kBookWarps), u.idx(1), ValueRange{start}, [&](Value w, ValueRange acc) {
+        Value c = u.load(perWarp, {w, tid});
+        u.store(acc[0], perWarp, {w, tid});
+        return SmallVector<Value>{u.add(acc[0], c)};
+      });
+    });
+    gpu::BarrierOp::create(b, loc);
+    walk(block, warp, lane, [&](Value n, Value id, Value rank, Value count) {
+      Value valid = u.cmp(arith::CmpIPredicate::sge, id, zero32);
+      Value expert = u.toIndex(arith::SelectOp::create(b, loc, valid, id, zero32));
+      Value at[] = {warp, expert};
+      Value before = u.load(perWarp, at);
+      u.ifThen(valid, [&] {
+        Value row = u.add(before, rank);
+        u.store(row, slot, slotAt(n));
+        Value rowIndex = u.toIndex(row);
+        u.store(id, rowExpert, {rowIndex});
+        u.store(u.toI32(tokenOf(n)), rowToken, {rowIndex});
+      });
+      // Every lane of the step has read the count before the first moves it.
+      NVVM::SyncWarpOp::create(b, loc, u.i32(-1));
+      u.ifThen(first(id, rank), [&] { u.store(u.add(before, count), perWarp, at); });
+    });
+    // Other ranks' choices.
+    Value begin = u.mul(block, u.idx(kBlockChoices));
+    Value end = arith::MinUIOp::create(b, loc, u.add(begin, u.idx(kBlockChoices)), pairs);
+    u.forEach(u.add(begin, tid), end, u.idx(kBookWarps * 32), [&](Value n) {
+      Value id = u.load(ids, slotAt(n));
+      Value foreign = arith::OrIOp::create(b, loc, u.cmp(arith::CmpIPredicate::slt, id, zero32),
+                                           u.cmp(arith::CmpIPredicate::sge, id, u.i32(experts)));
+      u.ifThen(foreign, [&] { u.store(u.i32(-1), slot, slotAt(n)); });
     });
   }
 };
@@ -251,24 +291,38 @@ struct DispatchToGPU : OpRewritePattern<DispatchOp> {
     Value ids = readBuffer(b, loc, op.getExpertIds());
     Value x = readBuffer(b, loc, op.getX());
 
-    // 1. Bookkeeping: one block of 32 warps.
+    // 1-3. Bookkeeping: blocks of 32 warps count, one block scans, blocks
+    // number the rows.
     auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
     auto sharedI32 = [&](ArrayRef<int64_t> shape) {
       return MemRefType::get(shape, i32, MemRefLayoutAttrInterface{}, workgroup);
     };
     Value one = u.idx(1);
-    auto book = gpu::LaunchOp::create(
-        b, loc, one, one, one, u.idx(kBookWarps * 32), one, one, nullptr, nullptr, {},
-        TypeRange{sharedI32({kBookWarps, experts}), sharedI32({experts}), sharedI32({experts})});
-    {
+    Value blocks = arith::CeilDivUIOp::create(b, loc, pairs, u.idx(kBlockChoices));
+    Value blockCounts =
+        alloc({dyn, experts}, i32, arith::MaxUIOp::create(b, loc, blocks, one).getResult());
+    Bookkeeping book{u,    ids,       topK,     tile,    experts, pairs,
+                     rows, slot,      rowExpert, rowToken, offsets, blockCounts};
+    auto launch = [&](Value grid, TypeRange memory,
+                      function_ref<void(Value, Value, ArrayRef<BlockArgument>)> body) {
+      auto kernel = gpu::LaunchOp::create(b, loc, grid, one, one, u.idx(kBookWarps * 32), one, one,
+                                          nullptr, nullptr, {}, memory);
       OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&book.getBody().front());
-      ArrayRef<BlockArgument> memory = book.getWorkgroupAttributions();
-      Bookkeeping{u, ids, topK, tile, experts, pairs, rows, slot, rowExpert, rowToken, offsets,
-                  memory[0], memory[1], memory[2]}
-          .build(book.getThreadIds().x);
+      b.setInsertionPointToStart(&kernel.getBody().front());
+      body(kernel.getBlockIds().x, kernel.getThreadIds().x, kernel.getWorkgroupAttributions());
       gpu::TerminatorOp::create(b, loc);
-    }
+    };
+    auto perWarp = sharedI32({kBookWarps, experts});
+    launch(blocks, perWarp, [&](Value block, Value tid, ArrayRef<BlockArgument> memory) {
+      book.count(block, tid, memory[0]);
+    });
+    launch(one, TypeRange{sharedI32({experts}), sharedI32({experts})},
+           [&](Value, Value tid, ArrayRef<BlockArgument> memory) {
+             book.scan(blocks, tid, memory[0], memory[1]);
+           });
+    launch(blocks, perWarp, [&](Value block, Value tid, ArrayRef<BlockArgument> memory) {
+      book.number(block, tid, memory[0]);
+    });
 
     // 2. The copy: a block per row, its token's x or zeros.
     auto copy = gpu::LaunchOp::create(b, loc, rows, one, one, u.idx(kCopyThreads), one, one);
