@@ -197,10 +197,12 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu"> {
     Then a bf16 `moe.route` (E a multiple of 32, at most 1024) becomes its
     logits GEMM on tensor cores plus one kernel with a block per token and a
     thread per expert (scores, groups, ranks in the order the other
-    lowerings use), and a `moe.dispatch` of the padded layout (at most 256
-    experts) two kernels: one block of 32 warps numbers the rows (counts
-    per warp by shuffles, a scan, rows in choice order within an expert),
-    then a block per row copies its token's row or zeros.
+    lowerings use), a `moe.dispatch` of the padded layout (at most 256
+    experts) four kernels: blocks of 32 warps count each expert's choices
+    (match.any a step of 32), one block scans the counts, the blocks number
+    the rows (in choice order within an expert), then a block per row
+    copies its token's row or zeros; `moe.activation` and `moe.combine` a
+    kernel each that moves 16 bytes a thread at a time (static widths).
 
     `prefill-block=RxC` gives a prefill GEMM of several experts the block
     form instead of the narrow one: a small kernel numbers each expert's

@@ -18,8 +18,12 @@ void buildDenseTensorCoreGemm(OpBuilder &b, Location loc, Value a, Value w, Valu
 /// bf16 moe.route -> the logits GEMM and one kernel (RouteGPU.cpp).
 void populateRouteToGPUPatterns(RewritePatternSet &patterns);
 
-/// moe.dispatch (padded layout) -> two kernels (DispatchGPU.cpp).
+/// moe.dispatch (padded layout) -> four kernels (DispatchGPU.cpp).
 void populateDispatchToGPUPatterns(RewritePatternSet &patterns);
+
+/// moe.activation and moe.combine -> a kernel each, 16 bytes a thread at a
+/// time (ElementwiseGPU.cpp).
+void populateElementwiseToGPUPatterns(RewritePatternSet &patterns);
 } // namespace mlir::moe
 
 #endif // MOE_CONVERSION_MOETOGPU_GPUKERNELS_H

@@ -318,12 +318,13 @@ struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass>
     getOperation()->walk([&](Operation *op) {
       if (isa<GroupedMatmulOp>(op))
         gemms.push_back(op);
-      if (isa<RouteOp, DispatchOp>(op))
+      if (isa<RouteOp, DispatchOp, ActivationOp, CombineOp>(op))
         others.push_back(op);
     });
     RewritePatternSet patterns(&getContext());
     populateRouteToGPUPatterns(patterns);
     populateDispatchToGPUPatterns(patterns);
+    populateElementwiseToGPUPatterns(patterns);
     if (failed(applyOpPatternsGreedily(gemms, std::move(gemmPatterns))) ||
         failed(applyOpPatternsGreedily(others, std::move(patterns))))
       signalPassFailure();
