@@ -564,7 +564,7 @@ func.func @narrower_blocks(%x: tensor<?x128xbf16>, %ids: tensor<?x2xi32>, %w: te
 // CHECK: vector.store %[[OUT]], %[[ACT]][%[[ROW]], %[[COL]]] {alignment = 16 : i64}
 // CHECK: %[[Y:.+]] = memref.alloc(%{{.+}}) : memref<?x128xbf16>
 // CHECK: gpu.launch blocks(%[[T:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %{{.+}}, %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) threads({{.+}}) in (%{{.+}} = %c256{{.*}}, %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}})
-// CHECK: scf.for %[[RUN:.+]] = %{{.+}} to %c16{{.*}} step %c256
+// CHECK: scf.for %[[CHUNK16:.+]] = %{{.+}} to %c16{{.*}} step %c256
 // CHECK: %[[S0:.+]] = memref.load %{{.+}}[%[[T]], %c0{{.*}}]
 // CHECK: %[[TAKEN0:.+]] = arith.cmpi sge, %[[S0]], %c0_i32
 // CHECK: scf.if %[[TAKEN0]] -> (vector<8xf32>)
