@@ -549,8 +549,9 @@ func.func @narrower_blocks(%x: tensor<?x128xbf16>, %ids: tensor<?x2xi32>, %w: te
 // Tests that moe.activation and moe.combine become a kernel each that moves 16 bytes a thread at
 // a time. The activation: a thread per 8 outputs (ceil(N * 64 / 8 / 256) blocks of 256), its
 // gate's and up's 8 bf16 at (r, c) and (r, c + 64), silu(g) * u in f32 element by element. The
-// combine: a block per token, a thread per 8 of its 128 columns, the choices summed in order,
-// each only where its slot is not negative.
+// combine: a thread per 8 outputs (16 a token's row of 128), its token's 2 expert rows loaded
+// first (a negative slot reads row 0), then summed in order, each only where its slot is not
+// negative.
 // CHECK-LABEL: func.func @activation_and_combine
 // CHECK: %[[ACT:.+]] = memref.alloc(%{{.+}}) : memref<?x64xbf16>
 // CHECK: %[[RUNS:.+]] = arith.muli %{{.+}}, %c8{{.*}} : index
@@ -563,14 +564,21 @@ func.func @narrower_blocks(%x: tensor<?x128xbf16>, %ids: tensor<?x2xi32>, %w: te
 // CHECK: %[[OUT:.+]] = arith.truncf %{{.+}} : vector<8xf32> to vector<8xbf16>
 // CHECK: vector.store %[[OUT]], %[[ACT]][%[[ROW]], %[[COL]]] {alignment = 16 : i64}
 // CHECK: %[[Y:.+]] = memref.alloc(%{{.+}}) : memref<?x128xbf16>
-// CHECK: gpu.launch blocks(%[[T:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %{{.+}}, %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) threads({{.+}}) in (%{{.+}} = %c256{{.*}}, %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}})
-// CHECK: scf.for %[[CHUNK16:.+]] = %{{.+}} to %c16{{.*}} step %c256
+// CHECK: %[[CRUNS:.+]] = arith.muli %{{.+}}, %c16{{.*}} : index
+// CHECK: %[[CBLOCKS:.+]] = arith.ceildivui %[[CRUNS]], %c256{{.*}} : index
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %[[CBLOCKS]], %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) threads({{.+}}) in (%{{.+}} = %c256{{.*}}, %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}})
+// CHECK: %[[T:.+]] = arith.divui %{{.+}}, %c16{{.*}} : index
 // CHECK: %[[S0:.+]] = memref.load %{{.+}}[%[[T]], %c0{{.*}}]
 // CHECK: %[[TAKEN0:.+]] = arith.cmpi sge, %[[S0]], %c0_i32
-// CHECK: scf.if %[[TAKEN0]] -> (vector<8xf32>)
-// CHECK: vector.load {{.+}} : {{.+}}, vector<8xbf16>
+// CHECK: %[[SAFE0:.+]] = arith.select %[[TAKEN0]], %[[S0]], %c0_i32
+// CHECK: %[[ROW0:.+]] = arith.index_cast %[[SAFE0]]
+// CHECK: vector.load %{{.+}}[%[[ROW0]], %{{.+}}] {alignment = 16 : i64} : {{.+}}, vector<8xbf16>
 // CHECK: %[[S1:.+]] = memref.load %{{.+}}[%[[T]], %c1{{.*}}]
-// CHECK: arith.cmpi sge, %[[S1]], %c0_i32
+// CHECK: vector.load {{.+}} : {{.+}}, vector<8xbf16>
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: arith.select %[[TAKEN0]]
+// CHECK: arith.select
 // CHECK: vector.store %{{.+}}, %[[Y]][%[[T]], %{{.+}}] {alignment = 16 : i64} : memref<?x128xbf16>, vector<8xbf16>
 func.func @activation_and_combine(%h: tensor<?x128xbf16>, %out: tensor<?x128xbf16>,
                                   %slot: tensor<?x2xi32>, %w: tensor<?x2xf32>)

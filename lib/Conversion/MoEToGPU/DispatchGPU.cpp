@@ -118,8 +118,8 @@ struct Bookkeeping {
     u.forEach(first, u.add(first, u.idx(run)), u.idx(32), [&](Value batch) {
       Value n = u.add(batch, lane);
       Value id = expertOf(n);
-      Value same = NVVM::MatchSyncOp::create(b, loc, b.getI32Type(), all, id,
-                                             NVVM::MatchSyncKind::any);
+      Value same =
+          NVVM::MatchSyncOp::create(b, loc, b.getI32Type(), all, id, NVVM::MatchSyncKind::any);
       Value rank = math::CtPopOp::create(b, loc, arith::AndIOp::create(b, loc, same, below));
       body(n, id, rank, math::CtPopOp::create(b, loc, same));
       // The counts a step wrote are read by the next one's lanes.
@@ -140,8 +140,9 @@ struct Bookkeeping {
     Value warp = arith::DivUIOp::create(b, loc, tid, u.idx(32));
     Value lane = arith::RemUIOp::create(b, loc, tid, u.idx(32));
     u.forEach(tid, u.idx(kBookWarps * experts), u.idx(kBookWarps * 32), [&](Value i) {
-      u.store(u.i32(0), perWarp, {arith::DivUIOp::create(b, loc, i, u.idx(experts)),
-                                  arith::RemUIOp::create(b, loc, i, u.idx(experts))});
+      u.store(u.i32(0), perWarp,
+              {arith::DivUIOp::create(b, loc, i, u.idx(experts)),
+               arith::RemUIOp::create(b, loc, i, u.idx(experts))});
     });
     gpu::BarrierOp::create(b, loc);
     walk(block, warp, lane, [&](Value, Value id, Value rank, Value count) {
@@ -158,10 +159,10 @@ struct Bookkeeping {
     countPerWarp(block, tid, perWarp);
     Value zero = u.idx(0), one = u.idx(1);
     u.ifThen(u.cmp(arith::CmpIPredicate::ult, tid, u.idx(experts)), [&] {
-      Value total = u.fold(zero, u.idx(kBookWarps), one, ValueRange{u.i32(0)},
-                           [&](Value w, ValueRange acc) {
-                             return SmallVector<Value>{u.add(acc[0], u.load(perWarp, {w, tid}))};
-                           })[0];
+      Value total =
+          u.fold(zero, u.idx(kBookWarps), one, ValueRange{u.i32(0)}, [&](Value w, ValueRange acc) {
+            return SmallVector<Value>{u.add(acc[0], u.load(perWarp, {w, tid}))};
+          })[0];
       u.store(total, blockCounts, {block, tid});
     });
   }
@@ -222,11 +223,12 @@ struct Bookkeeping {
     u.ifThen(u.cmp(arith::CmpIPredicate::ult, tid, u.idx(experts)), [&] {
       Value offset = u.load(offsets, {tid});
       Value start = u.add(offset, u.load(blockCounts, {block, tid}));
-      u.fold(u.idx(0), u.idx(kBookWarps), u.idx(1), ValueRange{start}, [&](Value w, ValueRange acc) {
-        Value c = u.load(perWarp, {w, tid});
-        u.store(acc[0], perWarp, {w, tid});
-        return SmallVector<Value>{u.add(acc[0], c)};
-      });
+      u.fold(u.idx(0), u.idx(kBookWarps), u.idx(1), ValueRange{start},
+             [&](Value w, ValueRange acc) {
+               Value c = u.load(perWarp, {w, tid});
+               u.store(acc[0], perWarp, {w, tid});
+               return SmallVector<Value>{u.add(acc[0], c)};
+             });
     });
     gpu::BarrierOp::create(b, loc);
     walk(block, warp, lane, [&](Value n, Value id, Value rank, Value count) {
@@ -301,8 +303,8 @@ struct DispatchToGPU : OpRewritePattern<DispatchOp> {
     Value blocks = arith::CeilDivUIOp::create(b, loc, pairs, u.idx(kBlockChoices));
     Value blockCounts =
         alloc({dyn, experts}, i32, arith::MaxUIOp::create(b, loc, blocks, one).getResult());
-    Bookkeeping book{u,    ids,       topK,     tile,    experts, pairs,
-                     rows, slot,      rowExpert, rowToken, offsets, blockCounts};
+    Bookkeeping book{u,    ids,  topK,      tile,     experts, pairs,
+                     rows, slot, rowExpert, rowToken, offsets, blockCounts};
     auto launch = [&](Value grid, TypeRange memory,
                       function_ref<void(Value, Value, ArrayRef<BlockArgument>)> body) {
       auto kernel = gpu::LaunchOp::create(b, loc, grid, one, one, u.idx(kBookWarps * 32), one, one,

@@ -7,9 +7,10 @@
 //   - moe.activation: a thread per 16 bytes of output, reading the gate's
 //     and the up projection's 16 bytes of its row; the same f32 arithmetic
 //     as convert-moe-to-linalg's, per element;
-//   - moe.combine: a block per token, a thread per 16 bytes of its row,
-//     summing weight * expert row over the choices in order (f32; a
-//     negative slot adds nothing): deterministic, as on the CPU.
+//   - moe.combine: a thread per 16 bytes of output, loading its token's k
+//     expert rows' 16 bytes together, then summing weight * row over the
+//     choices in order (f32; a negative slot adds nothing): deterministic,
+//     as on the CPU.
 //
 //===----------------------------------------------------------------------===//
 #include "GPUKernels.h"
@@ -72,8 +73,7 @@ struct Builder : KernelBuilder {
     Value t = bufferization::ToTensorOp::create(
         b, loc, RankedTensorType::get(memrefType.getShape(), memrefType.getElementType()), buffer,
         /*restrict=*/true, /*writable=*/true);
-    return t.getType() == like.getType() ? t
-                                         : tensor::CastOp::create(b, loc, like.getType(), t);
+    return t.getType() == like.getType() ? t : tensor::CastOp::create(b, loc, like.getType(), t);
   }
 };
 
@@ -123,8 +123,8 @@ struct ActivationToGPU : OpRewritePattern<ActivationOp> {
     OpBuilder &b = u.b;
     Location loc = u.loc;
     Value one = u.f32(1.0);
-    Value result = arith::ConstantOp::create(
-        b, loc, b.getZeroAttr(VectorType::get({width}, b.getF32Type())));
+    Value result =
+        arith::ConstantOp::create(b, loc, b.getZeroAttr(VectorType::get({width}, b.getF32Type())));
     for (int64_t i = 0; i < width; ++i) {
       Value g = vector::ExtractOp::create(b, loc, gate, ArrayRef<int64_t>{i});
       Value p = vector::ExtractOp::create(b, loc, up, ArrayRef<int64_t>{i});
@@ -173,31 +173,37 @@ struct CombineToGPU : OpRewritePattern<CombineOp> {
     Value weights = readBuffer(b, loc, op.getWeights());
     Value out = memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic, hidden}, element), ValueRange{tokens});
+    const int64_t perRow = hidden / width;
+    Value runs = u.mul(tokens, u.idx(perRow));
+    Value blocks = arith::CeilDivUIOp::create(b, loc, runs, u.idx(kThreads));
     Value one = u.idx(1);
-    auto launch = gpu::LaunchOp::create(b, loc, tokens, one, one, u.idx(kThreads), one, one);
+    auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one, u.idx(kThreads), one, one);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&launch.getBody().front());
-      Value token = launch.getBlockIds().x;
-      auto type = VectorType::get({width}, element);
-      auto f32Type = VectorType::get({width}, b.getF32Type());
-      u.forEach(launch.getThreadIds().x, u.idx(hidden / width), u.idx(kThreads), [&](Value run) {
-        Value col = u.mul(run, u.idx(width));
-        Value sum = arith::ConstantOp::create(b, loc, b.getZeroAttr(f32Type));
+      Value run = u.add(u.mul(launch.getBlockIds().x, u.idx(kThreads)), launch.getThreadIds().x);
+      u.ifThen(u.cmp(arith::CmpIPredicate::ult, run, runs), [&] {
+        Value token = arith::DivUIOp::create(b, loc, run, u.idx(perRow));
+        Value col = u.mul(arith::RemUIOp::create(b, loc, run, u.idx(perRow)), u.idx(width));
+        auto type = VectorType::get({width}, element);
+        auto f32Type = VectorType::get({width}, b.getF32Type());
+        // Every choice's row is loaded before the sum (a negative slot
+        // reads row 0 and adds nothing), so that the loads are in flight
+        // together.
+        SmallVector<Value> taken, rows;
         for (int64_t j = 0; j < topK; ++j) {
           Value s = u.load(slot, {token, u.idx(j)});
-          Value taken = u.cmp(arith::CmpIPredicate::sge, s, u.i32(0));
-          auto add = scf::IfOp::create(b, loc, f32Type, taken, /*withElseRegion=*/true);
-          b.setInsertionPointToStart(add.thenBlock());
-          Value row = u.toF32(u.load(expertOut, {u.toIndex(s), col}, type));
+          taken.push_back(u.cmp(arith::CmpIPredicate::sge, s, u.i32(0)));
+          Value safe = arith::SelectOp::create(b, loc, taken.back(), s, u.i32(0));
+          rows.push_back(u.load(expertOut, {u.toIndex(safe), col}, type));
+        }
+        Value sum = arith::ConstantOp::create(b, loc, b.getZeroAttr(f32Type));
+        for (int64_t j = 0; j < topK; ++j) {
           Value weight =
               vector::BroadcastOp::create(b, loc, f32Type, u.load(weights, {token, u.idx(j)}));
-          Value next = arith::AddFOp::create(b, loc, sum, arith::MulFOp::create(b, loc, weight, row));
-          scf::YieldOp::create(b, loc, next);
-          b.setInsertionPointToStart(add.elseBlock());
-          scf::YieldOp::create(b, loc, sum);
-          b.setInsertionPointAfter(add);
-          sum = add.getResult(0);
+          Value next = arith::AddFOp::create(
+              b, loc, sum, arith::MulFOp::create(b, loc, weight, u.toF32(rows[j])));
+          sum = arith::SelectOp::create(b, loc, taken[j], next, sum);
         }
         u.storeRun(u.fromF32(sum, element), out, {token, col});
       });

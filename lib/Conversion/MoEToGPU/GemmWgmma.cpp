@@ -77,8 +77,9 @@ struct Warpgroup {
   /// staged rows `tileA` (rows of 128 bytes).
   Value rowsAddress(Value tileA) {
     Value offset = k.mul(group, k.idx(64 * shape.stageRow() * 2));
-    return arith::AddIOp::create(k.b, k.loc, addressOf(tileA),
-                                 arith::IndexCastUIOp::create(k.b, k.loc, k.b.getI64Type(), offset));
+    return arith::AddIOp::create(
+        k.b, k.loc, addressOf(tileA),
+        arith::IndexCastUIOp::create(k.b, k.loc, k.b.getI64Type(), offset));
   }
 
   /// Descriptor of the operand at `base` + `stage` * `stageBytes` for k16
