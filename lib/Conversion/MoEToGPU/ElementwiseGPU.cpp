@@ -67,6 +67,24 @@ struct Builder : KernelBuilder {
     return arith::TruncFOp::create(b, loc, VectorType::get(type.getShape(), element), v);
   }
 
+  /// A kernel of a thread per run of `width` of the `perRow` * `width`
+  /// columns of each of `rows` rows: body(row, first column).
+  void launchRuns(Value rows, int64_t perRow, int64_t width,
+                  function_ref<void(Value, Value)> body) {
+    Value runs = mul(rows, idx(perRow));
+    Value blocks = arith::CeilDivUIOp::create(b, loc, runs, idx(kThreads));
+    Value one = idx(1);
+    auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one, idx(kThreads), one, one);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    Value run = add(mul(launch.getBlockIds().x, idx(kThreads)), launch.getThreadIds().x);
+    ifThen(cmp(arith::CmpIPredicate::ult, run, runs), [&] {
+      Value row = arith::DivUIOp::create(b, loc, run, idx(perRow));
+      body(row, mul(arith::RemUIOp::create(b, loc, run, idx(perRow)), idx(width)));
+    });
+    gpu::TerminatorOp::create(b, loc);
+  }
+
   /// The result as the tensor `like` (a cast where its shape is static).
   Value asTensor(Value buffer, Value like) {
     auto memrefType = cast<MemRefType>(buffer.getType());
@@ -94,25 +112,13 @@ struct ActivationToGPU : OpRewritePattern<ActivationOp> {
     Value input = readBuffer(b, loc, op.getInput());
     Value out = memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic, half}, element), ValueRange{rows});
-    Value runs = u.mul(rows, u.idx(half / width));
-    Value blocks = arith::CeilDivUIOp::create(b, loc, runs, u.idx(kThreads));
-    Value one = u.idx(1);
-    auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one, u.idx(kThreads), one, one);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&launch.getBody().front());
-      Value run = u.add(u.mul(launch.getBlockIds().x, u.idx(kThreads)), launch.getThreadIds().x);
-      u.ifThen(u.cmp(arith::CmpIPredicate::ult, run, runs), [&] {
-        Value row = arith::DivUIOp::create(b, loc, run, u.idx(half / width));
-        Value col = u.mul(arith::RemUIOp::create(b, loc, run, u.idx(half / width)), u.idx(width));
-        auto type = VectorType::get({width}, element);
-        Value gate = u.toF32(u.load(input, {row, col}, type));
-        Value up = u.toF32(u.load(input, {row, u.add(col, u.idx(half))}, type));
-        Value result = u.fromF32(activate(u, op, gate, up, width), element);
-        u.storeRun(result, out, {row, col});
-      });
-      gpu::TerminatorOp::create(b, loc);
-    }
+    u.launchRuns(rows, half / width, width, [&](Value row, Value col) {
+      auto type = VectorType::get({width}, element);
+      Value gate = u.toF32(u.load(input, {row, col}, type));
+      Value up = u.toF32(u.load(input, {row, u.add(col, u.idx(half))}, type));
+      Value result = u.fromF32(activate(u, op, gate, up, width), element);
+      u.storeRun(result, out, {row, col});
+    });
     rewriter.replaceOp(op, u.asTensor(out, op.getResult()));
     return success();
   }
@@ -173,42 +179,29 @@ struct CombineToGPU : OpRewritePattern<CombineOp> {
     Value weights = readBuffer(b, loc, op.getWeights());
     Value out = memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic, hidden}, element), ValueRange{tokens});
-    const int64_t perRow = hidden / width;
-    Value runs = u.mul(tokens, u.idx(perRow));
-    Value blocks = arith::CeilDivUIOp::create(b, loc, runs, u.idx(kThreads));
-    Value one = u.idx(1);
-    auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one, u.idx(kThreads), one, one);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&launch.getBody().front());
-      Value run = u.add(u.mul(launch.getBlockIds().x, u.idx(kThreads)), launch.getThreadIds().x);
-      u.ifThen(u.cmp(arith::CmpIPredicate::ult, run, runs), [&] {
-        Value token = arith::DivUIOp::create(b, loc, run, u.idx(perRow));
-        Value col = u.mul(arith::RemUIOp::create(b, loc, run, u.idx(perRow)), u.idx(width));
-        auto type = VectorType::get({width}, element);
-        auto f32Type = VectorType::get({width}, b.getF32Type());
-        // Every choice's row is loaded before the sum (a negative slot
-        // reads row 0 and adds nothing), so that the loads are in flight
-        // together.
-        SmallVector<Value> taken, rows;
-        for (int64_t j = 0; j < topK; ++j) {
-          Value s = u.load(slot, {token, u.idx(j)});
-          taken.push_back(u.cmp(arith::CmpIPredicate::sge, s, u.i32(0)));
-          Value safe = arith::SelectOp::create(b, loc, taken.back(), s, u.i32(0));
-          rows.push_back(u.load(expertOut, {u.toIndex(safe), col}, type));
-        }
-        Value sum = arith::ConstantOp::create(b, loc, b.getZeroAttr(f32Type));
-        for (int64_t j = 0; j < topK; ++j) {
-          Value weight =
-              vector::BroadcastOp::create(b, loc, f32Type, u.load(weights, {token, u.idx(j)}));
-          Value next = arith::AddFOp::create(
-              b, loc, sum, arith::MulFOp::create(b, loc, weight, u.toF32(rows[j])));
-          sum = arith::SelectOp::create(b, loc, taken[j], next, sum);
-        }
-        u.storeRun(u.fromF32(sum, element), out, {token, col});
-      });
-      gpu::TerminatorOp::create(b, loc);
-    }
+    u.launchRuns(tokens, hidden / width, width, [&](Value token, Value col) {
+      auto type = VectorType::get({width}, element);
+      auto f32Type = VectorType::get({width}, b.getF32Type());
+      // Every choice's row is loaded before the sum (a negative slot
+      // reads row 0 and adds nothing), so that the loads are in flight
+      // together.
+      SmallVector<Value> taken, rows;
+      for (int64_t j = 0; j < topK; ++j) {
+        Value s = u.load(slot, {token, u.idx(j)});
+        taken.push_back(u.cmp(arith::CmpIPredicate::sge, s, u.i32(0)));
+        Value safe = arith::SelectOp::create(b, loc, taken.back(), s, u.i32(0));
+        rows.push_back(u.load(expertOut, {u.toIndex(safe), col}, type));
+      }
+      Value sum = arith::ConstantOp::create(b, loc, b.getZeroAttr(f32Type));
+      for (int64_t j = 0; j < topK; ++j) {
+        Value weight =
+            vector::BroadcastOp::create(b, loc, f32Type, u.load(weights, {token, u.idx(j)}));
+        Value next = arith::AddFOp::create(
+            b, loc, sum, arith::MulFOp::create(b, loc, weight, u.toF32(rows[j])));
+        sum = arith::SelectOp::create(b, loc, taken[j], next, sum);
+      }
+      u.storeRun(u.fromF32(sum, element), out, {token, col});
+    });
     rewriter.replaceOp(op, u.asTensor(out, op.getResult()));
     return success();
   }
