@@ -196,8 +196,8 @@ struct CombineToGPU : OpRewritePattern<CombineOp> {
       for (int64_t j = 0; j < topK; ++j) {
         Value weight =
             vector::BroadcastOp::create(b, loc, f32Type, u.load(weights, {token, u.idx(j)}));
-        Value next = arith::AddFOp::create(
-            b, loc, sum, arith::MulFOp::create(b, loc, weight, u.toF32(rows[j])));
+        Value next = arith::AddFOp::create(b, loc, sum,
+                                           arith::MulFOp::create(b, loc, weight, u.toF32(rows[j])));
         sum = arith::SelectOp::create(b, loc, taken[j], next, sum);
       }
       u.storeRun(u.fromF32(sum, element), out, {token, col});
