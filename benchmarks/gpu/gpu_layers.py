@@ -298,12 +298,25 @@ def flops(plan, tokens, p):
     return routed + shared + 2 * tokens * h * plan["experts"]
 
 
+def tokens_to_run(entry, plan, asked):
+    """The token counts to check: those asked for (up to the library's
+    max_tokens; each above is reported and skipped), else the manifest's."""
+    if not asked:
+        return list(entry["tokens"])
+    limit = plan.get("gpu", {}).get("max_tokens")
+    for t in asked:
+        if limit is not None and t > limit:
+            print(f"# {entry['name']}: T={t} skipped, the library takes at most {limit} tokens",
+                  flush=True)
+    return [t for t in asked if limit is None or t <= limit]
+
+
 def check_layer(entry, root, args, peaks, results):
     plan = json.loads((root / entry["plan"]).read_text())
     layer = GpuLayer(root / entry["library"], plan)
     dtype = TORCH_DTYPES[plan["element_type"]]
     generator = torch.Generator(device="cuda").manual_seed(0)
-    tokens_list = [t for t in entry["tokens"] if not args.tokens or t in args.tokens]
+    tokens_list = tokens_to_run(entry, plan, args.tokens)
     for tokens in tokens_list:
         row = {"layer": entry["name"], "tokens": tokens, "dtype": plan["element_type"]}
         if "prefill_gemm" in plan.get("gpu", {}):  # the GEMM shape the library was built with
@@ -436,7 +449,9 @@ def main():
     parser.add_argument("--layers", type=Path, default=Path("benchmarks/gpu/layers"),
                         help="directory with manifest.json (build_layers.sh)")
     parser.add_argument("--only", default="", help="comma-separated layer names")
-    parser.add_argument("--tokens", default="", help="comma-separated token counts (default: the manifest's)")
+    parser.add_argument("--tokens", default="",
+                        help="comma-separated token counts, up to a library's max_tokens "
+                             "(default: the manifest's)")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--budget-s", type=float, default=2.0, help="timing budget per measurement")
     parser.add_argument("--check-only", action="store_true", help="correctness only, no timing")

@@ -105,3 +105,15 @@ def test_gpu_check_reference_matches_the_layer_reference_on_fp8_weights(tmp_path
     # moec's reference multiplies codes by scales in f32 (a rounding of 6e-8
     # per weight); the GPU check's in float64.
     np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-6 * np.abs(want).max())
+
+
+def test_gpu_check_tokens_asked_override_the_manifest_up_to_max_tokens(capsys):
+    """--tokens picks the token counts to check (a sweep's manifest lists
+    only 4096); counts above the library's max_tokens are skipped aloud."""
+    gpu_layers = load_gpu_check()
+    entry = {"name": "layer", "tokens": [4096]}
+    plan = {"gpu": {"max_tokens": 64}}
+    assert gpu_layers.tokens_to_run(entry, plan, []) == [4096]
+    assert gpu_layers.tokens_to_run(entry, plan, [1, 64, 65]) == [1, 64]
+    assert "T=65 skipped" in capsys.readouterr().out
+    assert gpu_layers.tokens_to_run(entry, {}, [7]) == [7]
