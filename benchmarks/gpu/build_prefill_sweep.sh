@@ -8,8 +8,9 @@
 #        [shapes, e.g. "narrow:2:32 64x128:3:32 64x128:4:64:wgmma" (block:stages:depth[:mma])]
 #        [weights: "dequantize" (bf16, the default) or "keep" (DeepSeek-V3's FP8 codes)]
 # MOE_COMPILE names another moe-compile (e.g. a copy built from an older
-# commit, to time two compilers' kernels side by side); SWEEP_TAG is added to
-# the names.
+# commit, to time two compilers' kernels side by side); SWEEP_OPTS adds
+# moe-compile options (e.g. --gpu-fuse-swiglu); SWEEP_TAG is added to the
+# names.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-benchmarks/gpu/sweep}
@@ -38,7 +39,7 @@ for layer in $layers; do
     "$compile" --config "${layer#*:}" --dtype bf16 --target cuda --chip "$chip" \
       --fp8-weights="$weights" --max-tokens-per-rank 4096 --gpu-prefill-block "$block" \
       --gpu-prefill-stages "$stages" --gpu-prefill-stage-depth "$depth" \
-      --gpu-prefill-mma "$mma" --plan "$out/$name.plan.json" -o "$out/$name.so"
+      --gpu-prefill-mma "$mma" ${SWEEP_OPTS:-} --plan "$out/$name.plan.json" -o "$out/$name.so"
     entries+=("{\"name\": \"$name\", \"library\": \"$name.so\", \"plan\": \"$name.plan.json\", \"tokens\": [4096], \"ep\": 1}")
   done
 done

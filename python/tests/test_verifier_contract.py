@@ -203,6 +203,8 @@ def pipelines(rng):
         ("cuda", ["--moe-cuda-pipeline"]),
         ("cuda-wgmma", ["--moe-cuda-pipeline=chip=sm_90a prefill-mma=wgmma prefill-block=128x256 "
                         "prefill-stages=3"]),
+        ("cuda-wgmma-fused", ["--moe-cuda-pipeline=chip=sm_90a prefill-mma=wgmma "
+                              "prefill-block=128x256 prefill-stages=3 fuse-swiglu=true"]),
         ("phases+chunks+cpu",
          [f"--moe-specialize-phase=decode-max-tokens={decode}",
           f"--moe-plan-chunks=budget-bytes={budget} max-tokens-per-rank=64",

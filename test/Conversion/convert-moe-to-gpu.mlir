@@ -15,6 +15,8 @@
 // RUN:   | FileCheck %s --check-prefix=WGMMA128
 // RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-stages=2' \
 // RUN:   | FileCheck %s --check-prefixes=FP8WGMMA,WGMMA2
+// RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=128x128 prefill-stages=3 fuse-swiglu=true' \
+// RUN:   | FileCheck %s --check-prefix=FUSED
 // RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=32x128' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=BADWGMMA
 // RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=narrow' 2>&1 \
@@ -587,4 +589,51 @@ func.func @activation_and_combine(%h: tensor<?x128xbf16>, %out: tensor<?x128xbf1
   %y = moe.combine %out, %slot, %w
     : (tensor<?x128xbf16>, tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x128xbf16>
   return %a, %y : tensor<?x64xbf16>, tensor<?x128xbf16>
+}
+
+// -----
+
+// Tests that with fuse-swiglu a SwiGLU of a grouped GEMM goes into its wgmma prefill blocks: the
+// result is [N, I]; a block of 128 columns stages gate rows col0 / 2 + r (r < 64) and the
+// matching up rows 64 further (I = 128), and its epilogue stores silu(gate) * up (n8 tiles j and
+// j + 8: 32 exponentials a thread) to 64 columns from col0 / 2. The decode form writes the
+// [N, 2I] GEMM output, then the activation kernel runs. Without the option, the GEMM and the
+// activation stay apart.
+// FUSED-LABEL: func.func @fused_swiglu
+// FUSED: %[[H:.+]] = memref.alloc(%{{.+}}) : memref<?x256xbf16>
+// FUSED: %[[ACT:.+]] = memref.alloc(%{{.+}}) : memref<?x128xbf16>
+// FUSED: scf.if
+// FUSED: gpu.launch
+// FUSED: } else {
+// FUSED: memref.store {{.+}}, %[[H]]
+// FUSED: gpu.launch
+// FUSED-COUNT-8: math.exp
+// FUSED: vector.store %{{.+}}, %[[ACT]]
+// FUSED: } else {
+// FUSED: gpu.launch {{.+}} threads({{.+}}) in (%{{.+}} = %c256{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) dynamic_shared_memory_size
+// FUSED: %[[HALF0:.+]] = arith.divui %{{.+}}, %c2{{.*}} : index
+// FUSED: %[[GATE:.+]] = arith.addi %[[HALF0]], %[[R:.+]] : index
+// FUSED: %[[UP:.+]] = arith.addi %[[GATE]], %c64{{.*}} : index
+// FUSED: %[[FIRST:.+]] = arith.cmpi ult, %[[R]], %c64{{.*}} : index
+// FUSED: arith.select %[[FIRST]], %[[GATE]], %[[UP]] : index
+// FUSED: nvvm.wgmma.mma_async
+// FUSED-COUNT-32: math.exp
+// FUSED: vector.store {{.+}}, %[[ACT]]
+// FUSED-NOT: moe.activation
+// FUSED: return
+// CHECK-LABEL: func.func @fused_swiglu
+// CHECK: memref.alloc(%{{.+}}) : memref<?x256xbf16>
+// CHECK: gpu.launch
+// CHECK: %[[APART:.+]] = memref.alloc(%{{.+}}) : memref<?x128xbf16>
+// CHECK-COUNT-8: math.exp
+// CHECK: vector.store %{{.+}}, %[[APART]]
+func.func @fused_swiglu(%x: tensor<?x128xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8x256x128xbf16>)
+    -> tensor<?x128xbf16> {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 8 row_tile = 16
+    : (tensor<?x128xbf16>, tensor<?x2xi32>)
+      -> (tensor<?x128xbf16>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+  %h = moe.grouped_matmul %rows, %w, %re offsets %off
+    : (tensor<?x128xbf16>, tensor<8x256x128xbf16>, tensor<?xi32>, tensor<9xi32>) -> tensor<?x256xbf16>
+  %a = moe.activation %h kind swiglu : (tensor<?x256xbf16>) -> tensor<?x128xbf16>
+  return %a : tensor<?x128xbf16>
 }

@@ -230,6 +230,13 @@ cl::opt<std::string> gpuPrefillMma(
              "R 64 or 128, C 64, 128 or 256, stages 64 deep)"),
     cl::init("mma-sync"), cl::cat(category));
 
+cl::opt<bool> gpuFuseSwiglu(
+    "gpu-fuse-swiglu",
+    cl::desc("With --target cuda and wgmma prefill blocks, the SwiGLU in the "
+             "first expert GEMM's epilogue (a block stages its gate and the "
+             "matching up weight rows); not yet timed on a GPU"),
+    cl::init(false), cl::cat(category));
+
 constexpr llvm::StringLiteral kChips[] = {"sm_90a", "sm_90", "sm_89", "sm_80"};
 
 moe::ParallelLayout layout() {
@@ -382,6 +389,9 @@ std::optional<std::string> optionProblem() {
     return "--gpu-" + *error;
   if (gpuPrefillMma == "wgmma" && chip != "sm_90a")
     return "--gpu-prefill-mma=wgmma needs --chip sm_90a, got " + chip.getValue();
+  if (gpuFuseSwiglu && gpuPrefillMma != "wgmma")
+    return "--gpu-fuse-swiglu fuses into wgmma blocks: it needs --gpu-prefill-mma=wgmma "
+           "(--chip sm_90a)";
   if (replicaSelection != "static" && replicaSelection != "per-batch")
     return "--replica-selection must be static or per-batch, got '" +
            replicaSelection + "'";
@@ -618,6 +628,7 @@ void setCudaPipelineOptions(moe::CudaPipelineOptions &options) {
   options.prefillStages = gpuPrefillStages;
   options.prefillStageDepth = gpuPrefillStageDepth;
   options.prefillMma = gpuPrefillMma;
+  options.fuseSwiglu = gpuFuseSwiglu;
 }
 
 /// What the plan report says of a GPU library: its calling convention and
@@ -663,7 +674,8 @@ llvm::Expected<llvm::json::Object> gpuReport(ModuleOp module) {
        llvm::json::Object{{"block", gpuPrefillBlock.getValue()},
                           {"stages", int64_t(gpuPrefillStages)},
                           {"stage_depth", int64_t(gpuPrefillStageDepth)},
-                          {"mma", gpuPrefillMma.getValue()}}}};
+                          {"mma", gpuPrefillMma.getValue()},
+                          {"fuse_swiglu", bool(gpuFuseSwiglu)}}}};
 }
 
 int main(int argc, char **argv) {

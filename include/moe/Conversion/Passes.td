@@ -223,6 +223,11 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu"> {
     Option<"prefillStageDepth", "prefill-stage-depth", "int64_t", "64",
            "Depth of a block form's stage (32 or 64); beyond 48 KiB the stages "
            "live in dynamic shared memory, at most 99 KiB">,
+    Option<"fuseSwiglu", "fuse-swiglu", "bool", "false",
+           "With wgmma blocks: a SwiGLU moe.activation of a bf16 grouped "
+           "GEMM goes into the GEMM's prefill epilogue (a block stages its "
+           "gate and matching up weight rows); its decode form runs the "
+           "activation kernel after. Not yet timed on a GPU">,
     Option<"prefillMma", "prefill-mma", "std::string", "\"mma-sync\"",
            "The block form's products: mma-sync (ldmatrix and mma.sync "
            "m16n8k16, every chip) or wgmma (sm_90a: a warpgroup a 64 rows, "

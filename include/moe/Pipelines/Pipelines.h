@@ -99,6 +99,11 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
       *this, "prefill-mma",
       llvm::cl::desc("convert-moe-to-gpu's prefill-mma: mma-sync or wgmma (sm_90a)"),
       llvm::cl::init("mma-sync")};
+  Option<bool> fuseSwiglu{
+      *this, "fuse-swiglu",
+      llvm::cl::desc("convert-moe-to-gpu's fuse-swiglu: the SwiGLU in the wgmma "
+                     "prefill GEMM's epilogue"),
+      llvm::cl::init(false)};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU architecture"),
                            llvm::cl::init("sm_90")};
   Option<std::string> features{*this, "features",

@@ -39,7 +39,13 @@ int64_t runOf(Type type, int64_t n) {
   return n % width == 0 ? width : 1;
 }
 
-struct Builder : KernelBuilder {
+Value sigmoid(OpBuilder &b, Location loc, Value v) {
+  Value one = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0f));
+  Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, v));
+  return arith::DivFOp::create(b, loc, one, arith::AddFOp::create(b, loc, one, e));
+}
+
+struct RunBuilder : KernelBuilder {
   Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
 
   using KernelBuilder::load;
@@ -95,6 +101,25 @@ struct Builder : KernelBuilder {
   }
 };
 
+/// The activation of `width` gate and up values (f32), element by element:
+/// convert-moe-to-linalg's arithmetic.
+Value activate(RunBuilder &u, ActivationOp op, Value gate, Value up, int64_t width) {
+  OpBuilder &b = u.b;
+  Location loc = u.loc;
+  Value result =
+      arith::ConstantOp::create(b, loc, b.getZeroAttr(VectorType::get({width}, b.getF32Type())));
+  for (int64_t i = 0; i < width; ++i) {
+    Value g = vector::ExtractOp::create(b, loc, gate, ArrayRef<int64_t>{i});
+    Value p = vector::ExtractOp::create(b, loc, up, ArrayRef<int64_t>{i});
+    Value v = op.getKind() == Activation::swiglu
+                  ? swiglu(b, loc, g, p)
+                  : clampedSwiglu(b, loc, g, p, op.getSwigluAlpha()->convertToFloat(),
+                                  op.getSwigluLimit()->convertToFloat());
+    result = vector::InsertOp::create(b, loc, v, result, ArrayRef<int64_t>{i});
+  }
+  return result;
+}
+
 struct ActivationToGPU : OpRewritePattern<ActivationOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -104,56 +129,15 @@ struct ActivationToGPU : OpRewritePattern<ActivationOp> {
       return rewriter.notifyMatchFailure(op, "static I");
     Type element = inType.getElementType();
     const int64_t half = inType.getDimSize(1) / 2;
-    const int64_t width = runOf(element, half);
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
-    Builder u{{b, loc}};
     Value rows = tensor::DimOp::create(b, loc, op.getInput(), 0);
-    Value input = readBuffer(b, loc, op.getInput());
     Value out = memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic, half}, element), ValueRange{rows});
-    u.launchRuns(rows, half / width, width, [&](Value row, Value col) {
-      auto type = VectorType::get({width}, element);
-      Value gate = u.toF32(u.load(input, {row, col}, type));
-      Value up = u.toF32(u.load(input, {row, u.add(col, u.idx(half))}, type));
-      Value result = u.fromF32(activate(u, op, gate, up, width), element);
-      u.storeRun(result, out, {row, col});
-    });
+    buildActivationKernel(b, loc, op, readBuffer(b, loc, op.getInput()), out, rows);
+    RunBuilder u{{b, loc}};
     rewriter.replaceOp(op, u.asTensor(out, op.getResult()));
     return success();
-  }
-
-  /// The activation of `width` gate and up values (f32), element by
-  /// element: convert-moe-to-linalg's arithmetic.
-  static Value activate(Builder &u, ActivationOp op, Value gate, Value up, int64_t width) {
-    OpBuilder &b = u.b;
-    Location loc = u.loc;
-    Value one = u.f32(1.0);
-    Value result =
-        arith::ConstantOp::create(b, loc, b.getZeroAttr(VectorType::get({width}, b.getF32Type())));
-    for (int64_t i = 0; i < width; ++i) {
-      Value g = vector::ExtractOp::create(b, loc, gate, ArrayRef<int64_t>{i});
-      Value p = vector::ExtractOp::create(b, loc, up, ArrayRef<int64_t>{i});
-      auto sigmoid = [&](Value v) -> Value {
-        Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, v));
-        return arith::DivFOp::create(b, loc, one, arith::AddFOp::create(b, loc, one, e));
-      };
-      Value v;
-      if (op.getKind() == Activation::swiglu) {
-        v = arith::MulFOp::create(b, loc, arith::MulFOp::create(b, loc, g, sigmoid(g)), p);
-      } else {
-        Value limit = u.f32(op.getSwigluLimit()->convertToFloat());
-        Value alpha = u.f32(op.getSwigluAlpha()->convertToFloat());
-        g = arith::MinimumFOp::create(b, loc, g, limit);
-        p = arith::MaximumFOp::create(b, loc, arith::MinimumFOp::create(b, loc, p, limit),
-                                      arith::NegFOp::create(b, loc, limit));
-        Value glu =
-            arith::MulFOp::create(b, loc, g, sigmoid(arith::MulFOp::create(b, loc, g, alpha)));
-        v = arith::MulFOp::create(b, loc, glu, arith::AddFOp::create(b, loc, p, one));
-      }
-      result = vector::InsertOp::create(b, loc, v, result, ArrayRef<int64_t>{i});
-    }
-    return result;
   }
 };
 
@@ -172,7 +156,7 @@ struct CombineToGPU : OpRewritePattern<CombineOp> {
       return rewriter.notifyMatchFailure(op, "expert rows of the result's type");
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
-    Builder u{{b, loc}};
+    RunBuilder u{{b, loc}};
     Value tokens = tensor::DimOp::create(b, loc, op.getSlot(), 0);
     Value expertOut = readBuffer(b, loc, op.getExpertOut());
     Value slot = readBuffer(b, loc, op.getSlot());
@@ -207,6 +191,38 @@ struct CombineToGPU : OpRewritePattern<CombineOp> {
   }
 };
 } // namespace
+
+Value mlir::moe::swiglu(OpBuilder &b, Location loc, Value gate, Value up) {
+  return arith::MulFOp::create(b, loc, arith::MulFOp::create(b, loc, gate, sigmoid(b, loc, gate)),
+                               up);
+}
+
+Value mlir::moe::clampedSwiglu(OpBuilder &b, Location loc, Value gate, Value up, float alpha,
+                               float limit) {
+  auto f32 = [&](float v) -> Value {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  };
+  Value g = arith::MinimumFOp::create(b, loc, gate, f32(limit));
+  Value p = arith::MaximumFOp::create(b, loc, arith::MinimumFOp::create(b, loc, up, f32(limit)),
+                                      f32(-limit));
+  Value glu = arith::MulFOp::create(b, loc, g,
+                                    sigmoid(b, loc, arith::MulFOp::create(b, loc, g, f32(alpha))));
+  return arith::MulFOp::create(b, loc, glu, arith::AddFOp::create(b, loc, p, f32(1.0f)));
+}
+
+void mlir::moe::buildActivationKernel(OpBuilder &b, Location loc, ActivationOp op, Value input,
+                                      Value out, Value rows) {
+  Type element = cast<MemRefType>(out.getType()).getElementType();
+  const int64_t half = cast<MemRefType>(out.getType()).getDimSize(1);
+  const int64_t width = runOf(element, half);
+  RunBuilder u{{b, loc}};
+  u.launchRuns(rows, half / width, width, [&](Value row, Value col) {
+    auto type = VectorType::get({width}, element);
+    Value gate = u.toF32(u.load(input, {row, col}, type));
+    Value up = u.toF32(u.load(input, {row, u.add(col, u.idx(half))}, type));
+    u.storeRun(u.fromF32(activate(u, op, gate, up, width), element), out, {row, col});
+  });
+}
 
 void mlir::moe::populateElementwiseToGPUPatterns(RewritePatternSet &patterns) {
   patterns.add<ActivationToGPU, CombineToGPU>(patterns.getContext());

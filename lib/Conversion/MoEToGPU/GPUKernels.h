@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/PatternMatch.h"
+#include "moe/Dialect/MoE/IR/MoEOps.h"
 
 namespace mlir::moe {
 /// Whether the tensor-core GEMM takes N = `cols` and K = `depth`.
@@ -24,6 +25,15 @@ void populateDispatchToGPUPatterns(RewritePatternSet &patterns);
 /// moe.activation and moe.combine -> a kernel each, 16 bytes a thread at a
 /// time (ElementwiseGPU.cpp).
 void populateElementwiseToGPUPatterns(RewritePatternSet &patterns);
+
+/// silu(gate) * up, and gpt-oss's clamped form, of f32 scalars.
+Value swiglu(OpBuilder &b, Location loc, Value gate, Value up);
+Value clampedSwiglu(OpBuilder &b, Location loc, Value gate, Value up, float alpha, float limit);
+
+/// The kernel of `op` (moe.activation) from `input` [rows, 2I] into `out`
+/// [rows, I] (memrefs).
+void buildActivationKernel(OpBuilder &b, Location loc, ActivationOp op, Value input, Value out,
+                           Value rows);
 } // namespace mlir::moe
 
 #endif // MOE_CONVERSION_MOETOGPU_GPUKERNELS_H

@@ -21,6 +21,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -136,6 +137,16 @@ struct Kernel : KernelBuilder {
   /// The block form's table (allocateBlockTable): its entries, each
   /// block's first row and expert, and the count of blocks.
   Value tableSize, blockRow, blockExpert, blockCount;
+  /// SwiGLU fused: silu(gate) * up of out's columns [0, N/2) and [N/2, N)
+  /// goes to swigluOut [rows, N/2]. The wgmma block and wide forms compute
+  /// it in their epilogue (a block of C columns stages C/2 gate and the
+  /// matching C/2 up weight rows); the other forms write `out`, then
+  /// `activateOut` runs the activation kernel.
+  Value swigluOut = nullptr;
+  std::function<void()> activateOut;
+  /// While the fused prefill form is built: `out` is swigluOut, and a block
+  /// of C columns from col0 stores C/2 of them from col0 / 2.
+  bool fusing = false;
 
   bool grouped() const { return rowExpert != nullptr; }
   bool fp8() const { return wScales != nullptr; }
@@ -259,7 +270,32 @@ struct Kernel : KernelBuilder {
     return shape;
   }
 
-  void prefill() { wide() ? launchWide() : blocks() ? launchBlocks() : launch(); }
+  /// Whether the prefill form computes the SwiGLU in its epilogue.
+  bool swigluInEpilogue() const {
+    return swigluOut && blockShape.wgmma && !blockShape.fp8 && (wide() || blocks());
+  }
+
+  void prefill() {
+    if (swigluInEpilogue()) {
+      // The epilogue stores to swigluOut, through the same helpers.
+      Value unfused = out;
+      out = swigluOut;
+      fusing = true;
+      wide() ? launchWide() : launchBlocks();
+      fusing = false;
+      out = unfused;
+      return;
+    }
+    wide() ? launchWide() : blocks() ? launchBlocks() : launch();
+    if (swigluOut)
+      activateOut();
+  }
+
+  void decodeForm(DecodeShape shape) {
+    launchDecode(shape);
+    if (swigluOut)
+      activateOut();
+  }
 
   /// Experts the block form's table kernel takes (a thread each).
   static constexpr int64_t kMaxTableExperts = 1024;
@@ -297,6 +333,10 @@ struct Kernel : KernelBuilder {
   /// mode reads them.
   void wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,
                      Value expert, Value tileA, Value tileW);
+
+  /// The weight row a fused block (`fusing`) stages as its row `row` of
+  /// C: gate rows first, then the matching up rows.
+  Value gateOrUpRow(BlockShape shape, Value col0, Value row);
 
   /// wgmmaProducts of FP8 weights (shape.fp8): their codes are staged as
   /// such, decoded each step into the one bf16 tile `tileW` (exact values);

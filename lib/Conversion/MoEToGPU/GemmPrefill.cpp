@@ -302,8 +302,11 @@ void Kernel::launchBlocks() {
               Value used = loadIndex(offsets, idx(experts));
               Value start =
                   add(used, mul(arith::SubIOp::create(b, loc, y, count), idx(shape.rows)));
+              // Fused, the block's columns are half as many, from col0 / 2.
+              Value firstCol = fusing ? arith::DivUIOp::create(b, loc, col0, idx(2)) : col0;
+              const int64_t width = fusing ? shape.cols / 2 : shape.cols;
               for (int64_t tile = 0; tile < shape.rows; tile += kTileRows)
-                zeroRows(tid, shape.threads(), add(start, idx(tile)), col0, shape.cols);
+                zeroRows(tid, shape.threads(), add(start, idx(tile)), firstCol, width);
             });
       });
 }

@@ -14,6 +14,7 @@
 // join the total times the block's scale, as the decode form does.
 //
 //===----------------------------------------------------------------------===//
+#include "GPUKernels.h"
 #include "GemmKernel.h"
 
 using namespace mlir;
@@ -114,6 +115,30 @@ struct Warpgroup {
         NVVM::MMALayout::col, /*satfinite=*/nullptr);
   }
 
+  /// silu(gate) * up of the accumulators (n8 tiles j < C/16 the gate's,
+  /// j + C/16 the matching up's) to rows [rowStart, rowEnd) and columns
+  /// col0.. of the output.
+  void storeSwiglu(Value acc, Value rowStart, Value rowEnd, Value col0) {
+    Value warp = arith::DivUIOp::create(k.b, k.loc, tid, k.idx(kWarpSize));
+    Value lane = arith::RemUIOp::create(k.b, k.loc, tid, k.idx(kWarpSize));
+    Value quad = arith::DivUIOp::create(k.b, k.loc, lane, k.idx(4));
+    Value pairCol = k.mul(arith::RemUIOp::create(k.b, k.loc, lane, k.idx(4)), k.idx(2));
+    Value row0 = k.add(rowStart, k.add(k.mul(warp, k.idx(16)), quad));
+    Value row1 = k.add(row0, k.idx(8));
+    const int64_t upTiles = shape.cols / 16;
+    for (int64_t j = 0; j < upTiles; ++j) {
+      SmallVector<Value> c;
+      for (int64_t i = 0; i < 4; ++i) {
+        Value gate = LLVM::ExtractValueOp::create(k.b, k.loc, acc, 4 * j + i);
+        Value up = LLVM::ExtractValueOp::create(k.b, k.loc, acc, 4 * (j + upTiles) + i);
+        c.push_back(swiglu(k.b, k.loc, gate, up));
+      }
+      Value col = k.add(col0, k.add(k.idx(8 * j), pairCol));
+      k.ifThen(k.lt(row0, rowEnd), [&] { k.store2(c[0], c[1], row0, col); });
+      k.ifThen(k.lt(row1, rowEnd), [&] { k.store2(c[2], c[3], row1, col); });
+    }
+  }
+
   /// The accumulators to rows [rowStart, rowEnd) of the output (the
   /// warpgroup's 64 of them).
   void store(Value acc, Value rowStart, Value rowEnd, Value col0) {
@@ -146,7 +171,8 @@ void Kernel::wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value ro
     group.copyRows(tokens, tileA, stage, k0, rowStart, rowEnd);
     for (int64_t i = 0; i < shape.cols * perRow / shape.threads(); ++i) {
       auto [row, c] = group.chunkAt(i, perRow);
-      Value n = add(col0, row), k = add(k0, mul(c, idx(8)));
+      Value n = fusing ? gateOrUpRow(shape, col0, row) : add(col0, row);
+      Value k = add(k0, mul(c, idx(8)));
       SmallVector<Value> wAt = expert ? SmallVector<Value>{expert, n, k} : SmallVector<Value>{n, k};
       tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
           b, loc, tokenType, tileW, ValueRange{stage, row, group.swizzled(row, c)}, w, wAt,
@@ -191,7 +217,20 @@ void Kernel::wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value ro
       /*proxyFence=*/true, /*lag=*/inFlight, copiesAfter ? function_ref<void()>(wait) : nullptr);
   if (inFlight)
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-  group.store(results[0], rowStart, rowEnd, col0);
+  if (fusing)
+    group.storeSwiglu(results[0], rowStart, rowEnd, arith::DivUIOp::create(b, loc, col0, idx(2)));
+  else
+    group.store(results[0], rowStart, rowEnd, col0);
+}
+
+Value Kernel::gateOrUpRow(BlockShape shape, Value col0, Value row) {
+  // Block columns [col0, col0 + C) stand for output columns [col0 / 2,
+  // col0 / 2 + C / 2): gate rows from col0 / 2, then the up rows N / 2
+  // further.
+  const int64_t half = shape.cols / 2;
+  Value gate = add(arith::DivUIOp::create(b, loc, col0, idx(2)), row);
+  Value up = add(gate, idx(cols / 2 - half));
+  return arith::SelectOp::create(b, loc, lt(row, idx(half)), gate, up);
 }
 
 void Kernel::wgmmaFp8Products(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,

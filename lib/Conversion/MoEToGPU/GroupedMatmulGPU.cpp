@@ -64,7 +64,7 @@ void gemm::Kernel::build() {
   // FP8 weights take the decode form at every row count, but for a
   // prefill form by wgmma (its codes staged, decoded in shared memory).
   if (fp8() && !blockShape.fp8) {
-    launchDecode(*decode);
+    decodeForm(*decode);
     return;
   }
   // Rows per expert: N - E * 15 of the padded rows are choices.
@@ -75,7 +75,7 @@ void gemm::Kernel::build() {
       /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(choice.thenBlock());
-  launchDecode(*decode);
+  decodeForm(*decode);
   b.setInsertionPointToStart(choice.elseBlock());
   prefill();
 }
@@ -135,6 +135,103 @@ bool tilesHoldOneExpert(GroupedMatmulOp op) {
          *dispatch.getRowTile() % kTileRows == 0;
 }
 
+/// Lowers `op` to its kernels, or says why not; with `fuse` (a SwiGLU
+/// moe.activation of op's result), replaces `fuse` by the activation's
+/// result and erases `op`.
+LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
+                                 BlockShape blockShape, BlockShape wideShape,
+                                 ActivationOp fuse = nullptr) {
+  auto inType = op.getInput().getType();
+  auto wType = op.getWeight().getType();
+  if (op.getScales() || !op.getExpertOffsets())
+    return rewriter.notifyMatchFailure(op, "needs the grouped layout, no FP8 rows");
+  bool fp8Weights = op.getWeightScales() != nullptr;
+  if (!inType.getElementType().isBF16() ||
+      !(fp8Weights ? wType.getElementType().isInteger(8) : wType.getElementType().isBF16()))
+    return rewriter.notifyMatchFailure(op, "bf16 rows, bf16 or FP8 weights only");
+  if (!wType.hasStaticShape() || inType.isDynamicDim(1))
+    return rewriter.notifyMatchFailure(op, "needs static E, N and K");
+  int64_t cols = wType.getDimSize(1), depth = wType.getDimSize(2);
+  if (cols % kWarpCols != 0 || depth % kDepthStep != 0)
+    return rewriter.notifyMatchFailure(op, "N must be a multiple of 32 and K of 32");
+  if (!tilesHoldOneExpert(op))
+    return rewriter.notifyMatchFailure(op, "rows not padded to tiles of 16 per expert");
+  int64_t scaleRows = 0, scaleDepth = 0;
+  if (fp8Weights) {
+    scaleRows = (*op.getWeightBlock())[0];
+    scaleDepth = (*op.getWeightBlock())[1];
+    // A block's columns (at most 32) and each warp's step of depth (32,
+    // 64 or 128) within one scale block.
+    Kernel probe{{rewriter, op.getLoc()},
+                 {},
+                 {},
+                 {},
+                 op.getRowExpert(),
+                 {},
+                 {},
+                 wType.getDimSize(0),
+                 cols,
+                 depth,
+                 op.getWeightScales(),
+                 scaleRows,
+                 scaleDepth};
+    if (scaleRows % kWarpCols != 0 || !probe.decodeShape())
+      return rewriter.notifyMatchFailure(
+          op, "FP8 scale blocks must be whole multiples of 32 rows and 32 of depth");
+  }
+
+  if (fuse && (!blockShape.wgmma || fp8Weights))
+    return rewriter.notifyMatchFailure(op, "SwiGLU fuses into wgmma blocks of bf16 weights");
+
+  Location loc = op.getLoc();
+  OpBuilder &b = rewriter;
+  Value rows = tensor::DimOp::create(b, loc, op.getInput(), 0);
+  auto outType = MemRefType::get({inType.getDimSize(0), cols}, b.getBF16Type());
+  Value out = memref::AllocOp::create(b, loc, outType,
+                                      outType.isDynamicDim(0) ? ValueRange{rows} : ValueRange{});
+  Kernel kernel{{b, loc},
+                readBuffer(b, loc, op.getInput()),
+                readBuffer(b, loc, op.getWeight()),
+                out,
+                readBuffer(b, loc, op.getRowExpert()),
+                readBuffer(b, loc, op.getExpertOffsets()),
+                rows,
+                wType.getDimSize(0),
+                cols,
+                depth};
+  kernel.blockShape = narrowedToDivide(blockShape, cols);
+  kernel.wideShape = narrowedToDivide(wideShape, cols);
+  if (fp8Weights) {
+    kernel.wScales = readBuffer(b, loc, op.getWeightScales());
+    kernel.scaleRows = scaleRows;
+    kernel.scaleDepth = scaleDepth;
+    if (kernel.fp8PrefillApplies())
+      kernel.blockShape = kernel.wideShape = kernel.fp8BlockShape();
+  }
+  if (fuse) {
+    auto swigluType = MemRefType::get({inType.getDimSize(0), cols / 2}, b.getBF16Type());
+    kernel.swigluOut = memref::AllocOp::create(
+        b, loc, swigluType, swigluType.isDynamicDim(0) ? ValueRange{rows} : ValueRange{});
+    kernel.activateOut = [&] { buildActivationKernel(b, loc, fuse, out, kernel.swigluOut, rows); };
+  }
+  kernel.build();
+  Value result = fuse ? kernel.swigluOut : out;
+  auto resultType = cast<MemRefType>(result.getType());
+  result = bufferization::ToTensorOp::create(
+      b, loc, RankedTensorType::get(resultType.getShape(), b.getBF16Type()), result,
+      /*restrict=*/true, /*writable=*/true);
+  Type wanted = fuse ? fuse.getType() : op.getType();
+  if (result.getType() != wanted)
+    result = tensor::CastOp::create(b, loc, wanted, result);
+  if (!fuse) {
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+  rewriter.replaceOp(fuse, result);
+  rewriter.eraseOp(op);
+  return success();
+}
+
 struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
   GroupedMatmulToGPU(MLIRContext *context, BlockShape blockShape, BlockShape wideShape)
       : OpRewritePattern(context), blockShape(blockShape), wideShape(wideShape) {}
@@ -143,68 +240,29 @@ struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
   BlockShape wideShape;
 
   LogicalResult matchAndRewrite(GroupedMatmulOp op, PatternRewriter &rewriter) const override {
-    auto inType = op.getInput().getType();
-    auto wType = op.getWeight().getType();
-    if (op.getScales() || !op.getExpertOffsets())
-      return rewriter.notifyMatchFailure(op, "needs the grouped layout, no FP8 rows");
-    bool fp8Weights = op.getWeightScales() != nullptr;
-    if (!inType.getElementType().isBF16() ||
-        !(fp8Weights ? wType.getElementType().isInteger(8) : wType.getElementType().isBF16()))
-      return rewriter.notifyMatchFailure(op, "bf16 rows, bf16 or FP8 weights only");
-    if (!wType.hasStaticShape() || inType.isDynamicDim(1))
-      return rewriter.notifyMatchFailure(op, "needs static E, N and K");
-    int64_t cols = wType.getDimSize(1), depth = wType.getDimSize(2);
-    if (cols % kWarpCols != 0 || depth % kDepthStep != 0)
-      return rewriter.notifyMatchFailure(op, "N must be a multiple of 32 and K of 32");
-    if (!tilesHoldOneExpert(op))
-      return rewriter.notifyMatchFailure(op, "rows not padded to tiles of 16 per expert");
-    int64_t scaleRows = 0, scaleDepth = 0;
-    if (fp8Weights) {
-      scaleRows = (*op.getWeightBlock())[0];
-      scaleDepth = (*op.getWeightBlock())[1];
-      // A block's columns (at most 32) and each warp's step of depth (32,
-      // 64 or 128) within one scale block.
-      Kernel probe{{rewriter, op.getLoc()}, {}, {}, {}, op.getRowExpert(), {}, {},
-                   wType.getDimSize(0), cols, depth, op.getWeightScales(), scaleRows,
-                   scaleDepth};
-      if (scaleRows % kWarpCols != 0 || !probe.decodeShape())
-        return rewriter.notifyMatchFailure(
-            op, "FP8 scale blocks must be whole multiples of 32 rows and 32 of depth");
-    }
+    return lowerGroupedMatmul(op, rewriter, blockShape, wideShape);
+  }
+};
 
-    Location loc = op.getLoc();
-    OpBuilder &b = rewriter;
-    Value rows = tensor::DimOp::create(b, loc, op.getInput(), 0);
-    auto outType = MemRefType::get({inType.getDimSize(0), cols}, b.getBF16Type());
-    Value out = memref::AllocOp::create(b, loc, outType,
-                                        outType.isDynamicDim(0) ? ValueRange{rows} : ValueRange{});
-    Kernel kernel{{b, loc},
-                  readBuffer(b, loc, op.getInput()),
-                  readBuffer(b, loc, op.getWeight()),
-                  out,
-                  readBuffer(b, loc, op.getRowExpert()),
-                  readBuffer(b, loc, op.getExpertOffsets()),
-                  rows,
-                  wType.getDimSize(0),
-                  cols,
-                  depth};
-    kernel.blockShape = narrowedToDivide(blockShape, cols);
-    kernel.wideShape = narrowedToDivide(wideShape, cols);
-    if (fp8Weights) {
-      kernel.wScales = readBuffer(b, loc, op.getWeightScales());
-      kernel.scaleRows = scaleRows;
-      kernel.scaleDepth = scaleDepth;
-      if (kernel.fp8PrefillApplies())
-        kernel.blockShape = kernel.wideShape = kernel.fp8BlockShape();
-    }
-    kernel.build();
-    Value result = bufferization::ToTensorOp::create(
-        b, loc, RankedTensorType::get(outType.getShape(), b.getBF16Type()), out,
-        /*restrict=*/true, /*writable=*/true);
-    if (result.getType() != op.getType())
-      result = tensor::CastOp::create(b, loc, op.getType(), result);
-    rewriter.replaceOp(op, result);
-    return success();
+/// A SwiGLU moe.activation of a grouped GEMM's bf16 result (its only use),
+/// whose prefill form takes wgmma blocks: the GEMM's kernels with the
+/// activation in the wgmma epilogue (the decode form is followed by the
+/// activation kernel).
+struct FusedSwigluToGPU : OpRewritePattern<ActivationOp> {
+  FusedSwigluToGPU(MLIRContext *context, BlockShape blockShape, BlockShape wideShape)
+      : OpRewritePattern(context), blockShape(blockShape), wideShape(wideShape) {}
+
+  BlockShape blockShape;
+  BlockShape wideShape;
+
+  LogicalResult matchAndRewrite(ActivationOp op, PatternRewriter &rewriter) const override {
+    auto gemm = op.getInput().getDefiningOp<GroupedMatmulOp>();
+    if (op.getKind() != Activation::swiglu || !gemm || !gemm->hasOneUse())
+      return rewriter.notifyMatchFailure(op, "not the SwiGLU of a grouped GEMM's only use");
+    if (!blockShape.wgmma || op.getType().isDynamicDim(1))
+      return rewriter.notifyMatchFailure(op, "fuses into wgmma blocks");
+    rewriter.setInsertionPoint(gemm);
+    return lowerGroupedMatmul(gemm, rewriter, blockShape, wideShape, op);
   }
 };
 
@@ -309,11 +367,18 @@ struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass>
       return signalPassFailure();
     // The GEMMs first: whether their rows come in tiles of one expert is
     // read off the moe.dispatch that the second step replaces.
-    RewritePatternSet gemmPatterns(&getContext());
     // wgmma blocks serve one expert (the shared one) as well.
-    gemmPatterns.add<GroupedMatmulToGPU>(
-        &getContext(), *shape,
-        shape->wgmma ? *shape : wideShapeOf(prefillStages, prefillStageDepth));
+    BlockShape wide = shape->wgmma ? *shape : wideShapeOf(prefillStages, prefillStageDepth);
+    if (fuseSwiglu) {
+      RewritePatternSet fusePatterns(&getContext());
+      fusePatterns.add<FusedSwigluToGPU>(&getContext(), *shape, wide);
+      SmallVector<Operation *> activations;
+      getOperation()->walk([&](ActivationOp op) { activations.push_back(op); });
+      if (failed(applyOpPatternsGreedily(activations, std::move(fusePatterns))))
+        return signalPassFailure();
+    }
+    RewritePatternSet gemmPatterns(&getContext());
+    gemmPatterns.add<GroupedMatmulToGPU>(&getContext(), *shape, wide);
     SmallVector<Operation *> gemms, others;
     getOperation()->walk([&](Operation *op) {
       if (isa<GroupedMatmulOp>(op))
