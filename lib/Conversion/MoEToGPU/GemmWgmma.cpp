@@ -4,10 +4,10 @@
 // 64-bit descriptors, so the products need no ldmatrix and no fragment
 // registers: per k16 of a stage one `wgmma.mma_async` m64nCk16 of a
 // warpgroup's 64 rows by C weight rows (a block of 128 rows has two
-// warpgroups, which share the staged weights). The stages are rows of 64 of depth
-// (128 bytes), stored with the 128-byte swizzle (16-byte chunk c of row r
-// at chunk c ^ (r % 8)) that the descriptors name, which keeps the 8 rows
-// a core matrix spans in distinct banks.
+// warpgroups, which share the staged weights). The stages are rows of 64
+// of depth (128 bytes), stored with the 128-byte swizzle (16-byte chunk c
+// of row r at chunk c ^ (r % 8)) that the descriptors name, which keeps
+// the 8 rows a core matrix spans in distinct banks.
 //
 // FP8 weights are staged as codes and decoded, each step, into one bf16
 // tile (exact values); the products of a scale block sum into zeros, then
@@ -115,48 +115,59 @@ struct Warpgroup {
         NVVM::MMALayout::col, /*satfinite=*/nullptr);
   }
 
-  /// silu(gate) * up of the accumulators (n8 tiles j < C/16 the gate's,
-  /// j + C/16 the matching up's) to rows [rowStart, rowEnd) and columns
-  /// col0.. of the output.
-  void storeSwiglu(Value acc, Value rowStart, Value rowEnd, Value col0) {
+  /// Where the thread's accumulators go: per n8 tile j, c0 and c1 to row
+  /// row0 and c2 and c3 to row0 + 8, columns 8 j + pairCol and the next
+  /// (warp w of the block holds rows 16 w..).
+  struct Fragment {
+    Value row0, row1, pairCol;
+  };
+  Fragment fragment(Value rowStart) {
     Value warp = arith::DivUIOp::create(k.b, k.loc, tid, k.idx(kWarpSize));
     Value lane = arith::RemUIOp::create(k.b, k.loc, tid, k.idx(kWarpSize));
     Value quad = arith::DivUIOp::create(k.b, k.loc, lane, k.idx(4));
     Value pairCol = k.mul(arith::RemUIOp::create(k.b, k.loc, lane, k.idx(4)), k.idx(2));
     Value row0 = k.add(rowStart, k.add(k.mul(warp, k.idx(16)), quad));
-    Value row1 = k.add(row0, k.idx(8));
-    const int64_t upTiles = shape.cols / 16;
-    for (int64_t j = 0; j < upTiles; ++j) {
-      SmallVector<Value> c;
-      for (int64_t i = 0; i < 4; ++i) {
-        Value gate = LLVM::ExtractValueOp::create(k.b, k.loc, acc, 4 * j + i);
-        Value up = LLVM::ExtractValueOp::create(k.b, k.loc, acc, 4 * (j + upTiles) + i);
-        c.push_back(swiglu(k.b, k.loc, gate, up));
-      }
-      Value col = k.add(col0, k.add(k.idx(8 * j), pairCol));
-      k.ifThen(k.lt(row0, rowEnd), [&] { k.store2(c[0], c[1], row0, col); });
-      k.ifThen(k.lt(row1, rowEnd), [&] { k.store2(c[2], c[3], row1, col); });
+    return {row0, k.add(row0, k.idx(8)), pairCol};
+  }
+
+  /// Per n8 tile j of `tiles`, values(j) (its c0..c3) to the output rows
+  /// below rowEnd, columns col0 + 8 j...
+  void storeTiles(Value rowStart, Value rowEnd, Value col0, int64_t tiles,
+                  function_ref<SmallVector<Value>(int64_t)> values) {
+    Fragment at = fragment(rowStart);
+    for (int64_t j = 0; j < tiles; ++j) {
+      SmallVector<Value> c = values(j);
+      Value col = k.add(col0, k.add(k.idx(8 * j), at.pairCol));
+      k.ifThen(k.lt(at.row0, rowEnd), [&] { k.store2(c[0], c[1], at.row0, col); });
+      k.ifThen(k.lt(at.row1, rowEnd), [&] { k.store2(c[2], c[3], at.row1, col); });
     }
   }
 
   /// The accumulators to rows [rowStart, rowEnd) of the output (the
   /// warpgroup's 64 of them).
   void store(Value acc, Value rowStart, Value rowEnd, Value col0) {
-    // Warps of the block in order: warp w holds rows 16 w.. of the block.
-    Value warp = arith::DivUIOp::create(k.b, k.loc, tid, k.idx(kWarpSize));
-    Value lane = arith::RemUIOp::create(k.b, k.loc, tid, k.idx(kWarpSize));
-    Value quad = arith::DivUIOp::create(k.b, k.loc, lane, k.idx(4));
-    Value pairCol = k.mul(arith::RemUIOp::create(k.b, k.loc, lane, k.idx(4)), k.idx(2));
-    Value row0 = k.add(rowStart, k.add(k.mul(warp, k.idx(16)), quad));
-    Value row1 = k.add(row0, k.idx(8));
-    for (int64_t j = 0; j < shape.cols / 8; ++j) {
+    storeTiles(rowStart, rowEnd, col0, shape.cols / 8, [&](int64_t j) {
       SmallVector<Value> c;
       for (int64_t i = 0; i < 4; ++i)
         c.push_back(LLVM::ExtractValueOp::create(k.b, k.loc, acc, 4 * j + i));
-      Value col = k.add(col0, k.add(k.idx(8 * j), pairCol));
-      k.ifThen(k.lt(row0, rowEnd), [&] { k.store2(c[0], c[1], row0, col); });
-      k.ifThen(k.lt(row1, rowEnd), [&] { k.store2(c[2], c[3], row1, col); });
-    }
+      return c;
+    });
+  }
+
+  /// silu(gate) * up of the accumulators (n8 tiles j < C/16 the gate's,
+  /// j + C/16 the matching up's) to rows [rowStart, rowEnd) and columns
+  /// col0.. of the output.
+  void storeSwiglu(Value acc, Value rowStart, Value rowEnd, Value col0) {
+    const int64_t upTiles = shape.cols / 16;
+    storeTiles(rowStart, rowEnd, col0, upTiles, [&](int64_t j) {
+      SmallVector<Value> c;
+      for (int64_t i = 0; i < 4; ++i) {
+        Value gate = LLVM::ExtractValueOp::create(k.b, k.loc, acc, 4 * j + i);
+        Value up = LLVM::ExtractValueOp::create(k.b, k.loc, acc, 4 * (j + upTiles) + i);
+        c.push_back(swiglu(k.b, k.loc, gate, up));
+      }
+      return c;
+    });
   }
 };
 } // namespace
