@@ -77,10 +77,12 @@ struct Warpgroup {
   /// The address of the thread's warpgroup's 64 rows in stage 0 of the
   /// staged rows `tileA` (rows of 128 bytes).
   Value rowsAddress(Value tileA) {
+    // One op a statement: the IR's order is the same whichever compiler
+    // built this (argument evaluation order is unspecified).
     Value offset = k.mul(group, k.idx(64 * shape.stageRow() * 2));
-    return arith::AddIOp::create(
-        k.b, k.loc, addressOf(tileA),
-        arith::IndexCastUIOp::create(k.b, k.loc, k.b.getI64Type(), offset));
+    Value offset64 = arith::IndexCastUIOp::create(k.b, k.loc, k.b.getI64Type(), offset);
+    Value base = addressOf(tileA);
+    return arith::AddIOp::create(k.b, k.loc, base, offset64);
   }
 
   /// Descriptor of the operand at `base` + `stage` * `stageBytes` for k16
