@@ -29,6 +29,10 @@ add deepseek-v3-bf16 examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096" -
 # The checkpoint's FP8 expert weights (128 x 128 block scales) kept as codes
 # (the default).
 add deepseek-v3-fp8 examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096" --fp8-weights=keep
+# The same with FP8 rows: the prefill GEMMs quantize their rows per 128 and
+# multiply E4M3 by E4M3 (--gpu-fp8-rows; T = 64 takes the decode form).
+add deepseek-v3-fp8-rows examples/full-size/deepseek-v3.json bf16 "64, 4096" --fp8-weights=keep \
+  --gpu-fp8-rows
 # Expert-parallel layers for run_gpu_ep.sh (2 MPI ranks on one GPU): decode
 # up to 8 tokens per rank, prefill above; the tokens are rank 0's (0: rank 0
 # empty).

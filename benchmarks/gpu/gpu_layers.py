@@ -120,10 +120,38 @@ def route(x, p, plan):
     return ids, weights * r.get("routed_scaling_factor", 1.0)
 
 
-def swiglu_mlp(rows, w13, w2):
-    h = rows @ w13.T
+def swiglu_mlp(rows, w13, w2, quantize=None):
+    """The expert MLP; `quantize` (fp8_rows) stands for the rows each GEMM
+    reads where they are quantized first."""
+    quantize = quantize or (lambda r: r)
+    h = quantize(rows) @ w13.T
     gate, up = h.chunk(2, -1)
-    return (torch.nn.functional.silu(gate) * up) @ w2.T
+    return quantize(torch.nn.functional.silu(gate) * up) @ w2.T
+
+
+# Rows of a quantization group of FP8 rows (--gpu-fp8-rows).
+FP8_ROW_GROUP = 128
+
+
+def fp8_rows(rows, group=FP8_ROW_GROUP):
+    """`rows` as the FP8 rows prefill form reads them (QuantizeGPU.cpp):
+    rounded to bf16 (the GEMM's input), then per `group` of a row scale =
+    amax / 448 in f32 and codes = e4m3(x / scale), times the scale."""
+    x = rows.to(torch.bfloat16).float().unflatten(-1, (-1, group))
+    scale = x.abs().amax(-1, keepdim=True) / 448
+    codes = (x / torch.where(scale > 0, scale, 1)).clamp(-448, 448).to(torch.float8_e4m3fn)
+    return (codes.float() * scale).flatten(-2).to(rows.dtype)
+
+
+def quantizes_rows(plan, tokens):
+    """Whether the layer's routed GEMMs quantize their rows at `tokens`: FP8
+    rows asked for (plan report) and the prefill form taken, which the host
+    chooses above 64 rows per expert on average of the dispatch's padded
+    rows (T k + min(E, T k) 15; GroupedMatmulGPU.cpp)."""
+    if not plan.get("gpu", {}).get("prefill_gemm", {}).get("fp8_rows"):
+        return False
+    pairs, experts = tokens * plan["top_k"], plan["experts"]
+    return pairs + min(experts, pairs) * 15 > experts * (64 + 15)
 
 
 def expert_weight(p, name, expert, dtype):
@@ -140,15 +168,17 @@ def expert_weight(p, name, expert, dtype):
 
 
 def reference(x, p, plan):
-    """The MoE block in float64 (weights widened one expert at a time)."""
+    """The MoE block in float64 (weights widened one expert at a time); the
+    routed experts' rows quantized as the layer does (quantizes_rows)."""
     xs = x.double()
     ids, weights = route(xs, p, plan)
     margin = route.margin
+    quantize = fp8_rows if quantizes_rows(plan, x.shape[0]) else None
     y = torch.zeros_like(xs)
     for expert in ids.unique().tolist():
         tok, slot = (ids == expert).nonzero(as_tuple=True)
         out = swiglu_mlp(xs[tok], expert_weight(p, "w13", expert, torch.float64),
-                         expert_weight(p, "w2", expert, torch.float64))
+                         expert_weight(p, "w2", expert, torch.float64), quantize)
         y.index_add_(0, tok, out * weights[tok, slot, None])
     if "shared_w13" in p:
         shared = swiglu_mlp(xs, p["shared_w13"].double(), p["shared_w2"].double())

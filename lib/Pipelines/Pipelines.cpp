@@ -95,10 +95,11 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
     setenv("CUDA_HOME", "/usr/local/cuda", /*overwrite=*/0);
   std::string toGpu = llvm::formatv(
       "convert-moe-to-gpu{{prefill-block={0} prefill-stages={1} prefill-stage-depth={2} "
-      "prefill-mma={3} fuse-swiglu={4}},",
+      "prefill-mma={3} fuse-swiglu={4} fp8-rows={5}},",
       options.prefillBlock.getValue(), options.prefillStages.getValue(),
       options.prefillStageDepth.getValue(), options.prefillMma.getValue(),
-      options.fuseSwiglu.getValue() ? "true" : "false");
+      options.fuseSwiglu.getValue() ? "true" : "false",
+      options.fp8Rows.getValue() ? "true" : "false");
   if (options.stopAfterHostABI) {
     // Bufferized entries with the GPU calling convention, before any kernel.
     std::string text = "inline,moe-drop-phase-variants," +

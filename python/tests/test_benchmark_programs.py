@@ -117,3 +117,42 @@ def test_gpu_check_tokens_asked_override_the_manifest_up_to_max_tokens(capsys):
     assert gpu_layers.tokens_to_run(entry, plan, [1, 64, 65]) == [1, 64]
     assert "T=65 skipped" in capsys.readouterr().out
     assert gpu_layers.tokens_to_run(entry, {}, [7]) == [7]
+
+
+def test_gpu_check_fp8_rows_reference_quantizes_like_the_runtime():
+    """The GPU check's stand-in for --gpu-fp8-rows (rows rounded to bf16,
+    then g128 E4M3 codes times amax / 448) gives what libmoert's g128 row
+    quantization (written apart, in C) dequantizes to, zero groups
+    included; and it applies only where the prefill form runs."""
+    import ctypes
+
+    import numpy as np
+    import torch
+
+    from moec.toolchain import build_dir
+
+    gpu_layers = load_gpu_check()
+    rows = torch.randn(5, 512, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    rows[1] *= 1e-3
+    rows[2, 128:256] = 0
+    rows[3, :64] *= 1e4  # one large element group
+    got = gpu_layers.fp8_rows(rows)
+    assert got.dtype == torch.float64 and torch.equal(got[2, 128:256], torch.zeros(128, dtype=torch.float64))
+
+    lib = ctypes.CDLL(str(build_dir() / "lib" / "libmoert.so"))
+    for r in range(rows.shape[0]):
+        x = rows[r].to(torch.bfloat16).float().numpy()
+        codes = np.zeros(x.size, np.uint8)
+        scales = np.zeros(x.size // 128, np.float32)
+        out = np.zeros(x.size, np.float32)
+        assert lib.moert_quantize_row(1, x.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(x.size),
+                                      codes.ctypes.data_as(ctypes.c_void_p),
+                                      scales.ctypes.data_as(ctypes.c_void_p)) == 0
+        assert lib.moert_dequantize_row(1, codes.ctypes.data_as(ctypes.c_void_p),
+                                        scales.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(x.size),
+                                        out.ctypes.data_as(ctypes.c_void_p)) == 0
+        np.testing.assert_array_equal(got[r].float().numpy(), out)
+
+    plan = {"top_k": 8, "experts": 256, "gpu": {"prefill_gemm": {"fp8_rows": True}}}
+    assert not gpu_layers.quantizes_rows(plan, 64) and gpu_layers.quantizes_rows(plan, 4096)
+    assert not gpu_layers.quantizes_rows({**plan, "gpu": {}}, 4096)

@@ -15,6 +15,8 @@
 // RUN:   | FileCheck %s --check-prefix=WGMMA128
 // RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-stages=2' \
 // RUN:   | FileCheck %s --check-prefixes=FP8WGMMA,WGMMA2
+// RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=128x128 prefill-stages=3 fp8-rows=true' \
+// RUN:   | FileCheck %s --check-prefix=FP8ROWS
 // RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=128x128 prefill-stages=3 fuse-swiglu=true' \
 // RUN:   | FileCheck %s --check-prefix=FUSED
 // RUN: not moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=32x128' 2>&1 \
@@ -491,6 +493,65 @@ func.func @one_expert(%x: tensor<?x128xbf16>, %rows: tensor<?xi32>, %off: tensor
 // FP8WGMMA: } else {
 // FP8WGMMA: scf.yield %[[TOTAL]], %{{.+}}
 // FP8WGMMA: vector.store {{.+}} : memref<?x128xbf16>, vector<2xbf16>
+// With fp8-rows the prefill form quantizes its rows first: a thread per 8 elements, the amax of
+// its group of 128 (16 threads) by xor shuffles 8, 4, 2, 1, scale amax / 448 (1 divides a group
+// of zeros), codes by cvt.rn.satfinite e4m3x2 (the first element in the low byte: it is the
+// op's second operand), the group's first thread storing its scale. Then blocks of 128 rows
+// (two warpgroups) by 128 columns stage rows and weights both as codes, 128 deep, swizzled by
+// 16-byte chunks; each step loads the thread's two rows' scales and the weight block's, issues 4
+// e4m3 wgmma m64n128k32 (the first into zeros), the copies 2 steps ahead, waits for the
+// products and joins them to the total by one fma each, times row scale x weight scale.
+// FP8ROWS-LABEL: func.func @fp8_weights
+// FP8ROWS: %[[CODES:.+]] = memref.alloc(%[[ROWS:.+]]) : memref<?x256xi8>
+// FP8ROWS: %[[SCALES:.+]] = memref.alloc(%[[ROWS]]) : memref<?x2xf32>
+// FP8ROWS: } else {
+// FP8ROWS: gpu.launch
+// FP8ROWS: %[[X:.+]] = vector.load {{.+}} vector<8xbf16>
+// FP8ROWS: %[[WIDE:.+]] = arith.extf %[[X]] : vector<8xbf16> to vector<8xf32>
+// FP8ROWS: %[[ABS:.+]] = math.absf %[[WIDE]]
+// FP8ROWS: %[[AMAX0:.+]] = vector.reduction <maxnumf>, %[[ABS]]
+// FP8ROWS: %[[OTHER:.+]], %{{.+}} = gpu.shuffle  xor %[[AMAX0]], %c8_i32{{.*}}, %c32_i32
+// FP8ROWS: arith.maxnumf %[[AMAX0]], %[[OTHER]]
+// FP8ROWS: gpu.shuffle  xor {{.+}}, %c4_i32
+// FP8ROWS: gpu.shuffle  xor {{.+}}, %c2_i32
+// FP8ROWS: gpu.shuffle  xor {{.+}}, %c1_i32
+// FP8ROWS: %[[AMAX:.+]] = arith.maxnumf
+// FP8ROWS: %[[SCALE:.+]] = arith.divf %[[AMAX]], %cst{{.*}} : f32
+// FP8ROWS: %[[POSITIVE:.+]] = arith.cmpf ogt, %[[AMAX]]
+// FP8ROWS: %[[DIVISOR:.+]] = arith.select %[[POSITIVE]], %[[SCALE]], %cst
+// FP8ROWS: %[[E0:.+]] = vector.extract %[[WIDE]][0]
+// FP8ROWS: %[[Q0:.+]] = arith.divf %[[E0]], %[[DIVISOR]]
+// FP8ROWS: %[[E1:.+]] = vector.extract %[[WIDE]][1]
+// FP8ROWS: %[[Q1:.+]] = arith.divf %[[E1]], %[[DIVISOR]]
+// FP8ROWS: nvvm.convert.f32x2.to.f8x2 %[[Q1]], %[[Q0]] {rnd = #nvvm.fp_rnd_mode<rn>, sat = #nvvm.sat_mode<satfinite>} : i16(f8E4M3FN)
+// FP8ROWS-COUNT-3: nvvm.convert.f32x2.to.f8x2
+// FP8ROWS: vector.bitcast %{{.+}} : vector<4xi16> to vector<8xi8>
+// FP8ROWS: vector.store %{{.+}}, %[[CODES]]{{.+}} vector<8xi8>
+// FP8ROWS: memref.store %[[SCALE]], %[[SCALES]]
+// FP8ROWS: gpu.launch {{.+}} threads({{.+}}) in (%{{.+}} = %c256{{.*}}, {{.+}} dynamic_shared_memory_size
+// FP8ROWS: %[[SA:.+]] = memref.view {{.+}} to memref<3x128x128xi8, #gpu.address_space<workgroup>>
+// FP8ROWS: %[[SW:.+]] = memref.view {{.+}} to memref<3x128x128xi8, #gpu.address_space<workgroup>>
+// FP8ROWS-COUNT-4: nvgpu.device_async_copy %[[CODES]][{{.+}}], %[[SA]][{{.+}}], 16 {bypassL1}
+// FP8ROWS-COUNT-4: nvgpu.device_async_copy %{{.+}}, %[[SW]][{{.+}}], 16 {bypassL1} : memref<8x128x256xi8
+// FP8ROWS: scf.for %[[STEP:[^ ]+]] = {{.+}} iter_args(%[[TOTAL:.+]] = %[[ZERO:.+]], %[[SUM:.+]] = %[[ZERO]])
+// FP8ROWS: gpu.barrier
+// FP8ROWS: %[[S0:.+]] = memref.load %[[SCALES]][%{{.+}}, %[[STEP]]] : memref<?x2xf32>
+// FP8ROWS: %[[S1:.+]] = memref.load %[[SCALES]][%{{.+}}, %[[STEP]]] : memref<?x2xf32>
+// FP8ROWS: %[[WS:.+]] = memref.load %{{.+}} : memref<8x1x2xf32
+// FP8ROWS: nvvm.wgmma.fence.aligned
+// FP8ROWS: nvvm.wgmma.mma_async %{{.+}}, %{{.+}}, %[[SUM]], <m = 64, n = 128, k = 32>, D[<f32>, <zero>], A[<e4m3>, <one>, <row>], B[<e4m3>, <one>, <col>]
+// FP8ROWS-COUNT-3: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 128, k = 32>, D[<f32>, <one>], A[<e4m3>
+// FP8ROWS: nvvm.wgmma.commit.group.sync.aligned
+// FP8ROWS-COUNT-8: nvgpu.device_async_copy
+// FP8ROWS: nvgpu.device_async_create_group
+// FP8ROWS: nvvm.wgmma.wait.group.sync.aligned 0
+// FP8ROWS: %[[F0:.+]] = arith.mulf %[[S0]], %[[WS]] : f32
+// FP8ROWS: %[[F1:.+]] = arith.mulf %[[S1]], %[[WS]] : f32
+// FP8ROWS: math.fma %{{.+}}, %[[F0]], %{{.+}} : f32
+// FP8ROWS: math.fma %{{.+}}, %[[F0]], %{{.+}} : f32
+// FP8ROWS: math.fma %{{.+}}, %[[F1]], %{{.+}} : f32
+// FP8ROWS: math.fma %{{.+}}, %[[F1]], %{{.+}} : f32
+// FP8ROWS: vector.store {{.+}} : memref<?x128xbf16>, vector<2xbf16>
 func.func @fp8_weights(%x: tensor<?x256xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8x128x256xi8>,
                        %s: tensor<8x1x2xf32>) -> tensor<?x128xbf16> {
   %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 8 row_tile = 16

@@ -237,6 +237,13 @@ cl::opt<bool> gpuFuseSwiglu(
              "matching up weight rows); not yet timed on a GPU"),
     cl::init(false), cl::cat(category));
 
+cl::opt<bool> gpuFp8Rows(
+    "gpu-fp8-rows",
+    cl::desc("With --target cuda, wgmma prefill blocks and FP8 expert weights: "
+             "the prefill GEMMs quantize their rows per 128 of depth and multiply "
+             "E4M3 by E4M3 (wgmma k32); not yet run on a GPU"),
+    cl::init(false), cl::cat(category));
+
 constexpr llvm::StringLiteral kChips[] = {"sm_90a", "sm_90", "sm_89", "sm_80"};
 
 moe::ParallelLayout layout() {
@@ -391,6 +398,9 @@ std::optional<std::string> optionProblem() {
     return "--gpu-prefill-mma=wgmma needs --chip sm_90a, got " + chip.getValue();
   if (gpuFuseSwiglu && gpuPrefillMma != "wgmma")
     return "--gpu-fuse-swiglu fuses into wgmma blocks: it needs --gpu-prefill-mma=wgmma "
+           "(--chip sm_90a)";
+  if (gpuFp8Rows && gpuPrefillMma != "wgmma")
+    return "--gpu-fp8-rows multiplies FP8 rows by wgmma: it needs --gpu-prefill-mma=wgmma "
            "(--chip sm_90a)";
   if (replicaSelection != "static" && replicaSelection != "per-batch")
     return "--replica-selection must be static or per-batch, got '" +
@@ -629,6 +639,7 @@ void setCudaPipelineOptions(moe::CudaPipelineOptions &options) {
   options.prefillStageDepth = gpuPrefillStageDepth;
   options.prefillMma = gpuPrefillMma;
   options.fuseSwiglu = gpuFuseSwiglu;
+  options.fp8Rows = gpuFp8Rows;
 }
 
 /// What the plan report says of a GPU library: its calling convention and
@@ -675,7 +686,8 @@ llvm::Expected<llvm::json::Object> gpuReport(ModuleOp module) {
                           {"stages", int64_t(gpuPrefillStages)},
                           {"stage_depth", int64_t(gpuPrefillStageDepth)},
                           {"mma", gpuPrefillMma.getValue()},
-                          {"fuse_swiglu", bool(gpuFuseSwiglu)}}}};
+                          {"fuse_swiglu", bool(gpuFuseSwiglu)},
+                          {"fp8_rows", bool(gpuFp8Rows)}}}};
 }
 
 int main(int argc, char **argv) {

@@ -228,6 +228,12 @@ def ConvertMoEToGPU : Pass<"convert-moe-to-gpu"> {
            "GEMM goes into the GEMM's prefill epilogue (a block stages its "
            "gate and matching up weight rows); its decode form runs the "
            "activation kernel after. Not yet timed on a GPU">,
+    Option<"fp8Rows", "fp8-rows", "bool", "false",
+           "With wgmma blocks: the prefill form of FP8 block-scaled weights "
+           "quantizes its rows per 128 of depth (E4M3, f32 scale amax / 448) "
+           "and multiplies codes by codes (e4m3 wgmma k32), each step's "
+           "products added times the row's and the weight block's scales. "
+           "Not yet run on a GPU">,
     Option<"prefillMma", "prefill-mma", "std::string", "\"mma-sync\"",
            "The block form's products: mma-sync (ldmatrix and mma.sync "
            "m16n8k16, every chip) or wgmma (sm_90a: a warpgroup a 64 rows, "

@@ -104,6 +104,11 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
       llvm::cl::desc("convert-moe-to-gpu's fuse-swiglu: the SwiGLU in the wgmma "
                      "prefill GEMM's epilogue"),
       llvm::cl::init(false)};
+  Option<bool> fp8Rows{
+      *this, "fp8-rows",
+      llvm::cl::desc("convert-moe-to-gpu's fp8-rows: FP8 weights' wgmma prefill "
+                     "GEMMs quantize their rows and multiply e4m3 by e4m3"),
+      llvm::cl::init(false)};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU architecture"),
                            llvm::cl::init("sm_90")};
   Option<std::string> features{*this, "features",

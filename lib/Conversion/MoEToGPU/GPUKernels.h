@@ -34,6 +34,14 @@ Value clampedSwiglu(OpBuilder &b, Location loc, Value gate, Value up, float alph
 /// [rows, I] (memrefs).
 void buildActivationKernel(OpBuilder &b, Location loc, ActivationOp op, Value input, Value out,
                            Value rows);
+/// rows x cols bf16 `input` quantized per `group` of each row: `codes`
+/// [rows, cols] E4M3 (i8) of x / scale, rounded to nearest and saturated,
+/// and `scales` [rows, cols / group] (f32) amax / 448 (0 for a group of
+/// zeros, whose codes are 0). A thread per 8 elements, the group's amax
+/// by shuffles among its cols / 8 threads (`group` a multiple of 128 at
+/// most 256, dividing cols).
+void buildRowQuantizeKernel(OpBuilder &b, Location loc, Value input, Value codes, Value scales,
+                            Value rows, int64_t cols, int64_t group);
 } // namespace mlir::moe
 
 #endif // MOE_CONVERSION_MOETOGPU_GPUKERNELS_H

@@ -10,6 +10,7 @@
 #ifndef MOE_CONVERSION_MOETOGPU_GEMMKERNEL_H
 #define MOE_CONVERSION_MOETOGPU_GEMMKERNEL_H
 
+#include "GPUKernels.h"
 #include "KernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -69,15 +70,24 @@ struct BlockShape {
   /// With wgmma: the weights are FP8 codes, staged as such and decoded
   /// into one tile of bf16 per step.
   bool fp8 = false;
+  /// With fp8: the rows are FP8 codes as well (quantized per 128 of depth),
+  /// staged 128 codes deep (128 bytes), multiplied by e4m3 wgmma k32.
+  bool fp8Rows = false;
+  /// Bytes of a staged element, and depth of one wgmma (or mma.sync).
+  int64_t elementBytes() const { return fp8Rows ? 1 : 2; }
+  int64_t mmaDepth() const { return fp8Rows ? 32 : 16; }
   /// Elements of a staged row: for ldmatrix the depth and 8 of padding, so
   /// that its eight row addresses fall in distinct banks; for wgmma the
   /// depth alone (128 bytes, swizzled).
   int64_t stageRow() const { return wgmma ? depth : depth + 8; }
+  int64_t stageRowBytes() const { return stageRow() * elementBytes(); }
   /// Threads of a block: a warpgroup per 64 rows with wgmma, else 4 warps.
   int64_t threads() const { return wgmma ? rows / 64 * kWgmmaThreads : kWideWarps * kWarpSize; }
   /// Workgroup bytes of the stages (for wgmma, and the slack that aligns
   /// them).
   int64_t sharedBytes() const {
+    if (fp8Rows)
+      return stages * (rows + cols) * depth + kSwizzleBytes;
     if (fp8)
       return stages * (rows * depth * 2 + cols * depth) + cols * depth * 2 + kSwizzleBytes;
     return stages * (rows + cols) * stageRow() * 2 + (wgmma ? kSwizzleBytes : 0);
@@ -87,6 +97,9 @@ struct BlockShape {
 /// Columns of a wgmma block of FP8 weights: two accumulators a thread per
 /// output (the scale block's sum and the total), 128 f32 registers.
 constexpr int64_t kFp8BlockCols = 128;
+/// Depth of one scale of FP8 rows (DeepSeek-V3's activation blocks), and
+/// the step of their wgmma form.
+constexpr int64_t kFp8RowGroup = 128;
 
 /// Workgroup memory a kernel may take without opting in to more; beyond
 /// it the stages live in dynamic shared memory.
@@ -130,6 +143,12 @@ struct Kernel : KernelBuilder {
   /// k / scaleDepth] (f32) their block scales. None: bf16 weights.
   Value wScales = nullptr;
   int64_t scaleRows = 0, scaleDepth = 0;
+  /// FP8 weights with wgmma blocks: their prefill form quantizes the rows
+  /// per kFp8RowGroup of depth into rowCodes [rows, K] (E4M3) and rowScales
+  /// [rows, K / kFp8RowGroup] (f32, amax / 448), and multiplies codes by
+  /// codes (e4m3 wgmma) instead of decoding the weights to bf16.
+  bool fp8RowsWanted = false;
+  Value rowCodes = nullptr, rowScales = nullptr;
   /// The block form's shape for GEMMs of several experts (rows 0: the
   /// narrow form instead), and the wide form's.
   BlockShape blockShape{0, 0, 2};
@@ -187,11 +206,13 @@ struct Kernel : KernelBuilder {
   /// batches in flight). `finish`: when given, the step's copy is issued
   /// after its body (asynchronous products run while the copies issue)
   /// and `finish` ends the step.
+  /// `finish(step, values)` ends a step whose copies were issued after
+  /// its body.
+  using FinishStep = function_ref<void(Value, SmallVector<Value> &)>;
   ValueRange pipelinedLoop(BlockShape shape, ValueRange init,
                            function_ref<Value(Value, Value)> copyStage,
                            function_ref<void(Value, Value, int64_t, SmallVector<Value> &)> body,
-                           bool proxyFence = false, int64_t lag = 0,
-                           function_ref<void()> finish = nullptr);
+                           bool proxyFence = false, int64_t lag = 0, FinishStep finish = nullptr);
 
   ValueRange stagedLoop(ValueRange init, function_ref<Value(Value, Value)> copyStage,
                         function_ref<void(Value, int64_t, SmallVector<Value> &)> body);
@@ -255,18 +276,25 @@ struct Kernel : KernelBuilder {
   /// (64 x kFp8BlockCols blocks inside one scale block, whole scale blocks
   /// of depth), and then its shape.
   bool fp8PrefillApplies() const {
+    const int64_t step = fp8RowsWanted ? kFp8RowGroup : blockShape.depth;
     return fp8() && blockShape.wgmma && grouped() && experts <= kMaxTableExperts &&
-           cols % kFp8BlockCols == 0 && scaleRows % kFp8BlockCols == 0 &&
-           scaleDepth % blockShape.depth == 0 && depth % scaleDepth == 0;
+           cols % kFp8BlockCols == 0 && scaleRows % kFp8BlockCols == 0 && scaleDepth % step == 0 &&
+           depth % scaleDepth == 0;
   }
   /// Its stages are 2 whatever bf16 takes: each step's decode, not the
   /// copies, is what waits (H200, DeepSeek-V3 T = 4096 with 128-row
-  /// blocks: 31.9 ms in 2 stages, 34.8 in 3).
+  /// blocks: 31.9 ms in 2 stages, 34.8 in 3). With FP8 rows nothing is
+  /// decoded: bf16's stages, each one row scale group deep.
   BlockShape fp8BlockShape() const {
     BlockShape shape = blockShape;
     shape.cols = kFp8BlockCols;
-    shape.stages = 2;
     shape.fp8 = true;
+    if (fp8RowsWanted) {
+      shape.fp8Rows = true;
+      shape.depth = kFp8RowGroup;
+    } else {
+      shape.stages = 2;
+    }
     return shape;
   }
 
@@ -286,6 +314,8 @@ struct Kernel : KernelBuilder {
       out = unfused;
       return;
     }
+    if (blockShape.fp8Rows)
+      buildRowQuantizeKernel(b, loc, a, rowCodes, rowScales, rows, depth, kFp8RowGroup);
     wide() ? launchWide() : blocks() ? launchBlocks() : launch();
     if (swigluOut)
       activateOut();
@@ -344,6 +374,13 @@ struct Kernel : KernelBuilder {
   /// the block's scale.
   void wgmmaFp8Products(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,
                         Value expert, Value tileA, Value tileW, Value codes);
+
+  /// wgmmaProducts of FP8 rows and weights (shape.fp8Rows): both staged as
+  /// codes, a step (one row scale group) of four e4m3 m64nCk32 products
+  /// into zeros, added to the total times its row's scale and the weight
+  /// block's.
+  void wgmmaFp8RowsProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,
+                            Value expert, Value tileA, Value tileW);
 
   /// The block and wide forms' products by shape: blockProducts,
   /// wgmmaProducts or wgmmaFp8Products of the staged `tiles`.

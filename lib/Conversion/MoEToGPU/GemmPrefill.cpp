@@ -55,15 +55,14 @@ ValueRange Kernel::stagedLoop(ValueRange init, function_ref<Value(Value, Value)>
 /// running A = S - 1 - lag steps ahead: the copies of the first A steps,
 /// then per step a wait for its copy (A - 1 younger ones may stay in
 /// flight), a barrier (every warp is done with step - 1 - lag, whose stage
-/// the next copy overwrites), the copy of step + A, and `body` for each k16
-/// part of this step's stage. Steps past the end copy the last one again
-/// into stages nobody reads any more; every copy lands before the results
-/// return.
+/// the next copy overwrites), the copy of step + A, and `body` for each
+/// product's part (shape.mmaDepth() deep) of this step's stage. Steps past the end copy the last
+/// one again into stages nobody reads any more; every copy lands before the results return.
 ValueRange
 Kernel::pipelinedLoop(BlockShape shape, ValueRange init,
                       function_ref<Value(Value, Value)> copyStage,
                       function_ref<void(Value, Value, int64_t, SmallVector<Value> &)> body,
-                      bool proxyFence, int64_t lag, function_ref<void()> finish) {
+                      bool proxyFence, int64_t lag, FinishStep finish) {
   const int64_t stages = shape.stages, steps = depth / shape.depth;
   const int64_t ahead = stages - 1 - lag;
   assert(ahead >= 1 && "a pipeline copies at least one step ahead");
@@ -92,11 +91,11 @@ Kernel::pipelinedLoop(BlockShape shape, ValueRange init,
           copyNext();
         Value stage = arith::RemUIOp::create(b, loc, step, idx(stages));
         SmallVector<Value> next(acc.begin(), acc.end());
-        for (int64_t part = 0; part < shape.depth / 16; ++part)
+        for (int64_t part = 0; part < shape.depth / shape.mmaDepth(); ++part)
           body(step, stage, part, next);
         if (finish) {
           copyNext();
-          finish();
+          finish(step, next);
         }
         scf::YieldOp::create(b, loc, next);
       });
@@ -104,10 +103,12 @@ Kernel::pipelinedLoop(BlockShape shape, ValueRange init,
   return loop.getResults();
 }
 
-/// Workgroup memory for `shape`'s stages of `rows` rows.
+/// Workgroup memory for `shape`'s stages of `rows` rows (bf16, or FP8
+/// codes).
 static MemRefType stageType(OpBuilder &b, BlockShape shape, int64_t rows) {
   auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
-  return MemRefType::get({shape.stages, rows, shape.stageRow()}, b.getBF16Type(),
+  Type element = shape.fp8Rows ? Type(b.getI8Type()) : Type(b.getBF16Type());
+  return MemRefType::get({shape.stages, rows, shape.stageRow()}, element,
                          MemRefLayoutAttrInterface{}, workgroup);
 }
 
@@ -115,7 +116,7 @@ void Kernel::launchStaged(BlockShape shape, Value gridX, Value gridY,
                           function_ref<void(gpu::LaunchOp, ValueRange)> body) {
   Value one = idx(1);
   MemRefType aType = stageType(b, shape, shape.rows), wType = stageType(b, shape, shape.cols);
-  if (shape.fp8) // one tile of decoded weights
+  if (shape.fp8 && !shape.fp8Rows) // one tile of decoded weights
     wType = MemRefType::get({1, shape.cols, shape.depth}, b.getBF16Type(),
                             MemRefLayoutAttrInterface{}, aType.getMemorySpace());
   const bool dynamic = shape.wgmma || shape.sharedBytes() > kStaticSharedBytes;
@@ -141,11 +142,11 @@ void Kernel::launchStaged(BlockShape shape, Value gridX, Value gridY,
       start = arith::RemUIOp::create(
           b, loc, arith::SubIOp::create(b, loc, idx(kSwizzleBytes), past), idx(kSwizzleBytes));
     }
-    int64_t aBytes = shape.stages * shape.rows * shape.stageRow() * 2;
+    int64_t aBytes = shape.stages * shape.rows * shape.stageRowBytes();
     tiles.push_back(memref::ViewOp::create(b, loc, aType, memory, start, ValueRange{}));
     tiles.push_back(
         memref::ViewOp::create(b, loc, wType, memory, add(start, idx(aBytes)), ValueRange{}));
-    if (shape.fp8) {
+    if (shape.fp8 && !shape.fp8Rows) {
       auto codes = MemRefType::get({shape.stages, shape.cols, shape.depth}, b.getI8Type(),
                                    MemRefLayoutAttrInterface{}, aType.getMemorySpace());
       int64_t wBytes = shape.cols * shape.depth * 2;
@@ -181,7 +182,9 @@ void Kernel::launchWide() {
 
 void Kernel::blockFormProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd,
                                Value col0, Value expert, ValueRange tiles) {
-  if (shape.fp8)
+  if (shape.fp8Rows)
+    wgmmaFp8RowsProducts(shape, tid, rowStart, rowEnd, col0, expert, tiles[0], tiles[1]);
+  else if (shape.fp8)
     wgmmaFp8Products(shape, tid, rowStart, rowEnd, col0, expert, tiles[0], tiles[1], tiles[2]);
   else if (shape.wgmma)
     wgmmaProducts(shape, tid, rowStart, rowEnd, col0, expert, tiles[0], tiles[1]);

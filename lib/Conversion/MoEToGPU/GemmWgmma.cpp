@@ -13,16 +13,25 @@
 // tile (exact values); the products of a scale block sum into zeros, then
 // join the total times the block's scale, as the decode form does.
 //
+// With FP8 rows as well (quantized per 128 of depth, QuantizeGPU.cpp) the
+// stages hold codes, 128 deep: the same 128-byte swizzled rows, read by
+// four e4m3 m64nCk32 products a step, each 32 bytes further as k16 of bf16
+// is. A step is one row scale group, so its products sum into zeros and
+// join the total times the row's scale and the weight block's.
+//
 //===----------------------------------------------------------------------===//
 #include "GPUKernels.h"
 #include "GemmKernel.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
 
 using namespace mlir;
 
 namespace mlir::moe::gemm {
 namespace {
-/// Bytes of depth one wgmma k16 step advances inside a swizzled row.
-constexpr int64_t kStepBytes = 16 * 2;
+/// Bytes of depth one wgmma step advances inside a swizzled row: k16 of
+/// bf16, k32 of FP8.
+constexpr int64_t kStepBytes = 32;
 
 /// The pieces both wgmma forms share, for one block of `shape`; `tid` is
 /// the thread in the block.
@@ -35,6 +44,9 @@ struct Warpgroup {
 
   Value i64(int64_t v) { return arith::ConstantOp::create(k.b, k.loc, k.b.getI64IntegerAttr(v)); }
 
+  /// Elements of a 16-byte chunk of a staged row.
+  int64_t chunkElements() const { return 16 / shape.elementBytes(); }
+
   /// Chunk i of this thread among the 16-byte chunks of rows of
   /// `perRow` chunks: its row and chunk.
   std::pair<Value, Value> chunkAt(int64_t i, int64_t perRow) {
@@ -43,28 +55,47 @@ struct Warpgroup {
             arith::RemUIOp::create(k.b, k.loc, chunk, k.idx(perRow))};
   }
 
-  /// Where 16-byte chunk c of `row` lives in a swizzled tile: element
-  /// (c ^ row % 8) * 8 of the row.
+  /// Where 16-byte chunk c of `row` lives in a swizzled tile: chunk
+  /// c ^ row % 8 of the row, as an element index.
   Value swizzled(Value row, Value c) {
     Value slot =
         arith::XOrIOp::create(k.b, k.loc, c, arith::RemUIOp::create(k.b, k.loc, row, k.idx(8)));
-    return k.mul(slot, k.idx(8));
+    return k.mul(slot, k.idx(chunkElements()));
   }
 
-  /// cp.async of the block's rows [rowStart, rowEnd) at depth k0 into
-  /// stage `stage` of tileA, swizzled; rows past rowEnd read its last one.
-  void copyRows(SmallVector<Value> &tokens, Value tileA, Value stage, Value k0, Value rowStart,
-                Value rowEnd) {
-    const int64_t perRow = shape.depth / 8;
+  /// cp.async of the block's rows [rowStart, rowEnd) of `source` (bf16 rows,
+  /// or their FP8 codes) at depth k0 into stage `stage` of tileA, swizzled;
+  /// rows past rowEnd read its last one.
+  void copyRows(SmallVector<Value> &tokens, Value source, Value tileA, Value stage, Value k0,
+                Value rowStart, Value rowEnd) {
+    const int64_t run = chunkElements(), perRow = shape.depth / run;
     Value last = arith::SubIOp::create(k.b, k.loc, rowEnd, k.idx(1));
     auto tokenType = nvgpu::DeviceAsyncTokenType::get(k.b.getContext());
     for (int64_t i = 0; i < shape.rows * perRow / shape.threads(); ++i) {
       auto [row, c] = chunkAt(i, perRow);
       Value aRow = arith::MinUIOp::create(k.b, k.loc, k.add(rowStart, row), last);
       tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
-          k.b, k.loc, tokenType, tileA, ValueRange{stage, row, swizzled(row, c)}, k.a,
-          ValueRange{aRow, k.add(k0, k.mul(c, k.idx(8)))}, k.b.getIndexAttr(8), Value(),
+          k.b, k.loc, tokenType, tileA, ValueRange{stage, row, swizzled(row, c)}, source,
+          ValueRange{aRow, k.add(k0, k.mul(c, k.idx(run)))}, k.b.getIndexAttr(run), Value(),
           k.b.getUnitAttr()));
+    }
+  }
+
+  /// cp.async of the weight rows weightRow(0..C) of `expert` (or none) at
+  /// depth k0 into stage `stage` of tileW, swizzled.
+  void copyWeights(SmallVector<Value> &tokens, Value tileW, Value stage, Value k0, Value expert,
+                   function_ref<Value(Value)> weightRow) {
+    const int64_t run = chunkElements(), perRow = shape.depth / run;
+    auto tokenType = nvgpu::DeviceAsyncTokenType::get(k.b.getContext());
+    for (int64_t i = 0; i < shape.cols * perRow / shape.threads(); ++i) {
+      auto [row, c] = chunkAt(i, perRow);
+      Value n = weightRow(row);
+      Value depth = k.add(k0, k.mul(c, k.idx(run)));
+      SmallVector<Value> at =
+          expert ? SmallVector<Value>{expert, n, depth} : SmallVector<Value>{n, depth};
+      tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+          k.b, k.loc, tokenType, tileW, ValueRange{stage, row, swizzled(row, c)}, k.w, at,
+          k.b.getIndexAttr(run), Value(), k.b.getUnitAttr()));
     }
   }
 
@@ -79,14 +110,14 @@ struct Warpgroup {
   Value rowsAddress(Value tileA) {
     // One op a statement: the IR's order is the same whichever compiler
     // built this (argument evaluation order is unspecified).
-    Value offset = k.mul(group, k.idx(64 * shape.stageRow() * 2));
+    Value offset = k.mul(group, k.idx(64 * shape.stageRowBytes()));
     Value offset64 = arith::IndexCastUIOp::create(k.b, k.loc, k.b.getI64Type(), offset);
     Value base = addressOf(tileA);
     return arith::AddIOp::create(k.b, k.loc, base, offset64);
   }
 
-  /// Descriptor of the operand at `base` + `stage` * `stageBytes` for k16
-  /// part `part`: its address / 16 (14 bits), leading byte offset 1
+  /// Descriptor of the operand at `base` + `stage` * `stageBytes` for
+  /// wgmma `part` of the stage: its address / 16 (14 bits), leading byte offset 1
   /// (unused by swizzled K-major operands), 1024 bytes between groups of 8
   /// rows, the 128-byte swizzle.
   Value descriptor(Value base, Value stage, int64_t stageBytes, int64_t part) {
@@ -108,13 +139,15 @@ struct Warpgroup {
                                             SmallVector<Type>(shape.cols / 2, k.b.getF32Type()));
   }
 
-  Value mma(Value acc, Value descA, Value descB) {
-    auto mmaShape = NVVM::MMAShapeAttr::get(k.b.getContext(), 64, shape.cols, 16);
+  /// acc (+)= A x B: m64nCk16 of bf16, or m64nCk32 of e4m3 (fp8Rows);
+  /// without `accumulate` acc's values are not read.
+  Value mma(Value acc, Value descA, Value descB, bool accumulate = true) {
+    auto mmaShape = NVVM::MMAShapeAttr::get(k.b.getContext(), 64, shape.cols, shape.mmaDepth());
+    auto type = shape.fp8Rows ? NVVM::WGMMATypes::e4m3 : NVVM::WGMMATypes::bf16;
     return NVVM::WgmmaMmaAsyncOp::create(
-        k.b, k.loc, accumulators(), acc, descA, descB, mmaShape, NVVM::WGMMATypes::bf16,
-        NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one,
-        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
-        NVVM::MMALayout::col, /*satfinite=*/nullptr);
+        k.b, k.loc, accumulators(), acc, descA, descB, mmaShape, type, type, NVVM::WGMMATypes::f32,
+        accumulate ? NVVM::WGMMAScaleOut::one : NVVM::WGMMAScaleOut::zero, NVVM::WGMMAScaleIn::one,
+        NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row, NVVM::MMALayout::col, /*satfinite=*/nullptr);
   }
 
   /// Where the thread's accumulators go: per n8 tile j, c0 and c1 to row
@@ -177,27 +210,20 @@ struct Warpgroup {
 void Kernel::wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,
                            Value expert, Value tileA, Value tileW) {
   Warpgroup group{*this, shape, tid};
-  const int64_t perRow = shape.depth / 8; // 16-byte chunks of a staged row
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   auto copyStage = [&](Value stage, Value k0) -> Value {
     SmallVector<Value> tokens;
-    group.copyRows(tokens, tileA, stage, k0, rowStart, rowEnd);
-    for (int64_t i = 0; i < shape.cols * perRow / shape.threads(); ++i) {
-      auto [row, c] = group.chunkAt(i, perRow);
-      Value n = fusing ? gateOrUpRow(shape, col0, row) : add(col0, row);
-      Value k = add(k0, mul(c, idx(8)));
-      SmallVector<Value> wAt = expert ? SmallVector<Value>{expert, n, k} : SmallVector<Value>{n, k};
-      tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
-          b, loc, tokenType, tileW, ValueRange{stage, row, group.swizzled(row, c)}, w, wAt,
-          b.getIndexAttr(8), Value(), b.getUnitAttr()));
-    }
+    group.copyRows(tokens, a, tileA, stage, k0, rowStart, rowEnd);
+    group.copyWeights(tokens, tileW, stage, k0, expert, [&](Value row) {
+      return fusing ? gateOrUpRow(shape, col0, row) : add(col0, row);
+    });
     return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
   };
 
   Value aBase = group.rowsAddress(tileA), wBase = group.addressOf(tileW);
-  const int64_t aStageBytes = shape.rows * shape.stageRow() * 2;
-  const int64_t wStageBytes = shape.cols * shape.stageRow() * 2;
-  const int64_t parts = shape.depth / 16;
+  const int64_t aStageBytes = shape.rows * shape.stageRowBytes();
+  const int64_t wStageBytes = shape.cols * shape.stageRowBytes();
+  const int64_t parts = shape.depth / shape.mmaDepth();
   // With 4 stages, a step's batch of wgmma runs on while the next one is
   // issued (the copies run a step less ahead: 2); with 2 or 3, each batch
   // ends before the next step's barrier (copies 1 or 2 steps ahead). (H100,
@@ -227,7 +253,8 @@ void Kernel::wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value ro
         if (!copiesAfter)
           wait();
       },
-      /*proxyFence=*/true, /*lag=*/inFlight, copiesAfter ? function_ref<void()>(wait) : nullptr);
+      /*proxyFence=*/true, /*lag=*/inFlight,
+      copiesAfter ? FinishStep([&](Value, SmallVector<Value> &) { wait(); }) : nullptr);
   if (inFlight)
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   if (fusing)
@@ -253,7 +280,7 @@ void Kernel::wgmmaFp8Products(BlockShape shape, Value tid, Value rowStart, Value
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   auto copyStage = [&](Value stage, Value k0) -> Value {
     SmallVector<Value> tokens;
-    group.copyRows(tokens, tileA, stage, k0, rowStart, rowEnd);
+    group.copyRows(tokens, a, tileA, stage, k0, rowStart, rowEnd);
     for (int64_t i = 0; i < shape.cols * codeChunks / shape.threads(); ++i) {
       auto [row, c] = group.chunkAt(i, codeChunks);
       Value k = mul(c, idx(16));
@@ -286,7 +313,7 @@ void Kernel::wgmmaFp8Products(BlockShape shape, Value tid, Value rowStart, Value
   };
 
   Value aBase = group.rowsAddress(tileA), wBase = group.addressOf(tileW);
-  const int64_t aStageBytes = shape.rows * shape.stageRow() * 2;
+  const int64_t aStageBytes = shape.rows * shape.stageRowBytes();
   const int64_t parts = shape.depth / 16;
   const int64_t stepsPerScale = scaleDepth / shape.depth;
   Type accType = group.accumulators();
@@ -334,6 +361,73 @@ void Kernel::wgmmaFp8Products(BlockShape shape, Value tid, Value rowStart, Value
         next[1] = join.getResult(1);
       },
       /*proxyFence=*/true);
+  group.store(results[0], rowStart, rowEnd, col0);
+}
+
+void Kernel::wgmmaFp8RowsProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd,
+                                  Value col0, Value expert, Value tileA, Value tileW) {
+  Warpgroup group{*this, shape, tid};
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  auto copyStage = [&](Value stage, Value k0) -> Value {
+    SmallVector<Value> tokens;
+    group.copyRows(tokens, rowCodes, tileA, stage, k0, rowStart, rowEnd);
+    group.copyWeights(tokens, tileW, stage, k0, expert, [&](Value row) { return add(col0, row); });
+    return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+  };
+
+  Value aBase = group.rowsAddress(tileA), wBase = group.addressOf(tileW);
+  const int64_t aStageBytes = shape.rows * shape.stageRowBytes();
+  const int64_t wStageBytes = shape.cols * shape.stageRowBytes();
+  const int64_t parts = shape.depth / shape.mmaDepth();
+  Warpgroup::Fragment at = group.fragment(rowStart);
+  Value last = arith::SubIOp::create(b, loc, rowEnd, idx(1));
+  Value row0 = arith::MinUIOp::create(b, loc, at.row0, last);
+  Value row1 = arith::MinUIOp::create(b, loc, at.row1, last);
+  Value scaleRow = arith::DivUIOp::create(b, loc, col0, idx(scaleRows));
+  // The step's scales, loaded as its products are issued: the thread's two
+  // rows' (a step is one row scale group) and the weight block's.
+  Value rowScale0, rowScale1, weightScale;
+  // Each step's products, once done, join the total: c0, c1 of each n8
+  // tile are row0's, c2, c3 row1's.
+  auto join = [&](Value, SmallVector<Value> &next) {
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    Value factor0 = arith::MulFOp::create(b, loc, rowScale0, weightScale);
+    Value factor1 = arith::MulFOp::create(b, loc, rowScale1, weightScale);
+    Value total = next[0];
+    for (int64_t i = 0; i < shape.cols / 2; ++i) {
+      Value sum = LLVM::ExtractValueOp::create(b, loc, next[1], i);
+      Value old = LLVM::ExtractValueOp::create(b, loc, total, i);
+      Value joined = math::FmaOp::create(b, loc, sum, i % 4 < 2 ? factor0 : factor1, old);
+      total = LLVM::InsertValueOp::create(b, loc, total, joined, i);
+    }
+    next[0] = total;
+  };
+  // As for bf16: with 3 or more stages the copies are issued while the
+  // step's products run.
+  const bool copiesAfter = shape.stages >= 3;
+  Value zero = LLVM::ZeroOp::create(b, loc, group.accumulators());
+  // results: the total, then the step's products (overwritten each step).
+  ValueRange results = pipelinedLoop(
+      shape, ValueRange{zero, zero}, copyStage,
+      [&](Value step, Value stage, int64_t part, SmallVector<Value> &next) {
+        if (part == 0) {
+          rowScale0 = load(rowScales, {row0, step});
+          rowScale1 = load(rowScales, {row1, step});
+          Value scaleCol =
+              arith::DivUIOp::create(b, loc, mul(step, idx(shape.depth)), idx(scaleDepth));
+          weightScale = load(wScales, {expert, scaleRow, scaleCol});
+          NVVM::WgmmaFenceAlignedOp::create(b, loc);
+        }
+        next[1] = group.mma(next[1], group.descriptor(aBase, stage, aStageBytes, part),
+                            group.descriptor(wBase, stage, wStageBytes, part),
+                            /*accumulate=*/part > 0);
+        if (part + 1 < parts)
+          return;
+        NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+        if (!copiesAfter)
+          join(step, next);
+      },
+      /*proxyFence=*/true, /*lag=*/0, copiesAfter ? FinishStep(join) : nullptr);
   group.store(results[0], rowStart, rowEnd, col0);
 }
 

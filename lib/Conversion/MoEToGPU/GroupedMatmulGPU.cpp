@@ -56,6 +56,13 @@ using namespace mlir::moe::gemm;
 void gemm::Kernel::build() {
   if (blocks())
     allocateBlockTable();
+  if (blockShape.fp8Rows) {
+    rowCodes = memref::AllocOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic, depth}, b.getI8Type()), ValueRange{rows});
+    rowScales = memref::AllocOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic, depth / kFp8RowGroup}, b.getF32Type()),
+        ValueRange{rows});
+  }
   std::optional<DecodeShape> decode = decodeShape();
   if (!decode) {
     prefill();
@@ -139,7 +146,7 @@ bool tilesHoldOneExpert(GroupedMatmulOp op) {
 /// moe.activation of op's result), replaces `fuse` by the activation's
 /// result and erases `op`.
 LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
-                                 BlockShape blockShape, BlockShape wideShape,
+                                 BlockShape blockShape, BlockShape wideShape, bool fp8Rows,
                                  ActivationOp fuse = nullptr) {
   auto inType = op.getInput().getType();
   auto wType = op.getWeight().getType();
@@ -205,6 +212,7 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
     kernel.wScales = readBuffer(b, loc, op.getWeightScales());
     kernel.scaleRows = scaleRows;
     kernel.scaleDepth = scaleDepth;
+    kernel.fp8RowsWanted = fp8Rows;
     if (kernel.fp8PrefillApplies())
       kernel.blockShape = kernel.wideShape = kernel.fp8BlockShape();
   }
@@ -233,14 +241,16 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
 }
 
 struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
-  GroupedMatmulToGPU(MLIRContext *context, BlockShape blockShape, BlockShape wideShape)
-      : OpRewritePattern(context), blockShape(blockShape), wideShape(wideShape) {}
+  GroupedMatmulToGPU(MLIRContext *context, BlockShape blockShape, BlockShape wideShape,
+                     bool fp8Rows)
+      : OpRewritePattern(context), blockShape(blockShape), wideShape(wideShape), fp8Rows(fp8Rows) {}
 
   BlockShape blockShape;
   BlockShape wideShape;
+  bool fp8Rows;
 
   LogicalResult matchAndRewrite(GroupedMatmulOp op, PatternRewriter &rewriter) const override {
-    return lowerGroupedMatmul(op, rewriter, blockShape, wideShape);
+    return lowerGroupedMatmul(op, rewriter, blockShape, wideShape, fp8Rows);
   }
 };
 
@@ -262,7 +272,7 @@ struct FusedSwigluToGPU : OpRewritePattern<ActivationOp> {
     if (!blockShape.wgmma || op.getType().isDynamicDim(1))
       return rewriter.notifyMatchFailure(op, "fuses into wgmma blocks");
     rewriter.setInsertionPoint(gemm);
-    return lowerGroupedMatmul(gemm, rewriter, blockShape, wideShape, op);
+    return lowerGroupedMatmul(gemm, rewriter, blockShape, wideShape, /*fp8Rows=*/false, op);
   }
 };
 
@@ -378,7 +388,7 @@ struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass>
         return signalPassFailure();
     }
     RewritePatternSet gemmPatterns(&getContext());
-    gemmPatterns.add<GroupedMatmulToGPU>(&getContext(), *shape, wide);
+    gemmPatterns.add<GroupedMatmulToGPU>(&getContext(), *shape, wide, fp8Rows);
     SmallVector<Operation *> gemms, others;
     getOperation()->walk([&](Operation *op) {
       if (isa<GroupedMatmulOp>(op))
