@@ -33,6 +33,10 @@ add deepseek-v3-fp8 examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096" --
 # multiply E4M3 by E4M3 (--gpu-fp8-rows; T = 64 takes the decode form).
 add deepseek-v3-fp8-rows examples/full-size/deepseek-v3.json bf16 "64, 4096" --fp8-weights=keep \
   --gpu-fp8-rows
+# Chunked to a 64 MiB activation budget: 4096 tokens in chunks, the
+# workspace that of one chunk.
+add qwen3-30b-a3b-bf16-chunked examples/full-size/qwen3-30b-a3b.json bf16 "7, 4096" \
+  --chunk-budget-bytes=67108864
 # Expert-parallel layers for run_gpu_ep.sh (2 MPI ranks on one GPU): decode
 # up to 8 tokens per rank, prefill above; the tokens are rank 0's (0: rank 0
 # empty).
@@ -44,6 +48,10 @@ add qwen3-30b-a3b-bf16-ep2 examples/full-size/qwen3-30b-a3b.json bf16 "1, 7, 64,
   --ep=2 --decode-max-tokens=8
 add qwen3-30b-a3b-bf16-ep2-fp8 examples/full-size/qwen3-30b-a3b.json bf16 "7, 1000" \
   --ep=2 --decode-max-tokens=8 --dispatch-quant=fp8-e4m3-g128
+# Both ranks one tensor-parallel group (the same tokens), each dispatching
+# half of them (the dedupe), then all-gathering the results.
+add deepseek-tiny-bf16-ep2-tp2 examples/deepseek-v3-tiny/config.json bf16 "1, 7, 64, 1000" \
+  --ep=2 --tp=2 --decode-max-tokens=8
 {
   echo "{\"chip\": \"$chip\", \"layers\": ["
   (IFS=,; echo "${entries[*]}")

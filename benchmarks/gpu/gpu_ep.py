@@ -86,15 +86,19 @@ def check(entry, root, rank, ranks, moert, results):
     hidden = plan["hidden_size"]
     fp8 = plan["wire_bytes_per_token"]["quantization"] != "none"
     tolerance = FP8_LAYER_TOLERANCE if fp8 else TOLERANCE[plan["element_type"]]
+    # The ranks of a tensor-parallel group (tp consecutive ones) hold the
+    # same tokens.
+    tp = plan.get("tensor_parallel", {}).get("tp", 1)
+    group = rank // tp
     for base in entry["tokens"]:
-        tokens = token_counts(base, ranks)[rank]
+        tokens = token_counts(base, ranks // tp)[group]
         row = {"layer": entry["name"], "rank": rank, "tokens": tokens}
         results.append(row)
         args = None
         try:  # this rank's inputs
             p = make_inputs(full_plan(plan, ep), 1, torch.Generator(device="cuda").manual_seed(0))
             p["x"] = torch.randn(tokens, hidden, device="cuda", dtype=dtype,
-                                 generator=torch.Generator(device="cuda").manual_seed(1000 + rank))
+                                 generator=torch.Generator(device="cuda").manual_seed(1000 + group))
             mine = slice(rank * local, (rank + 1) * local)
             p_local = {n: (v[mine] if n in EXPERT_PARAMS else v) for n, v in p.items()}
             p_local["expert_rank"] = (torch.arange(experts, device="cuda") // local).to(torch.int32)

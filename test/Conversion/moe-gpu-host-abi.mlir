@@ -63,3 +63,83 @@ func.func @data_dependent(%x: memref<?x8xf32>, %n: memref<1xindex>) {
 func.func private @helper(%x: memref<4xf32>) {
   return
 }
+
+// -----
+
+// Tests that a buffer inside a chunk loop is laid out at an upper bound of its rows: a chunk has
+// min(T - min(i * 30, T), 30) rows, at most min(T, 30) (the offset's min is dropped, having no
+// bound of its own: a difference is at most its first operand), in the entry and in
+// <entry>_workspace_bytes; each iteration's view has the chunk's own rows.
+// CHECK-LABEL: func.func @chunks(
+// CHECK-SAME: %[[X:[^:]+]]: memref<?x8xf32>, %[[WS:[^:]+]]: memref<?xi8>
+// CHECK: %[[T:.+]] = memref.dim %[[X]], %{{.+}}
+// CHECK: %[[BOUND:.+]] = arith.minui %[[T]], %c30{{.*}} : index
+// CHECK: %[[BYTES:.+]] = arith.muli %{{.+}}, %[[BOUND]]
+// CHECK: cf.assert
+// CHECK: scf.for
+// CHECK: %[[ROWS:.+]] = arith.minui %{{.+}}, %c30{{.*}} : index
+// CHECK: memref.view %[[WS]][%{{.+}}][%[[ROWS]]] : memref<?xi8> to memref<?x8xf32>
+// CHECK-LABEL: func.func @chunks_workspace_bytes(
+// CHECK-SAME: %[[TOK:.+]]: index) -> index {
+// CHECK: arith.minui %[[TOK]], %c30{{.*}} : index
+func.func @chunks(%x: memref<?x8xf32>) attributes {llvm.emit_c_interface} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c30 = arith.constant 30 : index
+  %t = memref.dim %x, %c0 : memref<?x8xf32>
+  %n = arith.ceildivui %t, %c30 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %start = arith.muli %i, %c30 : index
+    %offset = arith.minui %start, %t : index
+    %left = arith.subi %t, %offset : index
+    %rows = arith.minui %left, %c30 : index
+    %a = memref.alloc(%rows) : memref<?x8xf32>
+    "test.use"(%a) : (memref<?x8xf32>) -> ()
+  }
+  return
+}
+
+// -----
+
+// Tests that a tensor-parallel rank's slice, min(ceil(T / 2), T - min(r * ceil(T / 2), T)) rows
+// for a rank r known only at run time, is laid out at min(ceil(T / 2), T).
+// CHECK-LABEL: func.func @slice(
+// CHECK: %[[T:.+]] = memref.dim
+// CHECK: %[[HALF:.+]] = arith.ceildivui %[[T]], %c2{{.*}} : index
+// CHECK: %[[BOUND:.+]] = arith.minui %[[HALF]], %[[T]] : index
+// CHECK: arith.muli %{{.+}}, %[[BOUND]]
+// CHECK: cf.assert
+// CHECK-LABEL: func.func @slice_workspace_bytes(
+// CHECK: %[[HALF2:.+]] = arith.ceildivui %[[TOK:.+]], %c2{{.*}} : index
+// CHECK: arith.minui %[[HALF2]], %[[TOK]] : index
+func.func private @rank() -> i32
+func.func @slice(%x: memref<?x8xf32>) attributes {llvm.emit_c_interface} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %t = memref.dim %x, %c0 : memref<?x8xf32>
+  %r32 = func.call @rank() : () -> i32
+  %r = arith.index_cast %r32 : i32 to index
+  %c = arith.ceildivui %t, %c2 : index
+  %start = arith.muli %r, %c : index
+  %offset = arith.minui %start, %t : index
+  %left = arith.subi %t, %offset : index
+  %rows = arith.minui %c, %left : index
+  %a = memref.alloc(%rows) : memref<?x8xf32>
+  "test.use"(%a) : (memref<?x8xf32>) -> ()
+  return
+}
+
+// -----
+
+// Tests that a loop's induction variable alone bounds nothing: the buffer is an error.
+func.func @unbounded(%x: memref<?x8xf32>) attributes {llvm.emit_c_interface} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %t = memref.dim %x, %c0 : memref<?x8xf32>
+  scf.for %i = %c0 to %t step %c1 {
+    // expected-error @+1 {{moe-gpu-host-abi: a buffer's size depends on a loop's or block's argument, without a bound}}
+    %a = memref.alloc(%i) : memref<?x8xf32>
+    "test.use"(%a) : (memref<?x8xf32>) -> ()
+  }
+  return
+}

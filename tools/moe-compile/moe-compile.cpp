@@ -427,15 +427,6 @@ std::optional<std::string> optionProblem() {
   if (epIntoBuffers && dispatchQuant != "none" && fp8Gemm)
     return "--ep-into-buffers dequantizes an FP8 dispatch on receipt: it needs "
            "--fp8-gemm=false";
-  if (target == Target::Cuda && tp > 1 && !noTpDedupe)
-    return "--target=cuda does not deduplicate tensor-parallel dispatches yet "
-           "(add --no-tp-dedupe): a rank's slice of the tokens (and every "
-           "buffer after it) depends on its rank, which the workspace, sized "
-           "on the host from the token count, cannot follow";
-  if (target == Target::Cuda && chunkBudget > 0)
-    return "--target=cuda does not chunk layers yet (--chunk-budget-bytes): a "
-           "chunk's buffers would be sized inside the chunk loop, which the "
-           "workspace, sized on entry, cannot follow";
   if (target == Target::Cuda && !llvm::is_contained(kChips, chip.getValue()))
     return "--chip must be one of sm_90a, sm_90, sm_89, sm_80, got '" + chip + "'";
   if (target == Target::Cpu && given(chip))
@@ -640,6 +631,7 @@ void setCudaPipelineOptions(moe::CudaPipelineOptions &options) {
   options.prefillMma = gpuPrefillMma;
   options.fuseSwiglu = gpuFuseSwiglu;
   options.fp8Rows = gpuFp8Rows;
+  options.dedupeTp = !noTpDedupe;
 }
 
 /// What the plan report says of a GPU library: its calling convention and

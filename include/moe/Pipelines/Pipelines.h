@@ -79,10 +79,9 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
   Option<bool> dedupeTp{
       *this, "dedupe-tp",
       llvm::cl::desc("Each rank of a tensor-parallel group dispatches a slice "
-                     "of the tokens (moe-dedupe-tp-dispatch); off by default: "
-                     "the slice's rows depend on the rank, which the workspace, "
-                     "sized from the token count, cannot follow yet"),
-      llvm::cl::init(false)};
+                     "of the tokens (moe-dedupe-tp-dispatch); the workspace "
+                     "holds the largest slice"),
+      llvm::cl::init(true)};
   Option<std::string> prefillBlock{
       *this, "prefill-block",
       llvm::cl::desc("convert-moe-to-gpu's prefill-block: narrow or RxC"),

@@ -31,55 +31,145 @@ using ArgumentDim =
     std::function<FailureOr<Value>(OpBuilder &, Location, BlockArgument, int64_t)>;
 
 /// Recomputes `size`, an index computed from the entry's argument shapes, at
-/// the builder's insertion point. Fails at the op that makes it depend on
-/// anything else.
+/// the builder's insertion point; where it depends on anything else (a
+/// chunk loop's induction variable, this rank's index), an upper bound of
+/// it from the arithmetic of sizes, all nonnegative: a minimum is at most
+/// each of its bounded operands (a chunk's rows, min(T - offset, chunk), at
+/// most the chunk), a difference at most its first operand's bound less an
+/// exact second operand (or less nothing), sums, products, maxima, selects
+/// and quotients by exact divisors at most those of their operands' bounds.
+/// Fails at the op that leaves a size without a bound.
 class SizeMaterializer {
 public:
   SizeMaterializer(Block &entry, ArgumentDim argumentDim)
       : entry(entry), argumentDim(argumentDim) {}
 
+  /// `size`, or an upper bound of it.
   FailureOr<Value> materialize(OpBuilder &b, Value size, Operation *user) {
-    if (Value known = map.lookupOrNull(size))
-      return known;
-    Location loc = user->getLoc();
+    return reported(boundOf(b, size, user));
+  }
+
+  /// Extent `index` of `buffer`, or an upper bound of it, through the
+  /// view-like ops that bufferization leaves between an argument or an
+  /// allocation and its users.
+  FailureOr<Value> dimOf(OpBuilder &b, Location loc, Value buffer, int64_t index,
+                         Operation *user) {
+    return reported(dimBoundOf(b, loc, buffer, index, user));
+  }
+
+private:
+  /// A recomputed size; `exact` where it is the size itself, not a bound.
+  struct Bound {
+    Value value;
+    bool exact;
+  };
+
+  FailureOr<Value> reported(FailureOr<Bound> bound) {
+    if (succeeded(bound))
+      return bound->value;
+    if (!blamed) // argumentDim said why
+      return failure();
+    blamed->emitError("moe-gpu-host-abi: a buffer's size depends on ")
+        << why << "; the workspace is sized on the host from argument shapes";
+    return failure();
+  }
+
+  FailureOr<Bound> boundOf(OpBuilder &b, Value size, Operation *user) {
+    auto known = bounds.find(size);
+    if (known != bounds.end())
+      return known->second;
+    // A bound found past an operand without one (a minimum) forgets why
+    // that operand had none.
+    Operation *blamedBefore = blamed;
+    std::string whyBefore = why;
+    FailureOr<Bound> bound = computeBound(b, size, user);
+    if (succeeded(bound)) {
+      bounds[size] = *bound;
+      blamed = blamedBefore;
+      why = whyBefore;
+    }
+    return bound;
+  }
+
+  FailureOr<Bound> computeBound(OpBuilder &b, Value size, Operation *user) {
     if (isa<BlockArgument>(size))
-      return blame(user, "a loop's or block's argument");
+      return blame(user, "a loop's or block's argument, without a bound");
     Operation *op = size.getDefiningOp();
+    Location loc = op->getLoc();
     if (auto dim = dyn_cast<memref::DimOp>(op)) {
       std::optional<int64_t> index = dim.getConstantIndex();
       if (!index)
         return blame(op, "a dimension whose index is not a constant");
-      FailureOr<Value> extent = dimOf(b, loc, dim.getSource(), *index, op);
-      if (failed(extent))
-        return failure();
-      map.map(size, *extent);
-      return *extent;
+      return dimBoundOf(b, loc, dim.getSource(), *index, op);
     }
     if (!isa<arith::ArithDialect, affine::AffineDialect>(op->getDialect()) ||
         op->getNumRegions() != 0)
       return blame(op, "an operation other than arithmetic on shapes");
+    SmallVector<FailureOr<Bound>> operands;
     for (Value operand : op->getOperands())
-      if (failed(materialize(b, operand, op)))
-        return failure();
-    Operation *clone = b.clone(*op, map);
-    return clone->getResult(cast<OpResult>(size).getResultNumber());
+      operands.push_back(boundOf(b, operand, op));
+    auto all = [&](auto pred) { return llvm::all_of(operands, pred); };
+    auto bounded = [](const FailureOr<Bound> &o) { return succeeded(o); };
+    if (all([](const FailureOr<Bound> &o) { return succeeded(o) && o->exact; })) {
+      IRMapping exact;
+      for (auto [operand, bound] : llvm::zip(op->getOperands(), operands))
+        exact.map(operand, bound->value);
+      Operation *clone = b.clone(*op, exact);
+      return Bound{clone->getResult(cast<OpResult>(size).getResultNumber()), true};
+    }
+    auto clone = [&](ArrayRef<Value> values) -> Bound {
+      IRMapping mapping;
+      mapping.map(op->getOperands(), values);
+      return Bound{b.clone(*op, mapping)->getResult(0), false};
+    };
+    auto valueOf = [](const FailureOr<Bound> &o) { return o->value; };
+    if (isa<arith::MinUIOp, arith::MinSIOp>(op)) {
+      if (succeeded(operands[0]) && succeeded(operands[1]))
+        return clone({valueOf(operands[0]), valueOf(operands[1])});
+      for (FailureOr<Bound> &operand : operands)
+        if (succeeded(operand))
+          return Bound{operand->value, false};
+      return failure(); // neither has a bound
+    }
+    if (isa<arith::MaxUIOp, arith::MaxSIOp, arith::AddIOp, arith::MulIOp>(op) && all(bounded))
+      return clone({valueOf(operands[0]), valueOf(operands[1])});
+    if (isa<arith::SubIOp>(op) && succeeded(operands[0])) {
+      if (succeeded(operands[1]) && operands[1]->exact)
+        return clone({valueOf(operands[0]), valueOf(operands[1])});
+      return Bound{operands[0]->value, false};
+    }
+    if (isa<arith::DivUIOp, arith::CeilDivUIOp, arith::DivSIOp, arith::CeilDivSIOp,
+            arith::FloorDivSIOp>(op) &&
+        succeeded(operands[0]) && succeeded(operands[1]) && operands[1]->exact)
+      return clone({valueOf(operands[0]), valueOf(operands[1])});
+    if (auto select = dyn_cast<arith::SelectOp>(op); select && succeeded(operands[1]) &&
+                                                     succeeded(operands[2]))
+      return Bound{arith::MaxUIOp::create(b, loc, valueOf(operands[1]), valueOf(operands[2])),
+                   false};
+    if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(op) && succeeded(operands[0]))
+      return clone({valueOf(operands[0])});
+    for (FailureOr<Bound> &operand : operands)
+      if (failed(operand))
+        return failure(); // the operand's reason
+    return blame(op, "arithmetic that keeps no bound of its operands' bounds");
   }
 
-  /// Extent `index` of `buffer`, through the view-like ops that bufferization
-  /// leaves between an argument or an allocation and its users.
-  FailureOr<Value> dimOf(OpBuilder &b, Location loc, Value buffer, int64_t index,
-                         Operation *user) {
+  FailureOr<Bound> dimBoundOf(OpBuilder &b, Location loc, Value buffer, int64_t index,
+                              Operation *user) {
     auto type = cast<MemRefType>(buffer.getType());
     if (!type.isDynamicDim(index))
-      return Value(arith::ConstantIndexOp::create(b, loc, type.getDimSize(index)));
+      return Bound{arith::ConstantIndexOp::create(b, loc, type.getDimSize(index)), true};
     if (auto argument = dyn_cast<BlockArgument>(buffer)) {
       if (argument.getOwner() != &entry)
         return blame(user, "the shape of a loop's or block's argument");
-      return argumentDim(b, loc, argument, index);
+      FailureOr<Value> extent = argumentDim(b, loc, argument, index);
+      if (failed(extent))
+        return failure();
+      return Bound{*extent, true};
     }
     Operation *op = buffer.getDefiningOp();
     if (auto alloc = dyn_cast<memref::AllocOp>(op))
-      return materialize(b, alloc.getDynamicSizes()[type.getDynamicDimIndex(index)], op);
+      return boundOf(b, alloc.getDynamicSizes()[type.getDynamicDimIndex(index)], op);
     if (auto expand = dyn_cast<memref::ExpandShapeOp>(op))
       return ofFoldResult(b, loc, expand.getMixedOutputShape()[index], op);
     if (auto subview = dyn_cast<memref::SubViewOp>(op)) {
@@ -94,37 +184,43 @@ public:
       }
     }
     if (auto collapse = dyn_cast<memref::CollapseShapeOp>(op)) {
-      Value product = arith::ConstantIndexOp::create(b, loc, 1);
+      Bound product{arith::ConstantIndexOp::create(b, loc, 1), true};
       for (int64_t source : collapse.getReassociationIndices()[index]) {
-        FailureOr<Value> extent = dimOf(b, loc, collapse.getSrc(), source, op);
+        FailureOr<Bound> extent = dimBoundOf(b, loc, collapse.getSrc(), source, op);
         if (failed(extent))
           return failure();
-        product = arith::MulIOp::create(b, loc, product, *extent);
+        product = {arith::MulIOp::create(b, loc, product.value, extent->value),
+                   product.exact && extent->exact};
       }
       return product;
     }
     if (auto cast = dyn_cast<memref::CastOp>(op))
-      return dimOf(b, loc, cast.getSource(), index, op);
+      return dimBoundOf(b, loc, cast.getSource(), index, op);
     return blame(op, "the shape of a buffer this pass cannot trace");
   }
 
-private:
-  FailureOr<Value> ofFoldResult(OpBuilder &b, Location loc, OpFoldResult size,
+  FailureOr<Bound> ofFoldResult(OpBuilder &b, Location loc, OpFoldResult size,
                                 Operation *user) {
     if (auto attr = dyn_cast<Attribute>(size))
-      return Value(arith::ConstantIndexOp::create(b, loc, cast<IntegerAttr>(attr).getInt()));
-    return materialize(b, cast<Value>(size), user);
+      return Bound{arith::ConstantIndexOp::create(b, loc, cast<IntegerAttr>(attr).getInt()),
+                   true};
+    return boundOf(b, cast<Value>(size), user);
   }
 
-  FailureOr<Value> blame(Operation *op, StringRef what) {
-    op->emitError("moe-gpu-host-abi: a buffer's size depends on ")
-        << what << "; the workspace is sized on the host from argument shapes";
+  /// Notes the first reason a size has no bound; reported() emits it.
+  FailureOr<Bound> blame(Operation *op, StringRef what) {
+    if (!blamed) {
+      blamed = op;
+      why = what.str();
+    }
     return failure();
   }
 
   Block &entry;
   ArgumentDim argumentDim;
-  IRMapping map;
+  DenseMap<Value, Bound> bounds;
+  Operation *blamed = nullptr;
+  std::string why;
 };
 
 /// Bytes of one element, or nullopt for types a workspace view cannot hold.
