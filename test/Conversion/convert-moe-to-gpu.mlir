@@ -698,3 +698,36 @@ func.func @fused_swiglu(%x: tensor<?x128xbf16>, %ids: tensor<?x2xi32>, %w: tenso
   %a = moe.activation %h kind swiglu : (tensor<?x256xbf16>) -> tensor<?x128xbf16>
   return %a : tensor<?x128xbf16>
 }
+
+// -----
+
+// Tests that a combine whose only use adds the shared expert's output is one kernel: the sum
+// starts from the addend's 8 values (loaded with the expert rows), the add goes, and the kernel
+// comes where the add was (after the shared expert's output, here a fill).
+// CHECK-LABEL: func.func @combine_and_shared
+// CHECK: %[[SHARED:.+]] = linalg.fill
+// CHECK: %[[ADDEND:.+]] = bufferization.to_buffer %[[SHARED]]
+// CHECK: %[[Y:.+]] = memref.alloc(%{{.+}}) : memref<?x128xbf16>
+// CHECK: gpu.launch
+// CHECK-COUNT-2: vector.load {{.+}} vector<8xbf16>
+// CHECK: %[[A:.+]] = vector.load %[[ADDEND]][%{{.+}}, %{{.+}}] {alignment = 16 : i64} : {{.+}}, vector<8xbf16>
+// CHECK: %[[START:.+]] = arith.extf %[[A]] : vector<8xbf16> to vector<8xf32>
+// CHECK: %[[P:.+]] = arith.mulf
+// CHECK: arith.addf %[[START]], %[[P]]
+// CHECK: vector.store %{{.+}}, %[[Y]]
+// CHECK-NOT: linalg.add
+// CHECK: return
+func.func @combine_and_shared(%out: tensor<?x128xbf16>, %slot: tensor<?x2xi32>,
+                              %w: tensor<?x2xf32>) -> tensor<?x128xbf16> {
+  %y = moe.combine %out, %slot, %w
+    : (tensor<?x128xbf16>, tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x128xbf16>
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %slot, %c0 : tensor<?x2xi32>
+  %one = arith.constant 1.0 : bf16
+  %empty = tensor.empty(%t) : tensor<?x128xbf16>
+  %shared = linalg.fill ins(%one : bf16) outs(%empty : tensor<?x128xbf16>) -> tensor<?x128xbf16>
+  %init = tensor.empty(%t) : tensor<?x128xbf16>
+  %sum = linalg.add ins(%y, %shared : tensor<?x128xbf16>, tensor<?x128xbf16>)
+                    outs(%init : tensor<?x128xbf16>) -> tensor<?x128xbf16>
+  return %sum : tensor<?x128xbf16>
+}

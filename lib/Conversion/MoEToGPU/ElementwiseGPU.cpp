@@ -10,7 +10,9 @@
 //   - moe.combine: a thread per 16 bytes of output, loading its token's k
 //     expert rows' 16 bytes together, then summing weight * row over the
 //     choices in order (f32; a negative slot adds nothing): deterministic,
-//     as on the CPU.
+//     as on the CPU. Where the combine's one use adds the shared expert's
+//     output (a linalg.add), the sum starts from it and the add goes: one
+//     kernel, one rounding.
 //
 //===----------------------------------------------------------------------===//
 #include "GPUKernels.h"
@@ -21,6 +23,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -141,6 +144,18 @@ struct ActivationToGPU : OpRewritePattern<ActivationOp> {
   }
 };
 
+/// The linalg.add of the combine's result and another tensor of its type
+/// (the shared expert's output) where that is the result's only use.
+linalg::AddOp sharedAddOf(CombineOp op) {
+  if (!op->hasOneUse())
+    return nullptr;
+  auto add = dyn_cast<linalg::AddOp>(*op->getUsers().begin());
+  if (!add || !add.hasPureTensorSemantics() || add->getResult(0).getType() != op.getType() ||
+      !llvm::all_of(add.getDpsInputs(), [&](Value in) { return in.getType() == op.getType(); }))
+    return nullptr;
+  return add;
+}
+
 struct CombineToGPU : OpRewritePattern<CombineOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -157,10 +172,21 @@ struct CombineToGPU : OpRewritePattern<CombineOp> {
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
     RunBuilder u{{b, loc}};
+    // The shared expert's output joins the sum before it is rounded; the
+    // kernel goes where the add was (after both).
+    linalg::AddOp add = sharedAddOf(op);
+    if (add)
+      rewriter.setInsertionPoint(add);
     Value tokens = tensor::DimOp::create(b, loc, op.getSlot(), 0);
     Value expertOut = readBuffer(b, loc, op.getExpertOut());
     Value slot = readBuffer(b, loc, op.getSlot());
     Value weights = readBuffer(b, loc, op.getWeights());
+    Value addend;
+    if (add) {
+      Value other =
+          add.getDpsInputs()[0] == op.getResult() ? add.getDpsInputs()[1] : add.getDpsInputs()[0];
+      addend = readBuffer(b, loc, other);
+    }
     Value out = memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic, hidden}, element), ValueRange{tokens});
     u.launchRuns(tokens, hidden / width, width, [&](Value token, Value col) {
@@ -177,6 +203,8 @@ struct CombineToGPU : OpRewritePattern<CombineOp> {
         rows.push_back(u.load(expertOut, {u.toIndex(safe), col}, type));
       }
       Value sum = arith::ConstantOp::create(b, loc, b.getZeroAttr(f32Type));
+      if (addend)
+        sum = u.toF32(u.load(addend, {token, col}, type));
       for (int64_t j = 0; j < topK; ++j) {
         Value weight =
             vector::BroadcastOp::create(b, loc, f32Type, u.load(weights, {token, u.idx(j)}));
@@ -186,7 +214,12 @@ struct CombineToGPU : OpRewritePattern<CombineOp> {
       }
       u.storeRun(u.fromF32(sum, element), out, {token, col});
     });
-    rewriter.replaceOp(op, u.asTensor(out, op.getResult()));
+    if (!add) {
+      rewriter.replaceOp(op, u.asTensor(out, op.getResult()));
+      return success();
+    }
+    rewriter.replaceOp(add, u.asTensor(out, add->getResult(0)));
+    rewriter.eraseOp(op);
     return success();
   }
 };
