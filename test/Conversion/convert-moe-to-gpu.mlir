@@ -731,3 +731,19 @@ func.func @combine_and_shared(%out: tensor<?x128xbf16>, %slot: tensor<?x2xi32>,
                     outs(%init : tensor<?x128xbf16>) -> tensor<?x128xbf16>
   return %sum : tensor<?x128xbf16>
 }
+
+// -----
+
+// Tests that a combine that is a linalg.add's init (which the add does not read) is no addend:
+// the add stays.
+// CHECK-LABEL: func.func @combine_as_init
+// CHECK: gpu.launch
+// CHECK: linalg.add ins(%{{.+}}, %{{.+}} : tensor<?x128xbf16>, tensor<?x128xbf16>)
+func.func @combine_as_init(%out: tensor<?x128xbf16>, %slot: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                           %a: tensor<?x128xbf16>, %b: tensor<?x128xbf16>) -> tensor<?x128xbf16> {
+  %y = moe.combine %out, %slot, %w
+    : (tensor<?x128xbf16>, tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x128xbf16>
+  %sum = linalg.add ins(%a, %b : tensor<?x128xbf16>, tensor<?x128xbf16>)
+                    outs(%y : tensor<?x128xbf16>) -> tensor<?x128xbf16>
+  return %sum : tensor<?x128xbf16>
+}

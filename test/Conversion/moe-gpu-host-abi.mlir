@@ -143,3 +143,44 @@ func.func @unbounded(%x: memref<?x8xf32>) attributes {llvm.emit_c_interface} {
   }
   return
 }
+
+// -----
+
+// Tests that a select's condition is no size: the error names the value without a bound (a call's
+// result), not the loop-dependent condition.
+func.func private @rank() -> i32
+func.func @select_of_call(%x: memref<?x8xf32>) attributes {llvm.emit_c_interface} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %t = memref.dim %x, %c0 : memref<?x8xf32>
+  scf.for %i = %c0 to %t step %c1 {
+    %cond = arith.cmpi ult, %i, %c1 : index
+    // expected-error @+1 {{moe-gpu-host-abi: a buffer's size depends on an operation other than arithmetic on shapes}}
+    %r32 = func.call @rank() : () -> i32
+    %r = arith.index_cast %r32 : i32 to index
+    %rows = arith.select %cond, %t, %r : index
+    %a = memref.alloc(%rows) : memref<?x8xf32>
+    "test.use"(%a) : (memref<?x8xf32>) -> ()
+  }
+  return
+}
+
+// -----
+
+// Tests that a bound times a negative constant is no bound: (min(i, T) - T) * -1 is up to T, its
+// bound's product 0.
+func.func @negative_factor(%x: memref<?x8xf32>) attributes {llvm.emit_c_interface} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %cm1 = arith.constant -1 : index
+  %t = memref.dim %x, %c0 : memref<?x8xf32>
+  scf.for %i = %c0 to %t step %c1 {
+    %o = arith.minui %i, %t : index
+    %l = arith.subi %o, %t : index
+    // expected-error @+1 {{moe-gpu-host-abi: a buffer's size depends on arithmetic that keeps no bound of its operands' bounds}}
+    %rows = arith.muli %l, %cm1 : index
+    %a = memref.alloc(%rows) : memref<?x8xf32>
+    "test.use"(%a) : (memref<?x8xf32>) -> ()
+  }
+  return
+}

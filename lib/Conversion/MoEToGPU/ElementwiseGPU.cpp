@@ -149,8 +149,11 @@ struct ActivationToGPU : OpRewritePattern<ActivationOp> {
 linalg::AddOp sharedAddOf(CombineOp op) {
   if (!op->hasOneUse())
     return nullptr;
-  auto add = dyn_cast<linalg::AddOp>(*op->getUsers().begin());
-  if (!add || !add.hasPureTensorSemantics() || add->getResult(0).getType() != op.getType() ||
+  OpOperand &use = *op->getUses().begin();
+  auto add = dyn_cast<linalg::AddOp>(use.getOwner());
+  // The add's init is not read: the combine must be one of its inputs.
+  if (!add || !add.isDpsInput(&use) || !add.hasPureTensorSemantics() ||
+      add->getResult(0).getType() != op.getType() ||
       !llvm::all_of(add.getDpsInputs(), [&](Value in) { return in.getType() == op.getType(); }))
     return nullptr;
   return add;

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 
 #include <functional>
 
@@ -105,6 +106,8 @@ private:
     if (!isa<arith::ArithDialect, affine::AffineDialect>(op->getDialect()) ||
         op->getNumRegions() != 0)
       return blame(op, "an operation other than arithmetic on shapes");
+    if (auto select = dyn_cast<arith::SelectOp>(op))
+      return selectBound(b, select);
     SmallVector<FailureOr<Bound>> operands;
     for (Value operand : op->getOperands())
       operands.push_back(boundOf(b, operand, op));
@@ -131,8 +134,21 @@ private:
           return Bound{operand->value, false};
       return failure(); // neither has a bound
     }
-    if (isa<arith::MaxUIOp, arith::MaxSIOp, arith::AddIOp, arith::MulIOp>(op) && all(bounded))
+    // A bound times, or divided by, an exact operand stays a bound only for
+    // a constant that is not negative (positive for a divisor).
+    auto constantAtLeast = [](const FailureOr<Bound> &o, int64_t least) {
+      APInt value;
+      return succeeded(o) && o->exact && matchPattern(o->value, m_ConstantInt(&value)) &&
+             value.getSExtValue() >= least;
+    };
+    auto factor = [&](const FailureOr<Bound> &o) {
+      return succeeded(o) && (!o->exact || constantAtLeast(o, 0));
+    };
+    if (isa<arith::MaxUIOp, arith::MaxSIOp, arith::AddIOp>(op) && all(bounded))
       return clone({valueOf(operands[0]), valueOf(operands[1])});
+    if (isa<arith::MulIOp>(op) && factor(operands[0]) && factor(operands[1]))
+      return clone({valueOf(operands[0]), valueOf(operands[1])});
+    // A size less another is at most the first (sizes are not negative).
     if (isa<arith::SubIOp>(op) && succeeded(operands[0])) {
       if (succeeded(operands[1]) && operands[1]->exact)
         return clone({valueOf(operands[0]), valueOf(operands[1])});
@@ -140,18 +156,34 @@ private:
     }
     if (isa<arith::DivUIOp, arith::CeilDivUIOp, arith::DivSIOp, arith::CeilDivSIOp,
             arith::FloorDivSIOp>(op) &&
-        succeeded(operands[0]) && succeeded(operands[1]) && operands[1]->exact)
+        succeeded(operands[0]) && constantAtLeast(operands[1], 1))
       return clone({valueOf(operands[0]), valueOf(operands[1])});
-    if (auto select = dyn_cast<arith::SelectOp>(op); select && succeeded(operands[1]) &&
-                                                     succeeded(operands[2]))
-      return Bound{arith::MaxUIOp::create(b, loc, valueOf(operands[1]), valueOf(operands[2])),
-                   false};
     if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(op) && succeeded(operands[0]))
       return clone({valueOf(operands[0])});
     for (FailureOr<Bound> &operand : operands)
       if (failed(operand))
         return failure(); // the operand's reason
     return blame(op, "arithmetic that keeps no bound of its operands' bounds");
+  }
+
+  /// The select itself where its condition and values are exact, else the
+  /// larger of its values' bounds (the condition is no size: why it has no
+  /// bound is not the select's reason).
+  FailureOr<Bound> selectBound(OpBuilder &b, arith::SelectOp select) {
+    Operation *blamedBefore = blamed;
+    std::string whyBefore = why;
+    FailureOr<Bound> condition = boundOf(b, select.getCondition(), select);
+    blamed = blamedBefore;
+    why = whyBefore;
+    FailureOr<Bound> yes = boundOf(b, select.getTrueValue(), select);
+    FailureOr<Bound> no = boundOf(b, select.getFalseValue(), select);
+    if (failed(yes) || failed(no))
+      return failure();
+    if (succeeded(condition) && condition->exact && yes->exact && no->exact)
+      return Bound{
+          arith::SelectOp::create(b, select.getLoc(), condition->value, yes->value, no->value),
+          true};
+    return Bound{arith::MaxUIOp::create(b, select.getLoc(), yes->value, no->value), false};
   }
 
   FailureOr<Bound> dimBoundOf(OpBuilder &b, Location loc, Value buffer, int64_t index,
@@ -163,8 +195,12 @@ private:
       if (argument.getOwner() != &entry)
         return blame(user, "the shape of a loop's or block's argument");
       FailureOr<Value> extent = argumentDim(b, loc, argument, index);
-      if (failed(extent))
+      if (failed(extent)) {
+        // argumentDim said why; nothing else is to be reported.
+        blamed = nullptr;
+        why.clear();
         return failure();
+      }
       return Bound{*extent, true};
     }
     Operation *op = buffer.getDefiningOp();
