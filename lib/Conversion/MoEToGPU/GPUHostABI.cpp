@@ -37,8 +37,9 @@ using ArgumentDim =
 /// it from the arithmetic of sizes, all nonnegative: a minimum is at most
 /// each of its bounded operands (a chunk's rows, min(T - offset, chunk), at
 /// most the chunk), a difference at most its first operand's bound less an
-/// exact second operand (or less nothing), sums, products, maxima, selects
-/// and quotients by exact divisors at most those of their operands' bounds.
+/// exact second operand (or less nothing), sums, maxima and selects at
+/// most those of their operands' bounds, products and quotients too where
+/// the exact factor or divisor is a nonnegative (positive) constant.
 /// Fails at the op that leaves a size without a bound.
 class SizeMaterializer {
 public:

@@ -205,9 +205,7 @@ struct Kernel : KernelBuilder {
   /// products may still read their stage when the next step begins (wgmma
   /// batches in flight). `finish`: when given, the step's copy is issued
   /// after its body (asynchronous products run while the copies issue)
-  /// and `finish` ends the step.
-  /// `finish(step, values)` ends a step whose copies were issued after
-  /// its body.
+  /// and `finish(step, values)` ends the step.
   using FinishStep = function_ref<void(Value, SmallVector<Value> &)>;
   ValueRange pipelinedLoop(BlockShape shape, ValueRange init,
                            function_ref<Value(Value, Value)> copyStage,

@@ -20,8 +20,10 @@
 //    the swizzled stages itself (GemmWgmma.cpp).
 //
 // FP8 E4M3 weights with block scales (`weight_scales`, blocks of 32k rows)
-// take the decode form at every row count, decoding the codes to bf16 in
-// registers (GemmDecode.cpp).
+// take the decode form, decoding the codes to bf16 in registers
+// (GemmDecode.cpp); with wgmma, at many rows a prefill form that decodes
+// them into shared memory, or (fp8-rows) quantizes the rows too and
+// multiplies codes by codes (GemmWgmma.cpp).
 //
 // A tile's expert is `row_expert` of its first row; padding rows are zero.
 // The same kernels without experts compute a dense bf16 GEMM with f32
