@@ -129,7 +129,7 @@ def swiglu_mlp(rows, w13, w2, quantize=None):
     return quantize(torch.nn.functional.silu(gate) * up) @ w2.T
 
 
-# Rows of a quantization group of FP8 rows (--gpu-fp8-rows).
+# Elements of a row per scale of FP8 rows (--gpu-fp8-rows).
 FP8_ROW_GROUP = 128
 
 
