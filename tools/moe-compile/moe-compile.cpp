@@ -473,6 +473,10 @@ std::optional<std::string> configProblem(const moe::MoELayerConfig &config) {
                          "blocks do not stack (use --fp8-weights=dequantize)",
                          config.fp8WeightBlocks->first, config.intermediateSize)
         .str();
+  if (gpuFp8Rows && !keepFp8Weights(config))
+    return "--gpu-fp8-rows multiplies FP8 expert weights' codes: the config has "
+           "none kept as codes (it needs an FP8 quantization_config, and not "
+           "--fp8-weights=dequantize)";
   if (ep > 1 && physicalExperts == 0 && config.numExperts % ep != 0)
     return llvm::formatv("--ep {0} does not divide the {1} experts of the "
                          "config", ep.getValue(), config.numExperts).str();
