@@ -132,9 +132,8 @@ def main(argv=None):
     Path(args.out, f"rank{rank}.json").write_text(json.dumps(result))
     try:
         runtime.barrier("host.done")
-    except RuntimeError as error:  # same form as the runtime's own reports
-        print(f"moert: rank {rank}: error: {error}", file=sys.stderr, flush=True)
-        return 1
+    except RuntimeError as error:
+        runtime.exit_failed(error)
     runtime.finalize()
     return 0 if result["ok"] else 1
 

@@ -1,6 +1,9 @@
 """ctypes access to libmoert, the runtime compiled multi-rank layers call."""
 import ctypes
 import json
+import os
+import sys
+import time
 
 from .toolchain import build_dir
 
@@ -44,6 +47,19 @@ class Runtime:
     def barrier(self, name="host.barrier"):
         if self.lib.moert_barrier(name.encode()) != 0:
             raise RuntimeError(self.lib.moert_last_error().decode())
+
+    def exit_failed(self, message):
+        """Reports `message` as the runtime's own fatal errors do and ends the process.
+
+        Like the runtime's fatal path it skips MPI_Finalize: a rank that
+        finalizes and exits non-zero while its peers exit without finalizing
+        can leave mpirun hanging (seen in CI; open-mpi/ompi#3380). The pause
+        lets the peers' reports reach mpirun before it ends the job.
+        """
+        print(f"moert: rank {self.rank}: error: {message}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        time.sleep(0.5)
+        os._exit(1)
 
     def finalize(self):
         self.lib.moert_finalize()

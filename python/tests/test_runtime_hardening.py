@@ -115,7 +115,10 @@ else:  # nan-input: rank 1's first token is NaN
 y = run_layer(library, plan, x, args)
 finite = bool(np.all(np.isfinite(y[1:]))) if len(y) > 1 else True
 print(f"rank {rank}: returned {y.shape}, other rows finite: {finite}", file=sys.stderr)
-runtime.barrier("host.done")
+try:
+    runtime.barrier("host.done")
+except RuntimeError as error:
+    runtime.exit_failed(error)
 runtime.finalize()
 """
 
