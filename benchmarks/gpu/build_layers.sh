@@ -48,6 +48,12 @@ add qwen3-30b-a3b-bf16-ep2 examples/full-size/qwen3-30b-a3b.json bf16 "1, 7, 64,
   --ep=2 --decode-max-tokens=8
 add qwen3-30b-a3b-bf16-ep2-fp8 examples/full-size/qwen3-30b-a3b.json bf16 "7, 1000" \
   --ep=2 --decode-max-tokens=8 --dispatch-quant=fp8-e4m3-g128
+# The decode variant's exchange by all-gather (--ep-all-gather): blocks of 8
+# token rows a rank, ids mapped and rows summed by the layer's kernels.
+add deepseek-tiny-bf16-ep2-allgather examples/deepseek-v3-tiny/config.json bf16 \
+  "0, 1, 7, 64" --ep=2 --decode-max-tokens=8 --ep-all-gather
+add qwen3-30b-a3b-bf16-ep2-allgather examples/full-size/qwen3-30b-a3b.json bf16 "1, 7" \
+  --ep=2 --decode-max-tokens=8 --ep-all-gather
 # Both ranks one tensor-parallel group (the same tokens), each dispatching
 # half of them (the dedupe), then all-gathering the results.
 add deepseek-tiny-bf16-ep2-tp2 examples/deepseek-v3-tiny/config.json bf16 "1, 7, 64, 1000" \

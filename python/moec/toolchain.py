@@ -29,7 +29,7 @@ def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
                    max_tokens_per_rank=4096, chunk_budget_bytes=0, tp=1, tp_dedupe=True,
                    dispatch_quant="none", decode_max_tokens=0, physical_experts=0,
                    fp8_gemm=True, row_tile=1, cpu="host", packed_min_rows=None,
-                   replica_selection="static", ep_into_buffers=False):
+                   replica_selection="static", ep_into_buffers=False, ep_all_gather=False):
     """Compiles a config.json to a shared library; returns (library, plan)."""
     out_dir = Path(out_dir)
     stem = (f"{name}_{dtype}_ep{ep}_tp{tp}{'' if tp_dedupe else 'dup'}_{dispatch_quant}"
@@ -41,7 +41,8 @@ def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
             + (f"_tile{row_tile}" if row_tile != 1 else "")
             + ("" if cpu == "host" else f"_{cpu}")
             + ("" if packed_min_rows is None else f"_packed{packed_min_rows}")
-            + ("_into" if ep_into_buffers else ""))
+            + ("_into" if ep_into_buffers else "")
+            + ("_allgather" if ep_all_gather else ""))
     library = out_dir / f"{stem}.so"
     plan_path = out_dir / f"{stem}.plan.json"
     subprocess.run([tool("moe-compile"), "--config", str(config), "--dtype", dtype,
@@ -59,6 +60,7 @@ def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
                     *([] if packed_min_rows is None
                       else ["--packed-min-rows", str(packed_min_rows)]),
                     *(["--ep-into-buffers"] if ep_into_buffers else []),
+                    *(["--ep-all-gather"] if ep_all_gather else []),
                     "--plan", str(plan_path), "-o", str(library)],
                    check=True)
     return library, json.loads(plan_path.read_text())

@@ -129,3 +129,48 @@ def test_tensor_parallel_dedupe(tmp_path, ranks, tp):
                                        12, 3, "uniform", main_job.TOLERANCE["f32"], tmp_path,
                                        tp=tp)
     check(results, done, ranks)
+
+
+def calls_gather_entries(library, dtype):
+    data = library.read_bytes()
+    return (f"moert_ep_gather_into_{dtype}".encode() in data
+            and f"moert_ep_return_into_{dtype}".encode() in data)
+
+
+@pytest.mark.parametrize("config", EXAMPLES, ids=[c.parent.name for c in EXAMPLES])
+@pytest.mark.parametrize("counts", [[4, 1], [4, 1, 0, 3]], ids=["ranks2", "ranks4"])
+def test_the_all_gather_decode_exchange(tmp_path, config, counts):
+    """--ep-all-gather: every rank gets every rank's block of 4 slots with global ids, the
+    layer maps them to its experts and sums the returned blocks in rank order."""
+    ranks, slots = len(counts), 4
+    library, plan = compile_config(config, tmp_path, ep=ranks, max_tokens_per_rank=64,
+                                   decode_max_tokens=slots, ep_into_buffers=True,
+                                   ep_all_gather=True)
+    assert calls_gather_entries(library, "f32")
+    results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", ranks,
+                                       counts[0], 11, "uniform", main_job.TOLERANCE["f32"],
+                                       tmp_path, token_counts=counts, phase="decode")
+    check(results, done, ranks)
+    for r in results:
+        collectives = r["counters"]["collectives"]
+        assert set(collectives) == {"dispatch.payload", "dispatch.ids", "dispatch.weights",
+                                    "combine.payload"}, collectives
+        # Every rank's block of slots rows of H floats, whatever its tokens.
+        row_bytes = plan["hidden_size"] * 4
+        assert collectives["dispatch.payload"]["bytes_received"] == (ranks - 1) * slots * row_bytes
+        # The all-to-all counts the block a rank keeps.
+        assert collectives["combine.payload"]["bytes_sent"] == ranks * slots * row_bytes
+
+
+def test_the_all_gather_exchange_in_bf16_and_the_prefill_variant_packed(tmp_path):
+    config = ROOT / "examples" / "deepseek-v3-tiny" / "config.json"
+    library, _ = compile_config(config, tmp_path, "bf16", ep=2, max_tokens_per_rank=64,
+                                decode_max_tokens=8, ep_into_buffers=True, ep_all_gather=True)
+    assert calls_gather_entries(library, "bf16")
+    for phase, tokens in (("decode", [8, 3]), ("prefill", [20, 9])):
+        results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", 2,
+                                           tokens[0], 5, "uniform", main_job.TOLERANCE["bf16"],
+                                           tmp_path, token_counts=tokens, phase=phase)
+        check(results, done, 2)
+        for r in results:
+            assert ("dispatch.ids" in r["counters"]["collectives"]) == (phase == "decode")

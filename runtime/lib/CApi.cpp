@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "moert/moert.h"
 
+#include "AllGatherExchange.h"
 #include "Collectives.h"
 #include "DeviceStaging.h"
 #include "ExpertParallel.h"
@@ -61,6 +62,9 @@ struct Runtime {
   /// Rows each dispatch into static buffers received (by handle), which its
   /// combine reads of the buffer it is given.
   std::unordered_map<int64_t, int64_t> receivedRows;
+  /// All-gather dispatches awaiting their combine: handle -> ranks x slots.
+  std::unordered_map<int64_t, int64_t> pendingGathers;
+  int64_t lastGatherHandle = 0;
 };
 Runtime runtime;
 std::string lastError;
@@ -174,12 +178,11 @@ DispatchResults resultsOf(moert_dispatch_fp8_result *r) {
   return {&r->codes, &r->scales, &r->local_ids, &r->weights, &r->handle};
 }
 
-/// A dispatch's arguments checked (PlanCheck); a problem fails every rank.
-DispatchCheck checkedDispatch(bool keepCodes, bool placed, moert_memref2d *x,
-                              moert_memref2d *ids, moert_memref2d *weights,
-                              moert_memref1d *expertRank, moert_memref1d *physToLog,
-                              moert_memref1d *replicaShare, moert_memref1d *plan,
-                              int64_t elementBytes) {
+/// A dispatch's arguments as PlanCheck takes them.
+DispatchArgs dispatchArgs(bool keepCodes, bool placed, moert_memref2d *x, moert_memref2d *ids,
+                          moert_memref2d *weights, moert_memref1d *expertRank,
+                          moert_memref1d *physToLog, moert_memref1d *replicaShare,
+                          moert_memref1d *plan, int64_t elementBytes) {
   DispatchArgs args;
   args.x = x;
   args.ids = ids;
@@ -192,8 +195,19 @@ DispatchCheck checkedDispatch(bool keepCodes, bool placed, moert_memref2d *x,
   args.elementBytes = elementBytes;
   args.keepCodes = keepCodes;
   args.ranks = runtime.collectives->size();
+  return args;
+}
+
+/// A dispatch's arguments checked (PlanCheck); a problem fails every rank.
+DispatchCheck checkedDispatch(bool keepCodes, bool placed, moert_memref2d *x,
+                              moert_memref2d *ids, moert_memref2d *weights,
+                              moert_memref1d *expertRank, moert_memref1d *physToLog,
+                              moert_memref1d *replicaShare, moert_memref1d *plan,
+                              int64_t elementBytes) {
   DispatchCheck checked;
-  if (Status e = checkDispatchArgs(args, checked))
+  if (Status e = checkDispatchArgs(dispatchArgs(keepCodes, placed, x, ids, weights, expertRank,
+                                                physToLog, replicaShare, plan, elementBytes),
+                                   checked))
     fatal("dispatch", *e);
   // Every rank runs the same backend, so every rank fails here alike.
   if (std::strcmp(runtime.collectives->backend(), "nccl") == 0)
@@ -524,6 +538,155 @@ void tpGatherInto(const char *entry, moert_memref2d *slice, int64_t tokens, int6
   std::free(full.allocated);
 }
 
+/// A buffer of the all-gather exchange: `rows` x `cols` elements.
+void checkBlocks(const char *entry, const char *collective, const moert_memref2d *m,
+                 const char *name, int64_t rows, int64_t cols, int64_t elementBytes) {
+  if (Status e = checkMemref(m, "all-gather exchange", name, elementBytes))
+    fatal(collective, *e);
+  if (m->sizes[0] != rows || m->sizes[1] != cols)
+    fatal(collective, std::string(entry) + ": " + name + " is [" + std::to_string(m->sizes[0]) +
+                          ", " + std::to_string(m->sizes[1]) + "], the exchange needs [" +
+                          std::to_string(rows) + ", " + std::to_string(cols) +
+                          "] (ranks x slots rows)");
+}
+
+/// The all-gather dispatch (AllGatherExchange.h) into `out*[ranks*slots]`;
+/// returns the handle for its combine. With the nccl backend the device
+/// buffers travel as they are (the block is assembled in place in `out*`);
+/// with mpi device buffers are staged through the host.
+int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
+                   moert_memref2d *weights, moert_memref1d *expertRank, moert_memref1d *plan,
+                   moert_memref2d *outX, moert_memref2d *outIds, moert_memref2d *outWeights,
+                   void *stream, int64_t elementBytes) {
+  Collectives &coll = collectivesOrDie(entry);
+  DispatchCheck checked;
+  if (Status e = checkDispatchArgs(dispatchArgs(/*keepCodes=*/false, /*placed=*/false, x, ids,
+                                                weights, expertRank, nullptr, nullptr, plan,
+                                                elementBytes),
+                                   checked))
+    fatal("dispatch.payload", *e);
+  const PlanFields &fields = checked.plan;
+  if (fields.slots <= 0 || fields.quantization != 0)
+    fatal("dispatch.payload", std::string(entry) +
+                                  ": the all-gather dispatch needs the decode layout "
+                                  "(plan slots > 0) without quantization");
+  const int64_t ranks = coll.size(), slots = fields.slots, rows = ranks * slots;
+  const int64_t t = x->sizes[0], h = x->sizes[1], k = ids->sizes[1];
+  checkBlocks(entry, "dispatch.payload", outX, "received", rows, h, elementBytes);
+  checkBlocks(entry, "dispatch.payload", outIds, "gathered_ids", rows, k, 4);
+  checkBlocks(entry, "dispatch.payload", outWeights, "gathered_weights", rows, k, 4);
+  DeviceStaging staging;
+  if (Status e = DeviceStaging::open(stream, staging))
+    fatal("dispatch.payload", std::string(entry) + ": " + *e);
+  const bool nccl = std::strcmp(coll.backend(), "nccl") == 0;
+  if (nccl && !staging.onDevice())
+    fatal("dispatch.payload",
+          std::string(entry) + ": the nccl backend takes device buffers (a non-null stream)");
+  std::vector<uint8_t> idsHost, rankHost;
+  moert_memref2d hids = staged(staging, idsHost, *ids, 4);
+  moert_memref1d hrank = staged(staging, rankHost, *expertRank, 4);
+  staging.wait();
+  GatherInput in;
+  in.tokens = t;
+  in.hidden = h;
+  in.topK = k;
+  in.elementBytes = elementBytes;
+  in.slots = slots;
+  in.expertIds = reinterpret_cast<const int32_t *>(dataOf(hids, 4));
+  in.expertRank = reinterpret_cast<const int32_t *>(dataOf(hrank, 4));
+  in.experts = expertRank->sizes[0];
+  if (Status e = gatherProblem(in, int(ranks)))
+    fatal("dispatch.payload", *e);
+  CallSignature signature;
+  signature.set(CallSignature::Hidden, h);
+  signature.set(CallSignature::TopK, k);
+  signature.set(CallSignature::Dtype, elementBytes);
+  signature.set(CallSignature::Ep, fields.ranks);
+  signature.set(CallSignature::Experts, in.experts);
+  signature.set(CallSignature::Entry, 4); // bit 2: the all-gather form
+  signature.set(CallSignature::PlanHash, int64_t(planHash(fields)));
+  Collectives::SignatureScope scope(coll, signature);
+  struct Part {
+    const moert_memref2d *in, *out;
+    const char *collective;
+    int64_t rowBytes;
+    uint32_t fill;
+  } parts[] = {{x, outX, "dispatch.payload", h * elementBytes, 0},
+               {ids, outIds, "dispatch.ids", k * 4, 0xffffffffu},
+               {weights, outWeights, "dispatch.weights", k * 4, 0}};
+  for (const Part &part : parts) {
+    const int64_t elementSize = part.in == x ? elementBytes : 4;
+    const uint8_t *src = dataOf(*part.in, elementSize);
+    uint8_t *all = const_cast<uint8_t *>(dataOf(*part.out, elementSize));
+    const int64_t blockBytes = slots * part.rowBytes;
+    if (nccl) { // this rank's block in place, then an in-place all-gather
+      uint8_t *mine = all + coll.rank() * blockBytes;
+      staging.copy(mine, src, t * part.rowBytes);
+      staging.fill(mine + t * part.rowBytes, part.fill, (slots - t) * part.rowBytes);
+      staging.wait();
+      if (Status e = coll.allGather(part.collective, mine, blockBytes, all))
+        die(*e);
+      continue;
+    }
+    std::vector<uint8_t> block(static_cast<size_t>(blockBytes)), storage;
+    const DeviceStaging host;
+    staging.copy(block.data(), src, t * part.rowBytes);
+    staging.wait();
+    host.fill(block.data() + t * part.rowBytes, part.fill, (slots - t) * part.rowBytes);
+    uint8_t *into = all;
+    if (staging.onDevice()) {
+      storage.resize(size_t(rows * part.rowBytes));
+      into = storage.data();
+    }
+    if (Status e = coll.allGather(part.collective, block.data(), blockBytes, into))
+      die(*e);
+    if (staging.onDevice()) {
+      staging.copy(all, into, rows * part.rowBytes);
+      staging.wait();
+    }
+  }
+  const int64_t handle = ++runtime.lastGatherHandle;
+  runtime.pendingGathers[handle] = rows;
+  return handle;
+}
+
+/// The all-gather dispatch's combine: block r of `partial` to rank r, block
+/// r of `recv` from rank r (the compiled code sums them).
+void returnInto(const char *entry, moert_memref2d *partial, int64_t handle, moert_memref2d *recv,
+                void *stream, int64_t elementBytes) {
+  Collectives &coll = collectivesOrDie(entry);
+  auto found = runtime.pendingGathers.find(handle);
+  if (found == runtime.pendingGathers.end())
+    fatal("combine.payload", std::string(entry) + ": handle " + std::to_string(handle) +
+                                 " is not an all-gather dispatch awaiting its combine");
+  const int64_t rows = found->second;
+  runtime.pendingGathers.erase(found);
+  if (Status e = checkMemref(partial, "combine", "partial", elementBytes))
+    fatal("combine.payload", *e);
+  const int64_t h = partial->sizes[1];
+  checkBlocks(entry, "combine.payload", partial, "partial", rows, h, elementBytes);
+  checkBlocks(entry, "combine.payload", recv, "returned", rows, h, elementBytes);
+  DeviceStaging staging;
+  if (Status e = DeviceStaging::open(stream, staging))
+    fatal("combine.payload", std::string(entry) + ": " + *e);
+  const bool nccl = std::strcmp(coll.backend(), "nccl") == 0;
+  const int64_t bytes = rows * h * elementBytes, blockBytes = bytes / coll.size();
+  uint8_t *out = const_cast<uint8_t *>(dataOf(*recv, elementBytes));
+  if (nccl || !staging.onDevice()) {
+    staging.wait(); // the partial rows are written on the layer's stream
+    if (Status e = returnBlocks(coll, dataOf(*partial, elementBytes), blockBytes, out))
+      die(*e);
+    return;
+  }
+  std::vector<uint8_t> sent, received(static_cast<size_t>(bytes));
+  moert_memref2d host = staged(staging, sent, *partial, elementBytes);
+  staging.wait();
+  if (Status e = returnBlocks(coll, dataOf(host, elementBytes), blockBytes, received.data()))
+    die(*e);
+  staging.copy(out, received.data(), bytes);
+  staging.wait();
+}
+
 /// $MOERT_TIMEOUT_MS: digits only, at least 1; values over the limit (one
 /// day) are clamped to it.
 Status parseTimeout(const char *text, int64_t &ms) {
@@ -635,6 +798,7 @@ int moert_finalize(void) {
     runtime.expertParallel.reset();
     runtime.collectives.reset();
     runtime.receivedRows.clear();
+    runtime.pendingGathers.clear();
     return 0;
   });
 }
@@ -785,6 +949,29 @@ MOERT_DISPATCH_INTO_ENTRY(moert_ep_dispatch_into_f32, 4)
 MOERT_DISPATCH_INTO_ENTRY(moert_ep_dispatch_into_bf16, 2)
 MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_f32, 4)
 MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_bf16, 2)
+
+#define MOERT_GATHER_INTO_ENTRY(NAME, BYTES)                                                       \
+  int64_t _mlir_ciface_##NAME(moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,     \
+                              moert_memref1d *expertRank, moert_memref1d *plan,                    \
+                              moert_memref2d *received, moert_memref2d *gatheredIds,               \
+                              moert_memref2d *gatheredWeights, void *stream) {                     \
+    int64_t handle = 0;                                                                            \
+    guardFatal(#NAME, "dispatch.payload", [&] {                                                    \
+      handle = gatherInto(#NAME, x, ids, weights, expertRank, plan, received, gatheredIds,         \
+                          gatheredWeights, stream, BYTES);                                         \
+    });                                                                                            \
+    return handle;                                                                                 \
+  }
+#define MOERT_RETURN_INTO_ENTRY(NAME, BYTES)                                                       \
+  void _mlir_ciface_##NAME(moert_memref2d *partial, int64_t handle, moert_memref2d *returned,      \
+                           void *stream) {                                                         \
+    guardFatal(#NAME, "combine.payload",                                                           \
+               [&] { returnInto(#NAME, partial, handle, returned, stream, BYTES); });              \
+  }
+MOERT_GATHER_INTO_ENTRY(moert_ep_gather_into_f32, 4)
+MOERT_GATHER_INTO_ENTRY(moert_ep_gather_into_bf16, 2)
+MOERT_RETURN_INTO_ENTRY(moert_ep_return_into_f32, 4)
+MOERT_RETURN_INTO_ENTRY(moert_ep_return_into_bf16, 2)
 
 void _mlir_ciface_moert_ep_combine_into_f32(moert_memref2d *partial, int64_t handle,
                                             moert_memref2d *y, void *stream) {

@@ -51,6 +51,8 @@ std::string fieldValue(int f, int64_t v) {
   case CallSignature::Quantization:
     return v == 0 ? "none" : v == 1 ? "fp8g128" : v == 2 ? "fp8g32ue8m0" : std::to_string(v);
   case CallSignature::Entry:
+    if (v & 4)
+      return "ep_gather (the all-gather dispatch)";
     return std::string("ep_dispatch") + (v & 1 ? "_placed" : "") + (v & 2 ? "_fp8" : "");
   case CallSignature::PlanHash:
     os << "0x" << std::hex << uint64_t(v);

@@ -31,7 +31,8 @@ struct CallSignature {
     Quantization, ///< plan quantization (0 none, 1 fp8g128, 2 fp8g32ue8m0)
     Ep,           ///< the plan's ep field (0: unchecked)
     Experts,      ///< expert_rank's length, or phys_to_log's
-    Entry,        ///< bit 0: placed, bit 1: FP8 codes to the experts
+    Entry,        ///< bit 0: placed, bit 1: FP8 codes to the experts,
+                  ///< bit 2: the all-gather form
     PlanHash,     ///< FNV-1a of the plan's values
     Tp,           ///< tensor-parallel group size
     FieldCount

@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 using namespace moert::test;
@@ -132,4 +133,106 @@ TEST(Staging, DeviceBuffersReachTheRuntimeOnlyThroughCopiesOnTheStream) {
         std::_Exit(9);
   });
   EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
+}
+
+TEST(Staging, TheAllGatherExchangeFillsBlocksOnHostAndDeviceAlike) {
+  Ending e = runInChild([] {
+    setenv("MOERT_CUDA_LIBRARY", MOERT_FAKE_DEVICE_LIBRARY, 1);
+    if (moert_init("local", 2000) != 0)
+      std::_Exit(2);
+    FakeDevice dev;
+    Layer l;
+    // The decode layout: one rank's block of 5 slots, 3 tokens in it.
+    std::vector<int64_t> plan = {5, 5, 5, 0, 1, 0, 0, 0, 0};
+    auto planm = memref1(plan.data(), int64_t(plan.size()));
+    const int64_t rows = 5, h = Layer::hidden, k = Layer::k;
+    struct Run {
+      std::vector<float> x, w, returned;
+      std::vector<int32_t> ids;
+    };
+    auto run = [&](void *stream) {
+      Run out;
+      const bool device = stream != nullptr;
+      auto place = [&](auto &host) { return device ? dev.upload(host) : host.data(); };
+      std::vector<float> rx(rows * h), rw(rows * k), partial(rows * h), back(rows * h);
+      std::vector<int32_t> rids(rows * k);
+      for (size_t i = 0; i < partial.size(); ++i)
+        partial[i] = float(i) + 0.5f;
+      float *px = place(l.x), *pw = place(l.weights), *prx = place(rx), *prw = place(rw);
+      float *pp = place(partial), *pback = place(back);
+      int32_t *pids = place(l.ids), *prank = place(l.expertRank), *prids = place(rids);
+      auto xm = memref2(px, Layer::tokens, h), im = memref2(pids, Layer::tokens, k);
+      auto wm = memref2(pw, Layer::tokens, k);
+      auto rm = memref1(prank, 2);
+      auto rxm = memref2(prx, rows, h), ridm = memref2(prids, rows, k);
+      auto rwm = memref2(prw, rows, k);
+      int64_t handle = _mlir_ciface_moert_ep_gather_into_f32(&xm, &im, &wm, &rm, &planm, &rxm,
+                                                             &ridm, &rwm, stream);
+      auto pm = memref2(pp, rows, h), bm = memref2(pback, rows, h);
+      _mlir_ciface_moert_ep_return_into_f32(&pm, handle, &bm, stream);
+      auto fetch = [&](auto *p, auto &host) {
+        return device ? dev.download(p, host.size()) : host;
+      };
+      out.x = fetch(prx, rx);
+      out.ids = fetch(prids, rids);
+      out.w = fetch(prw, rw);
+      out.returned = fetch(pback, back);
+      if (out.returned != partial) // one rank: its only block comes back
+        std::_Exit(10);
+      return out;
+    };
+    Run host = run(nullptr);
+    if (dev.copies() != 0 || dev.waits() != 0)
+      std::_Exit(4);
+    dev.get<void (*)(void *)>("fake_device_expect_stream")(reinterpret_cast<void *>(0x5));
+    Run device = run(reinterpret_cast<void *>(0x5));
+    if (device.x != host.x || device.ids != host.ids || device.w != host.w)
+      std::_Exit(5);
+    // Token t at row t with its global ids; rows 3 and 4 masked.
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < h; ++c)
+        if (host.x[size_t(r * h + c)] != (r < 3 ? l.x[size_t(r * h + c)] : 0.0f))
+          std::_Exit(6);
+      for (int64_t j = 0; j < k; ++j) {
+        const size_t i = size_t(r * k + j);
+        if (host.ids[i] != (r < 3 ? l.ids[i] : -1) || host.w[i] != (r < 3 ? l.weights[i] : 0))
+          std::_Exit(7);
+      }
+    }
+  });
+  EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
+}
+
+TEST(Staging, TheAllGatherExchangeRefusesWhatTheLayersMapCannotTake) {
+  struct Case {
+    std::vector<int32_t> expertRank;
+    std::vector<int64_t> plan;
+    const char *expected;
+  } cases[] = {
+      {{0, 1}, {5, 5, 5, 0, 1, 0, 0, 0, 0}, "expert_rank[1] = 1, but the all-gather dispatch"},
+      {{0, 0}, {5, 0, 0, 0, 1, 0, 0, 0, 0}, "needs the decode layout (plan slots > 0)"},
+      {{0, 0}, {5, 5, 2, 0, 1, 0, 0, 0, 0}, "3 tokens but the plan allows at most 2"},
+  };
+  for (const Case &c : cases) {
+    Ending e = runInChild([&] {
+      if (moert_init("local", 2000) != 0)
+        std::_Exit(2);
+      Layer l;
+      std::vector<int64_t> plan = c.plan;
+      std::vector<int32_t> expertRank = c.expertRank, rids(5 * Layer::k);
+      std::vector<float> rx(5 * Layer::hidden), rw(5 * Layer::k);
+      auto xm = memref2(l.x.data(), Layer::tokens, Layer::hidden);
+      auto im = memref2(l.ids.data(), Layer::tokens, Layer::k);
+      auto wm = memref2(l.weights.data(), Layer::tokens, Layer::k);
+      auto rm = memref1(expertRank.data(), 2);
+      auto planm = memref1(plan.data(), int64_t(plan.size()));
+      const int64_t rows = plan[2] ? plan[2] : 5;
+      auto rxm = memref2(rx.data(), rows, Layer::hidden);
+      auto ridm = memref2(rids.data(), rows, Layer::k), rwm = memref2(rw.data(), rows, Layer::k);
+      _mlir_ciface_moert_ep_gather_into_f32(&xm, &im, &wm, &rm, &planm, &rxm, &ridm, &rwm, nullptr);
+    });
+    EXPECT_TRUE(e.exited && e.code == 1) << e.describe();
+    EXPECT_NE(e.stderrText.find("moert: rank 0: error: "), std::string::npos) << e.describe();
+    EXPECT_NE(e.stderrText.find(c.expected), std::string::npos) << e.describe();
+  }
 }

@@ -173,6 +173,15 @@ cl::opt<bool> epIntoBuffers(
              "uses: its buffers are views of one workspace), instead of the "
              "runtime's; for testing that form on host memory"),
     cl::init(false), cl::cat(category));
+cl::opt<bool> epAllGather(
+    "ep-all-gather",
+    cl::desc("With --ep > 1 and --decode-max-tokens: the decode variant's "
+             "dispatch goes by all-gather (every rank gets every rank's block "
+             "of slots rows; no packing, fixed sizes) and its combine returns "
+             "each block to its rank, whose tokens sum their rows in rank "
+             "order. What the NCCL backend sends from device buffers; on "
+             "--target cpu it needs --ep-into-buffers"),
+    cl::init(false), cl::cat(category));
 cl::opt<int64_t> packedMinRows(
     "packed-min-rows",
     cl::desc("Experts with at least this many rows in a call take the packed "
@@ -424,6 +433,16 @@ std::optional<std::string> optionProblem() {
   if (epIntoBuffers && (ep == 1 || target == Target::Cuda))
     return "--ep-into-buffers applies to --target cpu with --ep > 1 (--target "
            "cuda always exchanges into its workspace)";
+  if (epAllGather && (ep == 1 || decodeMaxTokens == 0))
+    return "--ep-all-gather applies to the decode variant of an expert-parallel "
+           "layer: it needs --ep > 1 and --decode-max-tokens";
+  if (epAllGather && target == Target::Cpu && !epIntoBuffers)
+    return "--ep-all-gather on --target cpu needs --ep-into-buffers (it exchanges "
+           "into the layer's buffers, as on a GPU)";
+  if (epAllGather && (physicalExperts > 0 || dispatchQuant != "none"))
+    return "--ep-all-gather takes no placement (--physical-experts) and no "
+           "--dispatch-quant: each rank owns a block of experts and rows travel "
+           "in the layer's dtype";
   if (epIntoBuffers && dispatchQuant != "none" && fp8Gemm)
     return "--ep-into-buffers dequantizes an FP8 dispatch on receipt: it needs "
            "--fp8-gemm=false";
@@ -636,6 +655,7 @@ void setCudaPipelineOptions(moe::CudaPipelineOptions &options) {
   options.fuseSwiglu = gpuFuseSwiglu;
   options.fp8Rows = gpuFp8Rows;
   options.dedupeTp = !noTpDedupe;
+  options.epAllGather = epAllGather;
 }
 
 /// What the plan report says of a GPU library: its calling convention and
@@ -762,6 +782,13 @@ int compileLayer(const char *argv0) {
         decodeMaxTokens);
     if (!report)
       return fail(llvm::toString(report.takeError()));
+    if (epAllGather)
+      if (llvm::json::Object *phases = report->getAsObject()->getObject("phases"))
+        if (llvm::json::Object *decode = phases->getObject("decode"))
+          (*decode)["exchange"] =
+              "all-gather: every rank receives every rank's block of slots token rows "
+              "(global ids, mapped to its experts by the layer); the combine returns block r "
+              "to rank r, which sums its tokens' rows in rank order";
     if (target == Target::Cpu)
       (*report->getAsObject())["code_generation"] =
           codeGenerationReport(**machine, config->keepFp8Weights);
@@ -788,6 +815,7 @@ int compileLayer(const char *argv0) {
   cpuOptions.dedupeTp = !noTpDedupe;
   cpuOptions.fp8Gemm = fp8Gemm;
   cpuOptions.epIntoBuffers = epIntoBuffers;
+  cpuOptions.epAllGather = epAllGather;
   moe::CudaPipelineOptions cudaOptions;
   setCudaPipelineOptions(cudaOptions);
   LogicalResult built = target == Target::Cpu ? moe::buildCpuPipeline(pm, cpuOptions)

@@ -167,12 +167,21 @@ def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
            "operand (`moe.stream_operand`): null here, the entry's stream "
            "once `moe-gpu-host-abi` has added it. What a GPU's workspace "
            "needs; usable on the CPU (host buffers) to test it">,
+    Option<"allGatherSlots", "all-gather-slots", "bool", "false",
+           "With into-buffers: dispatches of the decode layout (slots) go by "
+           "all-gather (`moert_ep_gather_into_*`): every rank gets every "
+           "rank's block of S token rows with global ids, which a linalg op "
+           "maps to this rank's experts; the combine returns block r to rank "
+           "r (`moert_ep_return_into_*`) and a linalg op sums each token's "
+           "rows in rank order. No packing and fixed sizes: what the NCCL "
+           "backend can send from device buffers">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::tensor::TensorDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::memref::MemRefDialect",
+                           "::mlir::linalg::LinalgDialect",
                            "::mlir::LLVM::LLVMDialect"];
 }
 

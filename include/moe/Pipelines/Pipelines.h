@@ -63,6 +63,11 @@ struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
                      "convert-moe-to-runtime{into-buffers}); tests the GPU's form "
                      "on host memory"),
       llvm::cl::init(false)};
+  Option<bool> epAllGather{
+      *this, "ep-all-gather",
+      llvm::cl::desc("With ep-into-buffers: decode-layout dispatches go by all-gather "
+                     "(convert-moe-to-runtime{all-gather-slots})"),
+      llvm::cl::init(false)};
   Option<bool> lowerToLLVM{*this, "lower-to-llvm",
                            llvm::cl::desc("Go down to the LLVM dialect (off: "
                                           "stop after bufferized loops)"),
@@ -82,6 +87,12 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
                      "of the tokens (moe-dedupe-tp-dispatch); the workspace "
                      "holds the largest slice"),
       llvm::cl::init(true)};
+  Option<bool> epAllGather{
+      *this, "ep-all-gather",
+      llvm::cl::desc("Decode-layout dispatches go by all-gather "
+                     "(convert-moe-to-runtime{all-gather-slots}): what the NCCL "
+                     "backend can send from device buffers"),
+      llvm::cl::init(false)};
   Option<std::string> prefillBlock{
       *this, "prefill-block",
       llvm::cl::desc("convert-moe-to-gpu's prefill-block: narrow or RxC"),

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
@@ -20,6 +21,9 @@ using namespace mlir;
 using namespace mlir::moe;
 
 namespace {
+/// On an all-gather dispatch's call: its slots, which its combine needs.
+constexpr llvm::StringLiteral kGatherSlots = "moe.gather_slots";
+
 /// The same tensor with every extent dynamic: the runtime's view.
 RankedTensorType erased(Type type) {
   auto tensor = cast<RankedTensorType>(type);
@@ -307,6 +311,8 @@ struct ConvertMoEToRuntimePass
   /// The combine into a buffer of the dispatch's token rows.
   LogicalResult lowerCombineInto(EpCombineOp op) {
     auto dispatch = op.getHandle().getDefiningOp<func::CallOp>();
+    if (dispatch && dispatch.getCallee().starts_with("moert_ep_gather_into_"))
+      return lowerReturnInto(op, dispatch);
     Value x = dispatch && dispatch->hasAttr(kStreamOperand)
                        ? dispatch.getOperand(0).getDefiningOp<bufferization::ToBufferOp>()
                        : Value();
@@ -323,7 +329,167 @@ struct ConvertMoEToRuntimePass
                        {readBuffer(b, op.getPartial()), op.getHandle(), view}, buffer);
   }
 
+  /// The all-gather form of a decode-layout dispatch (moert.h's
+  /// moert_ep_gather_into_*): every rank's block of S token rows with global
+  /// ids, then this rank's view of them: local ids (id - rank*E/R where the
+  /// expert is this rank's, else -1) and weights (0 where the id is -1).
+  LogicalResult lowerGatherInto(EpDispatchOp op) {
+    const int64_t slots = int64_t(*op.getSlots());
+    if (op.getPhysToLog() || op.getQuantization() || op.getReceivedScales())
+      return op.emitOpError("convert-moe-to-runtime{all-gather-slots}: the all-gather "
+                            "dispatch takes no placement and no FP8 quantization");
+    auto received = cast<RankedTensorType>(op.getReceived().getType());
+    auto localIds = cast<RankedTensorType>(op.getLocalIds().getType());
+    auto localWeights = cast<RankedTensorType>(op.getLocalWeights().getType());
+    if (!received.hasStaticShape() || received.getDimSize(0) % slots != 0)
+      return op.emitOpError("convert-moe-to-runtime{all-gather-slots}: the received rows "
+                            "must be ranks x slots (")
+             << slots << "), got " << received;
+    ImplicitLocOpBuilder b(op.getLoc(), op);
+    SmallVector<Value> args = {readBuffer(b, op.getX()), readBuffer(b, op.getExpertIds()),
+                               readBuffer(b, op.getExpertWeights()),
+                               readBuffer(b, op.getExpertRank()), readBuffer(b, buildPlan(b, op))};
+    SmallVector<RankedTensorType> gatheredTypes = {received, localIds, localWeights};
+    SmallVector<Value> outs;
+    for (RankedTensorType type : gatheredTypes) {
+      auto [buffer, view] = writeBuffer(b, type);
+      outs.push_back(buffer);
+      args.push_back(view);
+    }
+    args.push_back(nullStream(b));
+    FailureOr<func::FuncOp> callee =
+        declare(op, "moert_ep_gather_into_" + suffix(op.getX().getType()),
+                b.getFunctionType(ValueRange(args).getTypes(), {b.getI64Type()}));
+    FailureOr<func::FuncOp> rankFn =
+        declare(op, "moert_rank", b.getFunctionType({}, {b.getI32Type()}), /*cInterface=*/false);
+    if (failed(callee) || failed(rankFn))
+      return failure();
+    auto call = func::CallOp::create(b, *callee, args);
+    call->setAttr(kStreamOperand, b.getUnitAttr());
+    call->setAttr(kGatherSlots, b.getI64IntegerAttr(slots));
+    Value ids = written(b, outs[1], localIds);
+    Value weights = written(b, outs[2], localWeights);
+    // Rank r owns experts [r*L, (r+1)*L), L = E / ranks (the runtime checks it).
+    Value ranks = arith::ConstantIndexOp::create(b, received.getDimSize(0) / slots);
+    Value experts = tensor::DimOp::create(b, op.getExpertRank(), 0);
+    Value perRank =
+        arith::IndexCastOp::create(b, b.getI32Type(), arith::DivUIOp::create(b, experts, ranks));
+    Value rank = func::CallOp::create(b, *rankFn, ValueRange{}).getResult(0);
+    Value first = arith::MulIOp::create(b, rank, perRank);
+    auto map = b.getMultiDimIdentityMap(2);
+    SmallVector<utils::IteratorType> parallel(2, utils::IteratorType::parallel);
+    Value idsInit = tensor::EmptyOp::create(b, localIds.getShape(), localIds.getElementType());
+    Value weightsInit =
+        tensor::EmptyOp::create(b, localWeights.getShape(), localWeights.getElementType());
+    auto local = linalg::GenericOp::create(
+        b, TypeRange{localIds, localWeights}, ValueRange{ids, weights},
+        ValueRange{idsInit, weightsInit}, SmallVector<AffineMap>(4, map), parallel,
+        [&](OpBuilder &nb, Location loc, ValueRange in) {
+          ImplicitLocOpBuilder ib(loc, nb);
+          Value offset = arith::SubIOp::create(ib, in[0], first);
+          Value zero = arith::ConstantIntOp::create(ib, ib.getI32Type(), 0);
+          Value atLeast = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, offset, zero);
+          Value below = arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, offset, perRank);
+          Value mine = arith::AndIOp::create(ib, atLeast, below);
+          Value none = arith::ConstantIntOp::create(ib, ib.getI32Type(), -1);
+          Value noWeight = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0));
+          Value id = arith::SelectOp::create(ib, mine, offset, none);
+          Value weight = arith::SelectOp::create(ib, mine, in[1], noWeight);
+          linalg::YieldOp::create(ib, ValueRange{id, weight});
+        });
+    op.getReceived().replaceAllUsesWith(written(b, outs[0], received));
+    op.getLocalIds().replaceAllUsesWith(local.getResult(0));
+    op.getLocalWeights().replaceAllUsesWith(local.getResult(1));
+    op.getHandle().replaceAllUsesWith(call.getResult(0));
+    op.erase();
+    return success();
+  }
+
+  /// The all-gather dispatch's combine: block r of the partial rows back to
+  /// rank r, then each of this rank's tokens sums its ranks' rows in rank
+  /// order (f32, rounded once).
+  LogicalResult lowerReturnInto(EpCombineOp op, func::CallOp gather) {
+    auto x = gather.getOperand(0).getDefiningOp<bufferization::ToBufferOp>();
+    auto slotsAttr = gather->getAttrOfType<IntegerAttr>(kGatherSlots);
+    ImplicitLocOpBuilder b(op.getLoc(), op);
+    auto partialType = cast<RankedTensorType>(op.getPartial().getType());
+    auto type = cast<RankedTensorType>(op.getType());
+    if (!x || !slotsAttr || !partialType.hasStaticShape() || type.isDynamicDim(1))
+      return op.emitOpError("convert-moe-to-runtime{all-gather-slots}: the combine of an "
+                            "all-gather dispatch needs static partial rows and hidden size");
+    const int64_t rows = partialType.getDimSize(0), hidden = type.getDimSize(1);
+    const int64_t slots = slotsAttr.getInt(), ranks = rows / slots;
+    auto [buffer, view] = writeBuffer(b, partialType);
+    SmallVector<Value> args = {readBuffer(b, op.getPartial()), op.getHandle(), view, nullStream(b)};
+    FailureOr<func::FuncOp> callee = declare(op, "moert_ep_return_into_" + suffix(type),
+                                             b.getFunctionType(ValueRange(args).getTypes(), {}));
+    if (failed(callee))
+      return failure();
+    func::CallOp::create(b, *callee, args)->setAttr(kStreamOperand, b.getUnitAttr());
+    Value returned = written(b, buffer, partialType);
+    // [ranks*S, H] -> [ranks, S, H]; this rank's T tokens are rows [0, T).
+    auto blocks = RankedTensorType::get({ranks, slots, hidden}, type.getElementType());
+    Value split = tensor::ExpandShapeOp::create(b, blocks, returned,
+                                                SmallVector<ReassociationIndices>{{0, 1}, {2}});
+    OpFoldResult tokens = type.isDynamicDim(0)
+                              ? OpFoldResult(memref::DimOp::create(b, x, 0).getResult())
+                              : OpFoldResult(b.getIndexAttr(type.getDimSize(0)));
+    auto mineType =
+        RankedTensorType::get({ranks, type.getDimSize(0), hidden}, type.getElementType());
+    Value mine = tensor::ExtractSliceOp::create(
+        b, mineType, split, SmallVector<OpFoldResult>(3, b.getIndexAttr(0)),
+        SmallVector<OpFoldResult>{b.getIndexAttr(ranks), tokens, b.getIndexAttr(hidden)},
+        SmallVector<OpFoldResult>(3, b.getIndexAttr(1)));
+    SmallVector<Value> dynamicSizes;
+    if (type.isDynamicDim(0))
+      dynamicSizes.push_back(cast<Value>(tokens));
+    auto sumType = type.clone(b.getF32Type());
+    Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0));
+    Value init = linalg::FillOp::create(
+                     b, zero,
+                     tensor::EmptyOp::create(b, sumType.getShape(), b.getF32Type(), dynamicSizes)
+                         .getResult())
+                     .getResult(0);
+    MLIRContext *ctx = b.getContext();
+    AffineExpr t = getAffineDimExpr(0, ctx), h = getAffineDimExpr(1, ctx),
+               r = getAffineDimExpr(2, ctx);
+    auto sum = linalg::GenericOp::create(
+        b, TypeRange{sumType}, ValueRange{mine}, ValueRange{init},
+        SmallVector<AffineMap>{AffineMap::get(3, 0, {r, t, h}, ctx),
+                               AffineMap::get(3, 0, {t, h}, ctx)},
+        SmallVector<utils::IteratorType>{utils::IteratorType::parallel,
+                                         utils::IteratorType::parallel,
+                                         utils::IteratorType::reduction},
+        [&](OpBuilder &nb, Location loc, ValueRange in) {
+          ImplicitLocOpBuilder ib(loc, nb);
+          Value v = in[0].getType().isF32()
+                        ? in[0]
+                        : arith::ExtFOp::create(ib, ib.getF32Type(), in[0]).getResult();
+          linalg::YieldOp::create(ib, ValueRange{arith::AddFOp::create(ib, in[1], v)});
+        });
+    Value y = sum.getResult(0);
+    if (!type.getElementType().isF32()) {
+      Value yInit =
+          tensor::EmptyOp::create(b, type.getShape(), type.getElementType(), dynamicSizes);
+      auto map = b.getMultiDimIdentityMap(2);
+      y = linalg::GenericOp::create(
+              b, TypeRange{type}, ValueRange{y}, ValueRange{yInit}, SmallVector<AffineMap>(2, map),
+              SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel),
+              [&](OpBuilder &nb, Location loc, ValueRange in) {
+                ImplicitLocOpBuilder ib(loc, nb);
+                linalg::YieldOp::create(
+                    ib, ValueRange{arith::TruncFOp::create(ib, type.getElementType(), in[0])});
+              })
+              .getResult(0);
+    }
+    op.getResult().replaceAllUsesWith(y);
+    op.erase();
+    return success();
+  }
+
   LogicalResult lowerDispatch(EpDispatchOp op) {
+    if (intoBuffers && allGatherSlots && op.getSlots())
+      return lowerGatherInto(op);
     if (intoBuffers)
       return lowerDispatchInto(op);
     if (!op.getSlots() && !op.getReceived().getType().isDynamicDim(0))

@@ -231,6 +231,32 @@ void _mlir_ciface_moert_ep_combine_into_f32(moert_memref2d *partial, int64_t han
 void _mlir_ciface_moert_ep_combine_into_bf16(moert_memref2d *partial, int64_t handle,
                                              moert_memref2d *y, void *stream);
 
+/* The all-gather form of the decode layout (plan slots = S > 0, no
+ * quantization, rank r owning experts [r*E/R, (r+1)*E/R)): every rank's
+ * block of S token rows lands in `received[R*S, H]`, `gathered_ids` and
+ * `gathered_weights` ([R*S, k]): token t of rank r at row r*S + t, rows past
+ * rank r's tokens masked (x 0, ids -1, weights 0). The ids stay global (the
+ * compiled code maps them to this rank's experts). Returns the handle for
+ * moert_ep_return_into_*, which sends block r of `partial[R*S, H]` to rank r
+ * and writes block r of `returned[R*S, H]` from rank r (the compiled code sums
+ * a token's rows in rank order). A non-null `stream` means device buffers:
+ * with the mpi backend staged through the host, with nccl sent as they are
+ * (the entry waits for the stream first). */
+int64_t _mlir_ciface_moert_ep_gather_into_f32(moert_memref2d *x, moert_memref2d *ids,
+                                              moert_memref2d *weights, moert_memref1d *expert_rank,
+                                              moert_memref1d *plan, moert_memref2d *received,
+                                              moert_memref2d *gathered_ids,
+                                              moert_memref2d *gathered_weights, void *stream);
+int64_t _mlir_ciface_moert_ep_gather_into_bf16(moert_memref2d *x, moert_memref2d *ids,
+                                               moert_memref2d *weights, moert_memref1d *expert_rank,
+                                               moert_memref1d *plan, moert_memref2d *received,
+                                               moert_memref2d *gathered_ids,
+                                               moert_memref2d *gathered_weights, void *stream);
+void _mlir_ciface_moert_ep_return_into_f32(moert_memref2d *partial, int64_t handle,
+                                           moert_memref2d *returned, void *stream);
+void _mlir_ciface_moert_ep_return_into_bf16(moert_memref2d *partial, int64_t handle,
+                                            moert_memref2d *returned, void *stream);
+
 /* Test hooks: the row quantization dispatch uses. scheme 1 = fp8g128 (scales:
  * n/128 f32), 2 = fp8g32ue8m0 (scales: n/32 bytes, 2^(byte-127)); n must be a
  * multiple of the group size. q holds n E4M3 (e4m3fn) bytes. No runtime

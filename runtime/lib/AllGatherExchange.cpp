@@ -1,0 +1,45 @@
+//===- AllGatherExchange.cpp - the decode layout's exchange by all-gather -===//
+#include "AllGatherExchange.h"
+#include "Message.h"
+
+#include <vector>
+
+using namespace moert;
+
+Status moert::gatherProblem(const GatherInput &in, int ranks) {
+  if (in.tokens > in.slots) {
+    MessageStream os;
+    os << "dispatch: " << in.tokens << " tokens exceed the plan's " << in.slots
+       << " slots per rank (the all-gather dispatch sends blocks of that many rows)";
+    return os.str();
+  }
+  if (in.experts % ranks != 0) {
+    MessageStream os;
+    os << "dispatch: the all-gather dispatch needs the " << in.experts
+       << " experts in equal blocks by rank, which " << ranks << " ranks do not divide";
+    return os.str();
+  }
+  const int64_t local = in.experts / ranks;
+  for (int64_t e = 0; e < in.experts; ++e)
+    if (in.expertRank[e] != e / local) {
+      MessageStream os;
+      os << "dispatch: expert_rank[" << e << "] = " << in.expertRank[e]
+         << ", but the all-gather dispatch needs rank r to own experts [r*" << local << ", (r+1)*"
+         << local << ") (expected " << e / local << ")";
+      return os.str();
+    }
+  for (int64_t i = 0; i < in.tokens * in.topK; ++i)
+    if (in.expertIds[i] < -1 || in.expertIds[i] >= in.experts) {
+      MessageStream os;
+      os << "dispatch: expert_ids[" << i / in.topK << "," << i % in.topK
+         << "] = " << in.expertIds[i] << " is not an expert of the " << in.experts << " (ids 0 to "
+         << in.experts - 1 << ", or -1 for none)";
+      return os.str();
+    }
+  return std::nullopt;
+}
+
+Status moert::returnBlocks(Collectives &c, const void *partial, int64_t blockBytes, void *recv) {
+  std::vector<int64_t> bytes(size_t(c.size()), blockBytes);
+  return c.allToAllV("combine.payload", partial, bytes.data(), recv, bytes.data());
+}

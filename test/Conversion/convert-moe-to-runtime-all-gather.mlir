@@ -1,0 +1,72 @@
+// RUN: moe-opt %s -split-input-file --convert-moe-to-runtime="into-buffers=true all-gather-slots=true" | FileCheck %s --implicit-check-not=moe.ep
+
+// Tests that a decode-layout dispatch (slots = 4, ep 2) goes by all-gather: the runtime fills
+// ranks x slots rows with global ids, a linalg op maps them to this rank's experts (rank * E/ep
+// onward, -1 and weight 0 elsewhere); the combine gets its blocks back and sums this rank's T
+// tokens' rows over the ranks (the reduction dimension) in f32, rounded once to bf16.
+// CHECK-DAG: func.func private @moert_ep_gather_into_bf16(memref<?x?xbf16>, memref<?x?xi32>, memref<?x?xf32>, memref<?xi32>, memref<?xi64>, memref<?x?xbf16>, memref<?x?xi32>, memref<?x?xf32>, !llvm.ptr) -> i64 attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @moert_ep_return_into_bf16(memref<?x?xbf16>, i64, memref<?x?xbf16>, !llvm.ptr) attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @moert_rank() -> i32
+// CHECK-DAG: #[[ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG: #[[BLOCKS:.+]] = affine_map<(d0, d1, d2) -> (d2, d0, d1)>
+// CHECK-LABEL: func.func @decode
+// CHECK: %[[X:.+]] = bufferization.to_buffer %{{.+}} read_only : tensor<?x?xbf16> to memref<?x?xbf16>
+// CHECK: arith.constant dense<[8, 4, 4, 0, 2, 0, 0, 0, 0]> : tensor<9xi64>
+// CHECK: %[[RX:.+]] = memref.alloc() : memref<8x64xbf16>
+// CHECK: %[[RI:.+]] = memref.alloc() : memref<8x2xi32>
+// CHECK: %[[RW:.+]] = memref.alloc() : memref<8x2xf32>
+// CHECK: %[[H:.+]] = call @moert_ep_gather_into_bf16({{.+}}) {moe.gather_slots = 4 : i64, moe.stream_operand}
+// CHECK: %[[GI:.+]] = bufferization.to_tensor %[[RI]] restrict writable
+// CHECK: %[[GW:.+]] = bufferization.to_tensor %[[RW]] restrict writable
+// CHECK: %[[E:.+]] = tensor.dim %{{.+}}, %c0 : tensor<8xi32>
+// CHECK: %[[L:.+]] = arith.divui %[[E]], %c2 : index
+// CHECK: %[[LI:.+]] = arith.index_cast %[[L]] : index to i32
+// CHECK: %[[RANK:.+]] = call @moert_rank() : () -> i32
+// CHECK: %[[FIRST:.+]] = arith.muli %[[RANK]], %[[LI]] : i32
+// CHECK: linalg.generic {indexing_maps = [#[[ID]], #[[ID]], #[[ID]], #[[ID]]], iterator_types = ["parallel", "parallel"]} ins(%[[GI]], %[[GW]] :
+// CHECK: ^bb0(%[[ID_:.+]]: i32, %[[WT:.+]]: f32,
+// CHECK: %[[OFF:.+]] = arith.subi %[[ID_]], %[[FIRST]] : i32
+// CHECK: %[[GE:.+]] = arith.cmpi sge, %[[OFF]], %{{.+}} : i32
+// CHECK: %[[LT:.+]] = arith.cmpi slt, %[[OFF]], %[[LI]] : i32
+// CHECK: %[[MINE:.+]] = arith.andi %[[GE]], %[[LT]] : i1
+// CHECK: %[[NEW:.+]] = arith.select %[[MINE]], %[[OFF]], %c-1_i32 : i32
+// CHECK: %[[NW:.+]] = arith.select %[[MINE]], %[[WT]], %{{.+}} : f32
+// CHECK: linalg.yield %[[NEW]], %[[NW]]
+// CHECK: %[[BACK:.+]] = memref.alloc() : memref<8x64xbf16>
+// CHECK: call @moert_ep_return_into_bf16(%{{.+}}, %[[H]], %{{.+}}, %{{.+}}) {moe.stream_operand}
+// CHECK: %[[BT:.+]] = bufferization.to_tensor %[[BACK]] restrict writable
+// CHECK: %[[SPLIT:.+]] = tensor.expand_shape %[[BT]] {{\[}}[0, 1], [2]] output_shape [2, 4, 64] : tensor<8x64xbf16> into tensor<2x4x64xbf16>
+// CHECK: %[[T:.+]] = memref.dim %[[X]], %{{.+}} : memref<?x?xbf16>
+// CHECK: %[[MINEROWS:.+]] = tensor.extract_slice %[[SPLIT]][0, 0, 0] [2, %[[T]], 64] [1, 1, 1]
+// CHECK: %[[ZERO:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?x64xf32>)
+// CHECK: %[[SUM:.+]] = linalg.generic {indexing_maps = [#[[BLOCKS]], #{{.+}}], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[MINEROWS]] : tensor<2x?x64xbf16>) outs(%[[ZERO]] : tensor<?x64xf32>)
+// CHECK: arith.extf
+// CHECK: arith.addf
+// CHECK: %[[Y:.+]] = linalg.generic {{.+}} ins(%[[SUM]] : tensor<?x64xf32>) outs(%{{.+}} : tensor<?x64xbf16>)
+// CHECK: arith.truncf
+// CHECK: return %[[Y]]
+func.func @decode(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                  %er: tensor<8xi32>) -> tensor<?x64xbf16> {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8 ep = 2 max_tokens = 4
+      slots = 4
+    : (tensor<?x64xbf16>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<8x64xbf16>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
+  %p = arith.mulf %r, %r : tensor<8x64xbf16>
+  %y = moe.ep_combine %p, %h : (tensor<8x64xbf16>, i64) -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
+}
+
+// -----
+
+// Tests that a dispatch without slots (the prefill layout) keeps the packed exchange.
+// CHECK-LABEL: func.func @prefill
+// CHECK: call @moert_ep_dispatch_into_f32
+// CHECK: call @moert_ep_combine_into_f32
+func.func @prefill(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                   %er: tensor<8xi32>) -> tensor<?x64xf32> {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 32 ep = 2 max_tokens = 16
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<32x64xf32>, tensor<32x2xi32>, tensor<32x2xf32>, i64)
+  %y = moe.ep_combine %r, %h : (tensor<32x64xf32>, i64) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
