@@ -978,6 +978,58 @@ TEST(Hardening, IntoBuffersCheckShapesAndHandles) {
   });
 }
 
+/// An all-gather dispatch (the decode layout: 2 slots) into host buffers.
+struct GatherCall : IntoCall {
+  GatherCall() {
+    plan[MOERT_PLAN_MAX_TOKENS] = 2;
+    plan[MOERT_PLAN_SLOTS] = 2;
+  }
+  void gather() {
+    handle = _mlir_ciface_moert_ep_gather_into_f32(&xm, &im, &wm, &rm, &planm, &rxm, &ridm, &rwm,
+                                                   nullptr);
+  }
+};
+
+TEST(Hardening, AllGatherExchangeChecksShapesAndHandles) {
+  expectEachFailsByName({
+      {"gathered rows",
+       "moert_ep_gather_into_f32: received is [3, 4], the exchange needs [2, 4] (ranks x slots "
+       "rows)",
+       [] {
+         GatherCall c;
+         c.rxm.sizes[0] = 3;
+         c.gather();
+       }},
+      {"null gathered ids", "all-gather exchange: memref 'gathered_ids' is a null descriptor",
+       [] {
+         GatherCall c;
+         _mlir_ciface_moert_ep_gather_into_f32(&c.xm, &c.im, &c.wm, &c.rm, &c.planm, &c.rxm,
+                                               nullptr, &c.rwm, nullptr);
+       }},
+      {"id out of range", "dispatch: expert_ids[1,0] = 2 is not an expert of the 2",
+       [] {
+         GatherCall c;
+         c.ids[1] = 2;
+         c.gather();
+       }},
+      {"return of a packed dispatch",
+       "moert_ep_return_into_f32: handle 0 is not an all-gather dispatch awaiting its combine",
+       [] {
+         GatherCall c;
+         c.dispatchInto();
+         _mlir_ciface_moert_ep_return_into_f32(&c.rxm, c.handle, &c.rxm, nullptr);
+       }},
+      {"returned rows", "moert_ep_return_into_f32: returned is [2, 3], the exchange needs [2, 4]",
+       [] {
+         GatherCall c;
+         c.gather();
+         float back[6];
+         moert_memref2d bm = memref2(back, 2, 3);
+         _mlir_ciface_moert_ep_return_into_f32(&c.rxm, c.handle, &bm, nullptr);
+       }},
+  });
+}
+
 TEST(Hardening, IntoBuffersHoldTheReceivedRowsThenMasked) {
   ensureLocal();
   Ending e = runInChild([] {
