@@ -81,6 +81,11 @@ struct BlockShape {
   /// depth alone (128 bytes, swizzled).
   int64_t stageRow() const { return wgmma ? depth : depth + 8; }
   int64_t stageRowBytes() const { return stageRow() * elementBytes(); }
+  /// Bytes of one stage of the rows and of the weights, and the MMAs along
+  /// a stage's depth.
+  int64_t rowStageBytes() const { return rows * stageRowBytes(); }
+  int64_t weightStageBytes() const { return cols * stageRowBytes(); }
+  int64_t mmaSteps() const { return depth / mmaDepth(); }
   /// Threads of a block: a warpgroup per 64 rows with wgmma, else 4 warps.
   int64_t threads() const { return wgmma ? rows / 64 * kWgmmaThreads : kWideWarps * kWarpSize; }
   /// Workgroup bytes of the stages (for wgmma, and the slack that aligns

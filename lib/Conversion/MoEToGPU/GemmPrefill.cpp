@@ -91,7 +91,7 @@ Kernel::pipelinedLoop(BlockShape shape, ValueRange init,
           copyNext();
         Value stage = arith::RemUIOp::create(b, loc, step, idx(stages));
         SmallVector<Value> next(acc.begin(), acc.end());
-        for (int64_t part = 0; part < shape.depth / shape.mmaDepth(); ++part)
+        for (int64_t part = 0; part < shape.mmaSteps(); ++part)
           body(step, stage, part, next);
         if (finish) {
           copyNext();

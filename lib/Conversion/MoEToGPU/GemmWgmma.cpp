@@ -221,9 +221,6 @@ void Kernel::wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value ro
   };
 
   Value aBase = group.rowsAddress(tileA), wBase = group.addressOf(tileW);
-  const int64_t aStageBytes = shape.rows * shape.stageRowBytes();
-  const int64_t wStageBytes = shape.cols * shape.stageRowBytes();
-  const int64_t parts = shape.depth / shape.mmaDepth();
   // With 4 stages, a step's batch of wgmma runs on while the next one is
   // issued (the copies run a step less ahead: 2); with 2 or 3, each batch
   // ends before the next step's barrier (copies 1 or 2 steps ahead). (H100,
@@ -245,9 +242,9 @@ void Kernel::wgmmaProducts(BlockShape shape, Value tid, Value rowStart, Value ro
       [&](Value, Value stage, int64_t part, SmallVector<Value> &next) {
         if (part == 0)
           NVVM::WgmmaFenceAlignedOp::create(b, loc);
-        next[0] = group.mma(next[0], group.descriptor(aBase, stage, aStageBytes, part),
-                            group.descriptor(wBase, stage, wStageBytes, part));
-        if (part + 1 < parts)
+        next[0] = group.mma(next[0], group.descriptor(aBase, stage, shape.rowStageBytes(), part),
+                            group.descriptor(wBase, stage, shape.weightStageBytes(), part));
+        if (part + 1 < shape.mmaSteps())
           return;
         NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
         if (!copiesAfter)
@@ -313,8 +310,6 @@ void Kernel::wgmmaFp8Products(BlockShape shape, Value tid, Value rowStart, Value
   };
 
   Value aBase = group.rowsAddress(tileA), wBase = group.addressOf(tileW);
-  const int64_t aStageBytes = shape.rows * shape.stageRowBytes();
-  const int64_t parts = shape.depth / 16;
   const int64_t stepsPerScale = scaleDepth / shape.depth;
   Type accType = group.accumulators();
   Value zero = LLVM::ZeroOp::create(b, loc, accType);
@@ -327,9 +322,9 @@ void Kernel::wgmmaFp8Products(BlockShape shape, Value tid, Value rowStart, Value
           decodeStage(stage);
           NVVM::WgmmaFenceAlignedOp::create(b, loc);
         }
-        next[1] = group.mma(next[1], group.descriptor(aBase, stage, aStageBytes, part),
+        next[1] = group.mma(next[1], group.descriptor(aBase, stage, shape.rowStageBytes(), part),
                             group.descriptor(wBase, idx(0), 0, part));
-        if (part + 1 < parts)
+        if (part + 1 < shape.mmaSteps())
           return;
         // The bf16 tile is read before the next step decodes over it.
         NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
@@ -376,9 +371,6 @@ void Kernel::wgmmaFp8RowsProducts(BlockShape shape, Value tid, Value rowStart, V
   };
 
   Value aBase = group.rowsAddress(tileA), wBase = group.addressOf(tileW);
-  const int64_t aStageBytes = shape.rows * shape.stageRowBytes();
-  const int64_t wStageBytes = shape.cols * shape.stageRowBytes();
-  const int64_t parts = shape.depth / shape.mmaDepth();
   Warpgroup::Fragment at = group.fragment(rowStart);
   Value last = arith::SubIOp::create(b, loc, rowEnd, idx(1));
   Value row0 = arith::MinUIOp::create(b, loc, at.row0, last);
@@ -418,10 +410,10 @@ void Kernel::wgmmaFp8RowsProducts(BlockShape shape, Value tid, Value rowStart, V
           weightScale = load(wScales, {expert, scaleRow, scaleCol});
           NVVM::WgmmaFenceAlignedOp::create(b, loc);
         }
-        next[1] = group.mma(next[1], group.descriptor(aBase, stage, aStageBytes, part),
-                            group.descriptor(wBase, stage, wStageBytes, part),
+        next[1] = group.mma(next[1], group.descriptor(aBase, stage, shape.rowStageBytes(), part),
+                            group.descriptor(wBase, stage, shape.weightStageBytes(), part),
                             /*accumulate=*/part > 0);
-        if (part + 1 < parts)
+        if (part + 1 < shape.mmaSteps())
           return;
         NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
         if (!copiesAfter)
