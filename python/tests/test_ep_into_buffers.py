@@ -174,3 +174,16 @@ def test_the_all_gather_exchange_in_bf16_and_the_prefill_variant_packed(tmp_path
         check(results, done, 2)
         for r in results:
             assert ("dispatch.ids" in r["counters"]["collectives"]) == (phase == "decode")
+
+
+def test_the_all_gather_exchange_after_the_tp_dedupe(tmp_path):
+    """ep 4 x tp 2: each rank of a group gathers and returns its slice's blocks."""
+    config = ROOT / "examples" / "deepseek-v3-tiny" / "config.json"
+    library, _ = compile_config(config, tmp_path, ep=4, tp=2, max_tokens_per_rank=64,
+                                decode_max_tokens=4, ep_into_buffers=True, ep_all_gather=True)
+    results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", 4, 4,
+                                       11, "uniform", main_job.TOLERANCE["f32"], tmp_path,
+                                       token_counts=[4, 3], tp=2, phase="decode")
+    check(results, done, 4)
+    for r in results:
+        assert {"dispatch.ids", "tp.gather"} <= set(r["counters"]["collectives"])
