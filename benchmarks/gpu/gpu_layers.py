@@ -404,6 +404,7 @@ def check_layer(entry, root, args, peaks, results):
             ours = time_gpu(lambda: layer.call(call_args), args.runs, args.budget_s)
             row["ours_ms"], row["ours_min_ms"], row["runs"] = ours
             row["leaked_bytes"] = free_before - torch.cuda.mem_get_info()[0]
+            time_graph_replay(layer, call_args, out, args, row)
             routing = route(p["x"].float().double(), p, plan)
             touched = touched_weight_bytes(plan, ids, p)
             # FP8 weights: the peers multiply the bf16 weights they stand for.
@@ -441,6 +442,29 @@ def check_layer(entry, root, args, peaks, results):
             torch.cuda.empty_cache()
 
 
+def time_graph_replay(layer, call_args, out, args, row):
+    """The call captured in a CUDA graph and replayed, as serving engines run
+    decode: the kernels without the host's launch gaps. The entry can be
+    captured because it neither synchronises, allocates nor creates a
+    stream; the replay must give the call's output bit for bit."""
+    try:
+        expected = out.clone()
+        graph = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph, capture_error_mode="relaxed"):
+            layer.call(call_args)  # on the capture stream (the current one here)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        row["graph_equal"] = bool(torch.equal(out, expected))
+        row["ours_graph_ms"], row["ours_graph_min_ms"], _ = time_gpu(graph.replay, args.runs,
+                                                                      args.budget_s)
+        if not row["graph_equal"]:
+            row["ok"] = False
+    except Exception as e:  # the capture is a measurement: report it and go on
+        row["graph_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+
+
 def print_kernel_profile(layer, call_args, row):
     """Each kernel of one call, in launch order: grid, block and time (CUPTI,
     through torch.profiler; the kernels all carry the entry's name)."""
@@ -467,7 +491,8 @@ def format_row(row):
         return f"{row['layer']:<20} T={row['tokens']:<5} ERROR {row['error']}"
     return (f"{row['layer']:<20} T={row['tokens']:<5} ok={row.get('ok')!s:<5} "
             f"err={f('max_abs_error_rel', '{:.2e}')} ties={row.get('near_tie_tokens', '-')} side={row.get('side_stream_equal')!s:<5} "
-            f"ours={f('ours_ms')} ms (min {f('ours_min_ms')}) torch-loop={f('torch_loop_ms')} "
+            f"ours={f('ours_ms')} ms (min {f('ours_min_ms')}) graph={f('ours_graph_ms')} "
+            f"torch-loop={f('torch_loop_ms')} "
             f"grouped_mm={f('torch_grouped_ms')} hbm-floor={f('hbm_floor_ms', '{:.4f}')} "
             f"compute-floor={f('compute_floor_ms', '{:.4f}')} floor-share={f('hbm_floor_share', '{:.4f}')} "
             f"host-call={f('host_call_ms')} ms leak={row.get('leaked_bytes', '-')} "
