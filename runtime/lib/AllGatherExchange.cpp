@@ -7,12 +7,6 @@
 using namespace moert;
 
 Status moert::gatherProblem(const GatherInput &in, int ranks) {
-  if (in.tokens > in.slots) {
-    MessageStream os;
-    os << "dispatch: " << in.tokens << " tokens exceed the plan's " << in.slots
-       << " slots per rank (the all-gather dispatch sends blocks of that many rows)";
-    return os.str();
-  }
   if (in.experts % ranks != 0) {
     MessageStream os;
     os << "dispatch: the all-gather dispatch needs the " << in.experts

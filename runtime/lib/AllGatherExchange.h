@@ -19,19 +19,18 @@
 
 namespace moert {
 
-/// One rank's tokens and the layer's map of experts to ranks.
+/// One rank's choices of experts and the layer's map of experts to ranks.
 struct GatherInput {
-  int64_t tokens = 0, hidden = 0, topK = 0, elementBytes = 4;
-  int64_t slots = 0;                   ///< S: rows per rank's block, at least `tokens`
+  int64_t tokens = 0, topK = 0;
   const int32_t *expertIds = nullptr;  ///< [tokens, topK], host memory
   const int32_t *expertRank = nullptr; ///< [experts], host memory
   int64_t experts = 0;
 };
 
 /// Why this rank cannot take part (every rank then fails with it), or
-/// nothing: at most S tokens, every id an expert or -1, and the experts in
-/// equal blocks by rank (rank r owns [r*E/R, (r+1)*E/R)), which is what the
-/// compiled code's map from global to local ids assumes.
+/// nothing: every id an expert or -1, and the experts in equal blocks by
+/// rank (rank r owns [r*E/R, (r+1)*E/R)), which is what the compiled code's
+/// map from global to local ids assumes.
 Status gatherProblem(const GatherInput &in, int ranks);
 
 /// The combine's exchange: block r of `partial` (`blockBytes` each) goes to

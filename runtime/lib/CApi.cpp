@@ -62,8 +62,13 @@ struct Runtime {
   /// Rows each dispatch into static buffers received (by handle), which its
   /// combine reads of the buffer it is given.
   std::unordered_map<int64_t, int64_t> receivedRows;
-  /// All-gather dispatches awaiting their combine: handle -> ranks x slots.
-  std::unordered_map<int64_t, int64_t> pendingGathers;
+  /// All-gather dispatches awaiting their combine, by handle (negative, so
+  /// that no packed dispatch's handle names one).
+  struct Gather {
+    int64_t rows, hidden, elementBytes;
+    CallSignature signature;
+  };
+  std::unordered_map<int64_t, Gather> pendingGathers;
   int64_t lastGatherHandle = 0;
 };
 Runtime runtime;
@@ -588,10 +593,7 @@ int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
   staging.wait();
   GatherInput in;
   in.tokens = t;
-  in.hidden = h;
   in.topK = k;
-  in.elementBytes = elementBytes;
-  in.slots = slots;
   in.expertIds = reinterpret_cast<const int32_t *>(dataOf(hids, 4));
   in.expertRank = reinterpret_cast<const int32_t *>(dataOf(hrank, 4));
   in.experts = expertRank->sizes[0];
@@ -645,8 +647,8 @@ int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
       staging.wait();
     }
   }
-  const int64_t handle = ++runtime.lastGatherHandle;
-  runtime.pendingGathers[handle] = rows;
+  const int64_t handle = -++runtime.lastGatherHandle;
+  runtime.pendingGathers[handle] = {rows, h, elementBytes, signature};
   return handle;
 }
 
@@ -659,17 +661,23 @@ void returnInto(const char *entry, moert_memref2d *partial, int64_t handle, moer
   if (found == runtime.pendingGathers.end())
     fatal("combine.payload", std::string(entry) + ": handle " + std::to_string(handle) +
                                  " is not an all-gather dispatch awaiting its combine");
-  const int64_t rows = found->second;
+  const Runtime::Gather gather = found->second;
   runtime.pendingGathers.erase(found);
-  if (Status e = checkMemref(partial, "combine", "partial", elementBytes))
-    fatal("combine.payload", *e);
-  const int64_t h = partial->sizes[1];
+  const int64_t rows = gather.rows, h = gather.hidden;
+  if (elementBytes != gather.elementBytes)
+    fatal("combine.payload", std::string(entry) + ": the dispatch of handle " +
+                                 std::to_string(handle) + " moved " +
+                                 (gather.elementBytes == 2 ? "bf16" : "f32") + " rows");
   checkBlocks(entry, "combine.payload", partial, "partial", rows, h, elementBytes);
   checkBlocks(entry, "combine.payload", recv, "returned", rows, h, elementBytes);
   DeviceStaging staging;
   if (Status e = DeviceStaging::open(stream, staging))
     fatal("combine.payload", std::string(entry) + ": " + *e);
   const bool nccl = std::strcmp(coll.backend(), "nccl") == 0;
+  if (nccl && !staging.onDevice())
+    fatal("combine.payload",
+          std::string(entry) + ": the nccl backend takes device buffers (a non-null stream)");
+  Collectives::SignatureScope scope(coll, gather.signature);
   const int64_t bytes = rows * h * elementBytes, blockBytes = bytes / coll.size();
   uint8_t *out = const_cast<uint8_t *>(dataOf(*recv, elementBytes));
   if (nccl || !staging.onDevice()) {

@@ -1,6 +1,8 @@
 //===- DeviceStaging.cpp - a GPU layer's buffers, staged through host -----===//
 #include "DeviceStaging.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #ifdef MOERT_HAVE_CUDA_LIBRARY
@@ -85,14 +87,22 @@ void DeviceStaging::copy(void *dst, const void *src, int64_t bytes) const {
 void DeviceStaging::fill(void *dst, uint32_t value, int64_t bytes) const {
   if (bytes <= 0)
     return;
-  const int64_t words = bytes / 4, tail = bytes % 4;
   auto *at = static_cast<uint8_t *>(dst);
+  // A 32-bit memset needs a 4-byte aligned start (cuMemsetD32Async); a bf16
+  // row count times an odd H is 2 bytes off. Those bytes, and the tail,
+  // take the value's low bytes (0 and -1 fills have the same byte throughout).
+  const int64_t head = std::min<int64_t>((4 - reinterpret_cast<uintptr_t>(at) % 4) % 4, bytes);
+  if (head)
+    copy(at, &value, head);
+  at += head;
+  bytes -= head;
+  const int64_t words = bytes / 4, tail = bytes % 4;
   if (stream && words > 0)
     memset32(at, value, size_t(words), stream);
   else
     for (int64_t w = 0; w < words; ++w)
       std::memcpy(at + 4 * w, &value, 4);
-  if (tail) // a bf16 row count times an odd H: the value's low bytes
+  if (tail)
     copy(at + 4 * words, &value, tail);
 }
 

@@ -30,7 +30,8 @@ public:
   /// host from device). A host copy happens at once.
   void copy(void *dst, const void *src, int64_t bytes) const;
   /// Enqueues setting `bytes` at `dst` to copies of the 32-bit `value` (a
-  /// tail that is not a whole word gets the value's low bytes).
+  /// start that is not 4-byte aligned, up to alignment, and a tail that is
+  /// not a whole word get the value's low bytes).
   void fill(void *dst, uint32_t value, int64_t bytes) const;
   /// Waits for every copy enqueued so far (and the layer's kernels before
   /// them on the stream).

@@ -1019,6 +1019,30 @@ TEST(Hardening, AllGatherExchangeChecksShapesAndHandles) {
          c.dispatchInto();
          _mlir_ciface_moert_ep_return_into_f32(&c.rxm, c.handle, &c.rxm, nullptr);
        }},
+      {"combine of a gather",
+       "moert_ep_combine_into_f32: handle -1 is not a dispatch into buffers awaiting its combine",
+       [] {
+         GatherCall c;
+         c.gather();
+         float y[8];
+         moert_memref2d ym = memref2(y, 2, 4);
+         _mlir_ciface_moert_ep_combine_into_f32(&c.rxm, c.handle, &ym, nullptr);
+       }},
+      {"return in another dtype",
+       "moert_ep_return_into_bf16: the dispatch of handle -1 moved f32 rows",
+       [] {
+         GatherCall c;
+         c.gather();
+         _mlir_ciface_moert_ep_return_into_bf16(&c.rxm, c.handle, &c.rxm, nullptr);
+       }},
+      {"partial width", "moert_ep_return_into_f32: partial is [2, 3], the exchange needs [2, 4]",
+       [] {
+         GatherCall c;
+         c.gather();
+         float part[6];
+         moert_memref2d pm = memref2(part, 2, 3);
+         _mlir_ciface_moert_ep_return_into_f32(&pm, c.handle, &c.rxm, nullptr);
+       }},
       {"returned rows", "moert_ep_return_into_f32: returned is [2, 3], the exchange needs [2, 4]",
        [] {
          GatherCall c;

@@ -1,4 +1,5 @@
 // RUN: moe-opt %s -split-input-file --convert-moe-to-runtime="into-buffers=true all-gather-slots=true" | FileCheck %s --implicit-check-not=moe.ep
+// RUN: not moe-opt %s --convert-moe-to-runtime=all-gather-slots=true 2>&1 | FileCheck %s --check-prefix=NOINTO
 
 // Tests that a decode-layout dispatch (slots = 4, ep 2) goes by all-gather: the runtime fills
 // ranks x slots rows with global ids, a linalg op maps them to this rank's experts (rank * E/ep
@@ -9,6 +10,7 @@
 // CHECK-DAG: func.func private @moert_rank() -> i32
 // CHECK-DAG: #[[ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-DAG: #[[BLOCKS:.+]] = affine_map<(d0, d1, d2) -> (d2, d0, d1)>
+// NOINTO: convert-moe-to-runtime: all-gather-slots fills the layer's buffers: it needs into-buffers
 // CHECK-LABEL: func.func @decode
 // CHECK: %[[X:.+]] = bufferization.to_buffer %{{.+}} read_only : tensor<?x?xbf16> to memref<?x?xbf16>
 // CHECK: arith.constant dense<[8, 4, 4, 0, 2, 0, 0, 0, 0]> : tensor<9xi64>

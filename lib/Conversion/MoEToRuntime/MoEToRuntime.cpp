@@ -139,6 +139,11 @@ struct ConvertMoEToRuntimePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (allGatherSlots && !intoBuffers) {
+      module.emitError("convert-moe-to-runtime: all-gather-slots fills the layer's buffers: "
+                       "it needs into-buffers");
+      return signalPassFailure();
+    }
     // Each lowering erases its op; a failed one stops the walk.
     auto lowerAll = [&](auto lower) {
       return !module.walk(lower).wasInterrupted();
@@ -345,6 +350,10 @@ struct ConvertMoEToRuntimePass
       return op.emitOpError("convert-moe-to-runtime{all-gather-slots}: the received rows "
                             "must be ranks x slots (")
              << slots << "), got " << received;
+    const int64_t tokens = op.getX().getType().getDimSize(0);
+    if (!ShapedType::isDynamic(tokens) && tokens > slots)
+      return op.emitOpError("convert-moe-to-runtime{all-gather-slots}: ")
+             << tokens << " tokens do not fit the " << slots << " slots of a rank's block";
     ImplicitLocOpBuilder b(op.getLoc(), op);
     SmallVector<Value> args = {readBuffer(b, op.getX()), readBuffer(b, op.getExpertIds()),
                                readBuffer(b, op.getExpertWeights()),
