@@ -430,6 +430,43 @@ def ep_one(name, ranks, args, work, report, rows):
                      else "n/a"])
 
 
+def section_ep_exchange(args, work, report):
+    """The decode layout's two exchanges side by side: packed on the host
+    (moert_ep_dispatch_into_*) and the all-gather form (--ep-all-gather), on
+    the same ranks and tokens, both into the layer's buffers."""
+    slots = max(args.exchange_tokens)
+    print(f"\n== decode exchange on MPI ranks: packed vs all-gather (--ep-into-buffers, "
+          f"{slots} slots, f32, 1 thread per rank); whole-call ms, the slowest rank's median ==")
+    rows = []
+    report["ep_exchange"] = []
+    for name in args.layers:
+        for ranks in args.ep_ranks:
+            libs = {form: compile_config(LAYERS[name], work, "f32", name=f"x{form}_{name}",
+                                         ep=ranks, max_tokens_per_rank=slots,
+                                         decode_max_tokens=slots, ep_into_buffers=True,
+                                         ep_all_gather=form == "gather")[0]
+                    for form in ("packed", "gather")}
+            for tokens in args.exchange_tokens:
+                got = {form: run_ep(lib, Path(lib).with_suffix(".plan.json"), ranks, 1, tokens,
+                                    args, work, f"x{form}-{name}-{ranks}-{tokens}")
+                       for form, lib in libs.items()}
+                slowest = {f: max(r["call"]["median_s"] for r in res) for f, res in got.items()}
+                moved = {f: max(r["dispatch_s"] + r["combine_s"] for r in res)
+                         for f, res in got.items()}
+                same = all(abs(a["checksum"] - b["checksum"]) <= 1e-5 * max(abs(a["checksum"]), 1)
+                           for a, b in zip(got["packed"], got["gather"]))
+                report["ep_exchange"].append({"layer": name, "ranks": ranks, "tokens": tokens,
+                                              "per_rank": got})
+                rows.append([name, ranks, tokens, ms(slowest["packed"]), ms(slowest["gather"]),
+                             ratio(slowest["gather"], slowest["packed"]), ms(moved["packed"]),
+                             ms(moved["gather"]), "yes" if same else "NO"])
+    print(table(["layer", "ranks", "tokens/rank", "packed", "all-gather", "gather/packed",
+                 "packed d+c", "gather d+c", "same y"], rows))
+    print("   d+c = the runtime's dispatch + combine phase seconds (the gather's id map and "
+          "rank-order sum are compiled ops, counted in the call, not in d+c); same y = each "
+          "rank's checksum equal within 1e-5")
+
+
 def expert_flops_per_choice(plan):
     """FLOPs of one (token, expert) pair in the routed experts: gate, up, down."""
     return 6 * plan["hidden_size"] * plan["intermediate_size"]
@@ -539,6 +576,8 @@ def main(argv=None):
     parser.add_argument("--route-topk", type=int, default=8)
     parser.add_argument("--ep-ranks", type=ints, default=[2, 4])
     parser.add_argument("--ep-tokens", type=int, default=512, help="tokens per rank")
+    parser.add_argument("--exchange-tokens", type=ints, default=[1, 8, 32],
+                        help="tokens per rank of the decode exchange comparison (the most: slots)")
     parser.add_argument("--decode-max-tokens", type=int, default=0,
                         help="passed to moe-compile (a decode variant)")
     parser.add_argument("--seed", type=int, default=0)
@@ -584,7 +623,8 @@ def main(argv=None):
         work.mkdir(parents=True, exist_ok=True)
         sections = [("layers", section_layers, args.skip_layers),
                     ("routing", section_routing, args.skip_routing),
-                    ("ep", section_ep, args.skip_ep)]
+                    ("ep", section_ep, args.skip_ep),
+                    ("ep-exchange", section_ep_exchange, args.skip_ep)]
         failed = []
         for name, section, skip in sections:
             if skip:

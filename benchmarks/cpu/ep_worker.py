@@ -57,6 +57,8 @@ def main():
     x = np.concatenate([common.make_tokens(plan, args.tokens_per_set, args.seed, stream=1000 + s)
                         for s in sets])
     ordered = check_arguments(plan, x, weights)
+    if "phase_argument" in plan["entry_point"]:  # 0: the phase by the agreed token count
+        ordered = [*ordered, 0]
     fn = CompiledFunction(args.library, plan["entry_point"]["symbol"].removeprefix("_mlir_ciface_"),
                           [(2, np.float32)])
 

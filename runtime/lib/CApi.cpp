@@ -564,6 +564,7 @@ int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
                    moert_memref2d *outX, moert_memref2d *outIds, moert_memref2d *outWeights,
                    void *stream, int64_t elementBytes) {
   Collectives &coll = collectivesOrDie(entry);
+  PhaseTimer timer{coll.counters(), "dispatch"};
   DispatchCheck checked;
   if (Status e = checkDispatchArgs(dispatchArgs(/*keepCodes=*/false, /*placed=*/false, x, ids,
                                                 weights, expertRank, nullptr, nullptr, plan,
@@ -657,6 +658,7 @@ int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
 void returnInto(const char *entry, moert_memref2d *partial, int64_t handle, moert_memref2d *recv,
                 void *stream, int64_t elementBytes) {
   Collectives &coll = collectivesOrDie(entry);
+  PhaseTimer timer{coll.counters(), "combine"};
   auto found = runtime.pendingGathers.find(handle);
   if (found == runtime.pendingGathers.end())
     fatal("combine.payload", std::string(entry) + ": handle " + std::to_string(handle) +

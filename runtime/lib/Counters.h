@@ -66,6 +66,17 @@ struct Counters {
   std::string toJson(int rank, int size, const char *backend) const;
 };
 
+/// Adds the seconds of its lifetime to `counters.phaseSeconds[phase]`.
+struct PhaseTimer {
+  Counters &counters;
+  const char *phase;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  ~PhaseTimer() {
+    counters.phaseSeconds[phase] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
 } // namespace moert
 
 #endif // MOERT_LIB_COUNTERS_H

@@ -63,16 +63,6 @@ void moert::storeElement(uint8_t *p, int64_t elementBytes, float value) {
 }
 
 namespace {
-struct Timer {
-  Counters &counters;
-  const char *phase;
-  Clock::time_point start = Clock::now();
-  ~Timer() {
-    counters.phaseSeconds[phase] +=
-        std::chrono::duration<double>(Clock::now() - start).count();
-  }
-};
-
 PlanFields planOf(const DispatchInput &in) {
   PlanFields plan;
   plan.capacity = in.capacity;
@@ -231,7 +221,7 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
                                 const DispatchAllocator &allocate,
                                 int64_t &rows, int64_t &handle) {
   Counters &counters = coll.counters();
-  Timer timer{counters, "dispatch"};
+  PhaseTimer timer{counters, "dispatch"};
   const int ranks = coll.size();
   // Every collective of this dispatch carries the layer's signature, so
   // ranks running different layers fail at the first one, naming the field.
@@ -523,7 +513,7 @@ Status ExpertParallel::checkCombine(int64_t handle, int64_t rows, int64_t hidden
 Status ExpertParallel::combine(int64_t handle, const uint8_t *partial,
                                int64_t rows, uint8_t *y, int64_t &tokens) {
   Counters &counters = coll.counters();
-  Timer timer{counters, "combine"};
+  PhaseTimer timer{counters, "combine"};
   if (tokensOf(handle) < 0)
     return coll.failTogether("combine.payload",
                              "combine: handle " + std::to_string(handle) +
