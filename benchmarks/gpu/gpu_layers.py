@@ -404,7 +404,6 @@ def check_layer(entry, root, args, peaks, results):
             ours = time_gpu(lambda: layer.call(call_args), args.runs, args.budget_s)
             row["ours_ms"], row["ours_min_ms"], row["runs"] = ours
             row["leaked_bytes"] = free_before - torch.cuda.mem_get_info()[0]
-            time_graph_replay(layer, call_args, out, args, row)
             routing = route(p["x"].float().double(), p, plan)
             touched = touched_weight_bytes(plan, ids, p)
             # FP8 weights: the peers multiply the bf16 weights they stand for.
@@ -433,6 +432,8 @@ def check_layer(entry, root, args, peaks, results):
             row["hbm_floor_ms"] = touched / peaks["hbm_bytes_per_s"] * 1e3
             row["compute_floor_ms"] = flops(plan, tokens, p) / peaks["bf16_flops"] * 1e3
             row["hbm_floor_share"] = row["hbm_floor_ms"] / row["ours_ms"]
+            # Last: a failed capture should not disturb the figures above.
+            time_graph_replay(layer, call_args, out, args, row)
         except Exception as e:  # report and go on: one device session
             row["ok"] = False
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
