@@ -555,6 +555,18 @@ void checkBlocks(const char *entry, const char *collective, const moert_memref2d
                           "] (ranks x slots rows)");
 }
 
+/// The staging of an all-gather exchange's buffers on `stream`; the nccl
+/// backend takes device buffers only.
+DeviceStaging exchangeStaging(const char *entry, const char *collective, void *stream) {
+  DeviceStaging staging;
+  if (Status e = DeviceStaging::open(stream, staging))
+    fatal(collective, std::string(entry) + ": " + *e);
+  if (std::strcmp(runtime.collectives->backend(), "nccl") == 0 && !staging.onDevice())
+    fatal(collective,
+          std::string(entry) + ": the nccl backend takes device buffers (a non-null stream)");
+  return staging;
+}
+
 /// The all-gather dispatch (AllGatherExchange.h) into `out*[ranks*slots]`;
 /// returns the handle for its combine. With the nccl backend the device
 /// buffers travel as they are (the block is assembled in place in `out*`);
@@ -581,13 +593,8 @@ int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
   checkBlocks(entry, "dispatch.payload", outX, "received", rows, h, elementBytes);
   checkBlocks(entry, "dispatch.payload", outIds, "gathered_ids", rows, k, 4);
   checkBlocks(entry, "dispatch.payload", outWeights, "gathered_weights", rows, k, 4);
-  DeviceStaging staging;
-  if (Status e = DeviceStaging::open(stream, staging))
-    fatal("dispatch.payload", std::string(entry) + ": " + *e);
+  const DeviceStaging staging = exchangeStaging(entry, "dispatch.payload", stream);
   const bool nccl = std::strcmp(coll.backend(), "nccl") == 0;
-  if (nccl && !staging.onDevice())
-    fatal("dispatch.payload",
-          std::string(entry) + ": the nccl backend takes device buffers (a non-null stream)");
   std::vector<uint8_t> idsHost, rankHost;
   moert_memref2d hids = staged(staging, idsHost, *ids, 4);
   moert_memref1d hrank = staged(staging, rankHost, *expertRank, 4);
@@ -672,13 +679,8 @@ void returnInto(const char *entry, moert_memref2d *partial, int64_t handle, moer
                                  (gather.elementBytes == 2 ? "bf16" : "f32") + " rows");
   checkBlocks(entry, "combine.payload", partial, "partial", rows, h, elementBytes);
   checkBlocks(entry, "combine.payload", recv, "returned", rows, h, elementBytes);
-  DeviceStaging staging;
-  if (Status e = DeviceStaging::open(stream, staging))
-    fatal("combine.payload", std::string(entry) + ": " + *e);
+  const DeviceStaging staging = exchangeStaging(entry, "combine.payload", stream);
   const bool nccl = std::strcmp(coll.backend(), "nccl") == 0;
-  if (nccl && !staging.onDevice())
-    fatal("combine.payload",
-          std::string(entry) + ": the nccl backend takes device buffers (a non-null stream)");
   Collectives::SignatureScope scope(coll, gather.signature);
   const int64_t bytes = rows * h * elementBytes, blockBytes = bytes / coll.size();
   uint8_t *out = const_cast<uint8_t *>(dataOf(*recv, elementBytes));
