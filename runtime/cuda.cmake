@@ -50,6 +50,7 @@ target_sources(moert_cuda PRIVATE lib/NCCLCommunicator.cpp)
 target_include_directories(moert_cuda PRIVATE ${MOERT_NCCL_INCLUDE_DIR})
 target_link_libraries(moert_cuda PRIVATE ${MOERT_NCCL_LIBRARY} MPI::MPI_CXX)
 target_compile_definitions(moert PRIVATE MOERT_HAVE_NCCL_LIBRARY)
+set(MOERT_NCCL_COMMUNICATOR ON) # unittests: the nccl backend on a fake GPU
 message(STATUS "moert: NCCL communicator and mgpu* wrappers in libmoert_cuda (CUDA ${CUDAToolkit_VERSION}, ${MOERT_NCCL_LIBRARY})")
 
 # Collective checks for a machine with a GPU (see gpu/run_gpu_check.sh).

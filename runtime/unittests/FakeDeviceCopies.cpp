@@ -1,6 +1,7 @@
 //===- FakeDeviceCopies.cpp - libmoert_cuda's copies, on protected pages ---===//
 //
-// Stands in for libmoert_cuda.so in StagingTest ($MOERT_CUDA_LIBRARY): its
+// Stands in for libmoert_cuda.so in StagingTest ($MOERT_CUDA_LIBRARY), and
+// with FakeNccl.cpp in the nccl backend's checks (nccl_check.cpp): its
 // "device" memory is pages that nobody may touch (PROT_NONE) except these
 // copies and fills, so a runtime that read or wrote a device buffer directly
 // instead of staging it crashes the test. Copies, fills and waits must name
@@ -59,6 +60,8 @@ void *fake_device_alloc(size_t bytes) {
 }
 /// The test's own access, not counted.
 void fake_device_copy(void *dst, const void *src, size_t n) { copy(dst, src, n); }
+/// Whether [p, p + n) lies in one fake device allocation.
+int fake_device_holds(const void *p, size_t n) { return deviceRegion(p, n) != nullptr; }
 void fake_device_expect_stream(void *stream) { expectedStream = stream; }
 int fake_device_copies() { return copies; }
 int fake_device_waits() { return waits; }

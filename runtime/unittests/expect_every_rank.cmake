@@ -5,7 +5,11 @@
 # raised an MPI error instead.
 #
 #   cmake -DMPIRUN=... -DRANKS=2 -DPROGRAM=... "-DARGS=a;b" "-DEXPECT=x;y"
-#         -DLIMIT=8 -P expect_every_rank.cmake
+#         -DLIMIT=8 [-DFAILING=1] -P expect_every_rank.cmake
+#
+# FAILING (a ;-list) names the ranks that must print the error when the
+# others cannot know of it (a fault inside one rank's NCCL call: mpirun
+# ends the job when that rank exits); by default every rank.
 foreach(var MPIRUN RANKS PROGRAM EXPECT LIMIT)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "expect_every_rank.cmake: ${var} is not set")
@@ -36,7 +40,13 @@ foreach(bad "MPI_ERR" "Segmentation fault" "signal 11" "terminate called" "bad_a
 endforeach()
 string(REGEX MATCHALL "moert: rank [0-9]+: error: [^\n]*" lines "${all}")
 math(EXPR last "${RANKS} - 1")
-foreach(r RANGE ${last})
+if(NOT DEFINED FAILING)
+  set(FAILING "")
+  foreach(r RANGE ${last})
+    list(APPEND FAILING ${r})
+  endforeach()
+endif()
+foreach(r IN LISTS FAILING)
   set(found "")
   foreach(line IN LISTS lines)
     string(FIND "${line}" "moert: rank ${r}: error: " at)

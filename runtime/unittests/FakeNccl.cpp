@@ -1,0 +1,310 @@
+//===- FakeNccl.cpp - cudart and non-blocking NCCL on fake device pages ---===//
+//
+// With FakeDeviceCopies.cpp and the real NCCLCommunicator.cpp this makes a
+// stand-in for libmoert_cuda.so ($MOERT_CUDA_LIBRARY) on machines without a
+// GPU, so that the nccl backend's code runs under mpirun in CI:
+//
+// - device memory is FakeDeviceCopies' pages that only copies may touch, so
+//   a runtime that handed NCCL a host buffer, or read a device buffer itself,
+//   fails the test (a host buffer makes the NCCL call fail, as the real one
+//   fails on unregistered host memory);
+// - every operation on a stream happens at once (streams are always idle);
+// - NCCL calls behave as a non-blocking communicator's (config.blocking =
+//   0): a collective posts its MPI transfer and returns ncclInProgress, and
+//   ncclCommGetAsyncError reports ncclInProgress until the transfer is done,
+//   then copies what arrived into device memory;
+// - $FAKE_NCCL_STALL=R or $FAKE_NCCL_FAIL=R: rank R's first all-gather is
+//   never posted (its peers wait for it), or fails.
+//
+//===----------------------------------------------------------------------===//
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+extern "C" {
+void *fake_device_alloc(size_t bytes);
+void fake_device_copy(void *dst, const void *src, size_t n);
+int fake_device_holds(const void *p, size_t n);
+}
+
+namespace {
+/// A transfer in flight: its MPI request and where its bytes go when done.
+struct Transfer {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<char> host;
+  void *device = nullptr; // receives `host` when done; null for sends
+  bool stalled = false;   // never posted ($FAKE_NCCL_STALL)
+};
+
+struct PointToPoint {
+  bool send;
+  void *buffer;
+  size_t bytes;
+  int peer;
+  ncclComm_t comm;
+};
+
+int groupDepth = 0;
+std::vector<PointToPoint> grouped;
+bool injected = false;
+
+/// Which fault, if any, this rank injects into its first collective.
+enum class Fault { None, Stall, Fail };
+Fault faultFor(int rank) {
+  for (auto [name, fault] :
+       {std::pair{"FAKE_NCCL_STALL", Fault::Stall}, std::pair{"FAKE_NCCL_FAIL", Fault::Fail}})
+    if (const char *value = std::getenv(name); value && std::atoi(value) == rank)
+      return fault;
+  return Fault::None;
+}
+
+size_t typeBytes(ncclDataType_t type) {
+  switch (type) {
+  case ncclInt8:
+  case ncclUint8:
+    return 1;
+  case ncclInt32:
+  case ncclUint32:
+  case ncclFloat32:
+    return 4;
+  case ncclInt64:
+  case ncclUint64:
+  case ncclFloat64:
+    return 8;
+  default:
+    return 0;
+  }
+}
+} // namespace
+
+struct ncclComm {
+  MPI_Comm mpi = MPI_COMM_NULL;
+  int rank = 0, size = 0;
+  bool starting = true; // the first poll completes the set-up
+  ncclResult_t asyncError = ncclSuccess;
+  std::vector<std::unique_ptr<Transfer>> inFlight;
+
+  /// Starts an all-gather unless this rank injects a fault into it.
+  bool admit() {
+    if (injected)
+      return true;
+    injected = true;
+    switch (faultFor(rank)) {
+    case Fault::Stall:
+      inFlight.push_back(std::make_unique<Transfer>());
+      inFlight.back()->stalled = true;
+      return false;
+    case Fault::Fail:
+      asyncError = ncclSystemError;
+      return false;
+    case Fault::None:
+      return true;
+    }
+    return true;
+  }
+  Transfer &add(size_t bytes, void *device) {
+    inFlight.push_back(std::make_unique<Transfer>());
+    inFlight.back()->host.resize(bytes);
+    inFlight.back()->device = device;
+    return *inFlight.back();
+  }
+};
+
+extern "C" {
+// cudart: one device; streams are always idle.
+cudaError_t cudaGetDeviceCount(int *count) {
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int) {
+  static char streams[16];
+  static int next = 0;
+  *stream = reinterpret_cast<cudaStream_t>(&streams[next++ % 16]);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+  *p = fake_device_alloc(bytes);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFree(void *) { return cudaSuccess; } // pages stay reserved
+cudaError_t cudaMallocHost(void **p, size_t bytes) {
+  *p = std::malloc(bytes);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFreeHost(void *p) {
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t) {
+  const bool toDevice = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool fromDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (fake_device_holds(dst, bytes) != toDevice || fake_device_holds(src, bytes) != fromDevice)
+    return cudaErrorInvalidValue;
+  fake_device_copy(dst, src, bytes);
+  return cudaSuccess;
+}
+const char *cudaGetErrorName(cudaError_t error) {
+  return error == cudaSuccess ? "cudaSuccess" : "cudaErrorFake";
+}
+const char *cudaGetErrorString(cudaError_t error) {
+  return error == cudaSuccess ? "no error" : "fake CUDA error";
+}
+
+// NCCL over MPI, non-blocking.
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+  std::memset(id, 0, sizeof(*id));
+  return ncclSuccess;
+}
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId, int rank,
+                                    ncclConfig_t *config) {
+  auto comm = std::make_unique<ncclComm>();
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm->mpi);
+  MPI_Comm_rank(comm->mpi, &comm->rank);
+  MPI_Comm_size(comm->mpi, &comm->size);
+  if (comm->rank != rank || comm->size != nranks || !config || config->blocking != 0)
+    return ncclInvalidArgument; // the runtime must ask for a non-blocking one
+  *out = comm.release();
+  return ncclInProgress;
+}
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
+  if (comm->starting) {
+    comm->starting = false;
+    *state = ncclInProgress;
+    return ncclSuccess;
+  }
+  if (comm->asyncError != ncclSuccess) {
+    *state = comm->asyncError;
+    return ncclSuccess;
+  }
+  for (auto &t : comm->inFlight) {
+    int done = 0;
+    if (!t->stalled)
+      MPI_Test(&t->request, &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      *state = ncclInProgress;
+      return ncclSuccess;
+    }
+  }
+  for (auto &t : comm->inFlight)
+    if (t->device)
+      fake_device_copy(t->device, t->host.data(), t->host.size());
+  comm->inFlight.clear();
+  *state = ncclSuccess;
+  return ncclSuccess;
+}
+ncclResult_t ncclCommFinalize(ncclComm_t) { return ncclSuccess; }
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  MPI_Comm_free(&comm->mpi);
+  delete comm;
+  return ncclSuccess;
+}
+ncclResult_t ncclCommAbort(ncclComm_t) {
+  return ncclSuccess; // MPI may still write into its buffers: keep them
+}
+const char *ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+  case ncclSystemError:
+    return "unhandled system error (injected)";
+  case ncclInvalidArgument:
+    return "invalid argument (a host buffer or a size the fake cannot take)";
+  case ncclInvalidUsage:
+    return "invalid usage (overlapping buffers, or a group end without a start)";
+  default:
+    return "fake NCCL error";
+  }
+}
+const char *ncclGetLastError(ncclComm_t) { return ""; }
+
+ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type,
+                           ncclComm_t comm, cudaStream_t) {
+  const size_t bytes = count * typeBytes(type);
+  if (!bytes || !fake_device_holds(send, bytes) ||
+      !fake_device_holds(recv, bytes * size_t(comm->size)))
+    return ncclInvalidArgument;
+  // Overlapping buffers are undefined unless exactly in place: send is
+  // recv's block of this rank.
+  const char *from = static_cast<const char *>(send), *to = static_cast<const char *>(recv);
+  if (from < to + bytes * size_t(comm->size) && to < from + bytes &&
+      from != to + bytes * size_t(comm->rank))
+    return ncclInvalidUsage;
+  if (!comm->admit())
+    return ncclInProgress;
+  std::vector<char> mine(bytes);
+  fake_device_copy(mine.data(), send, bytes);
+  Transfer &t = comm->add(bytes * size_t(comm->size), recv);
+  MPI_Iallgather(mine.data(), int(bytes), MPI_BYTE, t.host.data(), int(bytes), MPI_BYTE, comm->mpi,
+                 &t.request);
+  return ncclInProgress;
+}
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+  const size_t bytes = count * typeBytes(type);
+  if (type != ncclInt64 || (op != ncclSum && op != ncclMax) || !fake_device_holds(send, bytes) ||
+      !fake_device_holds(recv, bytes))
+    return ncclInvalidArgument;
+  auto in = std::make_unique<Transfer>();
+  in->host.resize(bytes);
+  fake_device_copy(in->host.data(), send, bytes);
+  Transfer &t = comm->add(bytes, recv);
+  MPI_Iallreduce(in->host.data(), t.host.data(), int(count), MPI_INT64_T,
+                 op == ncclSum ? MPI_SUM : MPI_MAX, comm->mpi, &t.request);
+  comm->inFlight.push_back(std::move(in)); // the send buffer lives as long
+  return ncclInProgress;
+}
+
+ncclResult_t ncclGroupStart() {
+  ++groupDepth;
+  return ncclSuccess;
+}
+ncclResult_t ncclSend(const void *buffer, size_t count, ncclDataType_t type, int peer,
+                      ncclComm_t comm, cudaStream_t) {
+  const size_t bytes = count * typeBytes(type);
+  if (groupDepth == 0 || !fake_device_holds(buffer, bytes))
+    return ncclInvalidArgument; // the runtime always groups its sends
+  grouped.push_back({true, const_cast<void *>(buffer), bytes, peer, comm});
+  return ncclSuccess;
+}
+ncclResult_t ncclRecv(void *buffer, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t) {
+  const size_t bytes = count * typeBytes(type);
+  if (groupDepth == 0 || !fake_device_holds(buffer, bytes))
+    return ncclInvalidArgument;
+  grouped.push_back({false, buffer, bytes, peer, comm});
+  return ncclSuccess;
+}
+/// Posts the group's transfers (the runtime groups calls on one
+/// communicator only).
+ncclResult_t ncclGroupEnd() {
+  if (groupDepth <= 0)
+    return ncclInvalidUsage;
+  if (--groupDepth > 0)
+    return ncclSuccess;
+  std::vector<PointToPoint> calls;
+  calls.swap(grouped);
+  if (calls.empty())
+    return ncclSuccess;
+  ncclComm_t comm = calls.front().comm;
+  for (const PointToPoint &p : calls) {
+    if (p.comm != comm)
+      return ncclInvalidUsage;
+    Transfer &t = comm->add(p.bytes, p.send ? nullptr : p.buffer);
+    if (p.send) {
+      fake_device_copy(t.host.data(), p.buffer, p.bytes);
+      MPI_Isend(t.host.data(), int(p.bytes), MPI_BYTE, p.peer, 0, comm->mpi, &t.request);
+    } else {
+      MPI_Irecv(t.host.data(), int(p.bytes), MPI_BYTE, p.peer, 0, comm->mpi, &t.request);
+    }
+  }
+  return ncclInProgress;
+}
+} // extern "C"

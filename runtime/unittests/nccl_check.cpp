@@ -1,0 +1,255 @@
+//===- nccl_check.cpp - the nccl backend across MPI ranks, on a fake GPU ---===//
+//
+// Run under mpirun with $MOERT_CUDA_LIBRARY naming the fake libmoert_cuda
+// (FakeNccl.cpp: the real NCCL communicator over a fake cudart and NCCL
+// whose device memory only copies may touch), so that the nccl backend's
+// code runs without a GPU. Scenarios:
+//
+// - all-gather: the all-gather exchange (moert_ep_gather_into_* and
+//   moert_ep_return_into_*) on device buffers, bf16 rows of odd width and
+//   f32 rows, twice each; every rank checks every block it received against
+//   the formula that made it on its rank, and the counters against the
+//   blocks' sizes;
+// - packed, host-buffers: every rank must fail, naming why (the packed
+//   exchange packs rows on the host; the nccl backend takes device buffers).
+//
+// With $FAKE_NCCL_STALL=R or $FAKE_NCCL_FAIL=R the all-gather scenario
+// must fail on every rank within the timeout (expect_every_rank.cmake).
+//
+//===----------------------------------------------------------------------===//
+#include "moert/moert.h"
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+constexpr int64_t kSlots = 4, kHidden = 5, kTopK = 2, kExpertsPerRank = 3;
+void *const kStream = reinterpret_cast<void *>(0x7);
+
+moert_memref2d memref2(void *p, int64_t rows, int64_t cols) {
+  return moert_memref2d{p, p, 0, {rows, cols}, {cols, 1}};
+}
+moert_memref1d memref1(void *p, int64_t n) { return moert_memref1d{p, p, 0, {n}, {1}}; }
+
+int failures = 0;
+void check(bool ok, const std::string &what) {
+  if (!ok && failures++ < 10)
+    std::fprintf(stderr, "nccl_check: rank %d: FAIL: %s\n", moert_rank(), what.c_str());
+}
+
+/// The fake library's device memory (the same library the runtime opened).
+struct FakeDevice {
+  void *library = dlopen(std::getenv("MOERT_CUDA_LIBRARY"), RTLD_NOW);
+  template <typename F> F get(const char *name) {
+    return library ? reinterpret_cast<F>(dlsym(library, name)) : nullptr;
+  }
+  void *(*alloc)(size_t) = get<void *(*)(size_t)>("fake_device_alloc");
+  void (*copy)(void *, const void *,
+               size_t) = get<void (*)(void *, const void *, size_t)>("fake_device_copy");
+  void (*expectStream)(void *) = get<void (*)(void *)>("fake_device_expect_stream");
+
+  template <typename T> T *upload(const std::vector<T> &host) {
+    auto *d = static_cast<T *>(alloc(host.size() * sizeof(T)));
+    copy(d, host.data(), host.size() * sizeof(T));
+    return d;
+  }
+  template <typename T> std::vector<T> download(const T *d, size_t n) {
+    std::vector<T> host(n);
+    copy(host.data(), d, n * sizeof(T));
+    return host;
+  }
+};
+
+int64_t tokensOn(int rank) { return 1 + rank % kSlots; }
+/// Row values every rank can compute: exact in bf16 (small integers / 8).
+float value(int rank, int64_t row, int64_t col, int round) {
+  return float((rank * 7 + row * 3 + col + round) % 23) / 8.0f;
+}
+uint16_t bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return uint16_t(bits >> 16); // exact for these values
+}
+int32_t expertOf(int rank, int64_t t, int64_t j, int ranks) {
+  return int32_t((rank + 2 * t + 5 * j) % (kExpertsPerRank * ranks));
+}
+
+/// Rows of `rank` (t < tokens) or of its block (r < slots) as elements.
+template <typename T> std::vector<T> rowsOf(int rank, int64_t count, int round) {
+  std::vector<T> rows(size_t(count * kHidden));
+  for (int64_t r = 0; r < count; ++r)
+    for (int64_t c = 0; c < kHidden; ++c) {
+      float f = value(rank, r, c, round);
+      if constexpr (sizeof(T) == 2)
+        rows[size_t(r * kHidden + c)] = bf16(f);
+      else
+        rows[size_t(r * kHidden + c)] = f;
+    }
+  return rows;
+}
+
+template <typename T> void allGatherRound(FakeDevice &dev, int round) {
+  const bool bf = sizeof(T) == 2;
+  const int rank = moert_rank(), ranks = moert_size();
+  const int64_t tokens = tokensOn(rank), rows = ranks * kSlots, experts = kExpertsPerRank * ranks;
+  std::vector<T> x = rowsOf<T>(rank, tokens, round);
+  std::vector<int32_t> ids(size_t(tokens * kTopK)), expertRank(static_cast<size_t>(experts));
+  std::vector<float> weights(size_t(tokens * kTopK));
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < kTopK; ++j) {
+      ids[size_t(t * kTopK + j)] = expertOf(rank, t, j, ranks);
+      weights[size_t(t * kTopK + j)] = 0.5f + float(t + j) / 4.0f;
+    }
+  for (int64_t e = 0; e < experts; ++e)
+    expertRank[size_t(e)] = int32_t(e / kExpertsPerRank);
+  std::vector<int64_t> plan = {rows, kSlots, kSlots, 0, ranks, 0, 0, 0, 0, experts};
+
+  T *dx = dev.upload(x);
+  int32_t *dids = dev.upload(ids), *drank = dev.upload(expertRank);
+  float *dweights = dev.upload(weights);
+  T *dreceived = dev.upload(std::vector<T>(size_t(rows * kHidden), T(1)));
+  int32_t *dgids = dev.upload(std::vector<int32_t>(size_t(rows * kTopK), 7));
+  float *dgweights = dev.upload(std::vector<float>(size_t(rows * kTopK), 7.0f));
+  auto xm = memref2(dx, tokens, kHidden), im = memref2(dids, tokens, kTopK);
+  auto wm = memref2(dweights, tokens, kTopK);
+  auto rm = memref1(drank, experts), pm = memref1(plan.data(), int64_t(plan.size()));
+  auto rxm = memref2(dreceived, rows, kHidden), gim = memref2(dgids, rows, kTopK);
+  auto gwm = memref2(dgweights, rows, kTopK);
+  moert_counters_reset();
+  const int64_t handle = bf ? _mlir_ciface_moert_ep_gather_into_bf16(&xm, &im, &wm, &rm, &pm, &rxm,
+                                                                     &gim, &gwm, kStream)
+                            : _mlir_ciface_moert_ep_gather_into_f32(&xm, &im, &wm, &rm, &pm, &rxm,
+                                                                    &gim, &gwm, kStream);
+  const std::string tag = std::string(bf ? "bf16" : "f32") + " round " + std::to_string(round);
+  std::vector<T> received = dev.download(dreceived, size_t(rows * kHidden));
+  std::vector<int32_t> gids = dev.download(dgids, size_t(rows * kTopK));
+  std::vector<float> gweights = dev.download(dgweights, size_t(rows * kTopK));
+  for (int from = 0; from < ranks; ++from) {
+    const int64_t n = tokensOn(from);
+    std::vector<T> theirs = rowsOf<T>(from, n, round);
+    for (int64_t s = 0; s < kSlots; ++s) {
+      const int64_t row = from * kSlots + s;
+      for (int64_t c = 0; c < kHidden; ++c)
+        check(received[size_t(row * kHidden + c)] ==
+                  (s < n ? theirs[size_t(s * kHidden + c)] : T(0)),
+              tag + ": received row " + std::to_string(row) + " col " + std::to_string(c));
+      for (int64_t j = 0; j < kTopK; ++j) {
+        const size_t i = size_t(row * kTopK + j);
+        check(gids[i] == (s < n ? expertOf(from, s, j, ranks) : -1),
+              tag + ": gathered_ids[" + std::to_string(row) + "," + std::to_string(j) + "]");
+        check(gweights[i] == (s < n ? 0.5f + float(s + j) / 4.0f : 0.0f),
+              tag + ": gathered_weights[" + std::to_string(row) + "," + std::to_string(j) + "]");
+      }
+    }
+  }
+
+  // The "experts": block r of the partial rows goes back to rank r; rank r
+  // receives from rank p the rows p computed for r's block.
+  std::vector<T> partial(size_t(rows * kHidden)), returned(size_t(rows * kHidden), T(3));
+  auto partialValue = [&](int computedBy, int64_t row, int64_t c) {
+    return value(computedBy + 11, row, c, round);
+  };
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t c = 0; c < kHidden; ++c) {
+      float f = partialValue(rank, row, c);
+      if constexpr (sizeof(T) == 2)
+        partial[size_t(row * kHidden + c)] = bf16(f);
+      else
+        partial[size_t(row * kHidden + c)] = f;
+    }
+  T *dpartial = dev.upload(partial), *dreturned = dev.upload(returned);
+  auto partm = memref2(dpartial, rows, kHidden), retm = memref2(dreturned, rows, kHidden);
+  if (bf)
+    _mlir_ciface_moert_ep_return_into_bf16(&partm, handle, &retm, kStream);
+  else
+    _mlir_ciface_moert_ep_return_into_f32(&partm, handle, &retm, kStream);
+  returned = dev.download(dreturned, returned.size());
+  for (int from = 0; from < ranks; ++from)
+    for (int64_t s = 0; s < kSlots; ++s)
+      for (int64_t c = 0; c < kHidden; ++c) {
+        const int64_t row = from * kSlots + s;
+        float f = partialValue(from, rank * kSlots + s, c);
+        T want;
+        if constexpr (sizeof(T) == 2)
+          want = bf16(f);
+        else
+          want = f;
+        check(returned[size_t(row * kHidden + c)] == want,
+              tag + ": returned row " + std::to_string(row) + " col " + std::to_string(c));
+      }
+
+  // Every rank's block of kSlots rows, whatever its tokens.
+  std::vector<char> json(8192);
+  moert_counters_json(json.data(), int64_t(json.size()));
+  const std::string counters(json.data());
+  const int64_t payload = ranks * kSlots * kHidden * int64_t(sizeof(T));
+  check(counters.find("\"dispatch.payload\"") != std::string::npos &&
+            counters.find(std::to_string(payload)) != std::string::npos,
+        tag + ": counters lack dispatch.payload with " + std::to_string(payload) +
+            " bytes: " + counters);
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "all-gather";
+  if (moert_init("nccl", 0) != 0) {
+    std::fprintf(stderr, "moert_init: %s\n", moert_last_error());
+    return 1;
+  }
+  FakeDevice dev;
+  if (!dev.alloc || !dev.copy || !dev.expectStream) {
+    std::fprintf(stderr, "nccl_check: $MOERT_CUDA_LIBRARY is not the fake libmoert_cuda\n");
+    return 1;
+  }
+  dev.expectStream(kStream);
+  if (scenario == "all-gather") {
+    for (int round = 0; round < 2; ++round) {
+      allGatherRound<uint16_t>(dev, round);
+      allGatherRound<float>(dev, round);
+    }
+  } else if (scenario == "host-buffers" || scenario == "packed") {
+    // Host buffers for host-buffers; device ones for the packed exchange.
+    const int64_t rows = kSlots * moert_size();
+    std::vector<float> x(kHidden, 1.0f), w(kTopK, 0.5f), rx(size_t(rows * kHidden));
+    std::vector<float> rw(size_t(rows * kTopK));
+    std::vector<int32_t> ids = {0, 1}, rids(size_t(rows * kTopK));
+    std::vector<int32_t> expertRank(static_cast<size_t>(kExpertsPerRank * moert_size()));
+    for (size_t e = 0; e < expertRank.size(); ++e)
+      expertRank[e] = int32_t(e / kExpertsPerRank);
+    std::vector<int64_t> plan = {rows, kSlots, 0, 0, moert_size(), 0, 0, 0, 0};
+    const bool device = scenario == "packed";
+    auto place = [&](auto &host) { return device ? dev.upload(host) : host.data(); };
+    auto xm = memref2(place(x), 1, kHidden), im = memref2(place(ids), 1, kTopK);
+    auto wm = memref2(place(w), 1, kTopK);
+    auto rm = memref1(place(expertRank), int64_t(expertRank.size()));
+    auto pm = memref1(plan.data(), int64_t(plan.size()));
+    auto rxm = memref2(place(rx), rows, kHidden), rim = memref2(place(rids), rows, kTopK);
+    auto rwm = memref2(place(rw), rows, kTopK);
+    if (device)
+      _mlir_ciface_moert_ep_dispatch_into_f32(&xm, &im, &wm, &rm, &pm, &rxm, &rim, &rwm, kStream);
+    else {
+      plan[2] = kSlots; // the decode layout
+      _mlir_ciface_moert_ep_gather_into_f32(&xm, &im, &wm, &rm, &pm, &rxm, &rim, &rwm, nullptr);
+    }
+    std::fprintf(stderr, "nccl_check: rank %d: the %s call returned\n", moert_rank(),
+                 scenario.c_str());
+    return 1;
+  } else {
+    std::fprintf(stderr, "nccl_check: unknown scenario '%s'\n", scenario.c_str());
+    return 2;
+  }
+  if (moert_barrier("nccl_check.done") != 0) {
+    std::fprintf(stderr, "nccl_check: barrier: %s\n", moert_last_error());
+    return 1;
+  }
+  std::printf("nccl_check: rank %d of %d: %s %s\n", moert_rank(), moert_size(), scenario.c_str(),
+              failures ? "FAILED" : "passed");
+  moert_finalize();
+  return failures ? 1 : 0;
+}
