@@ -114,6 +114,13 @@ private:
   Status fail(std::string message);
   /// Grows the scratch buffers to hold `count` int64 values.
   Status reserve(int64_t count);
+  /// Whether `p` is device (or managed) memory, which NCCL can take.
+  static bool onDevice(const void *p) {
+    cudaPointerAttributes attributes;
+    if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess)
+      return false;
+    return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+  }
 
   MPI_Comm control = MPI_COMM_NULL;
   bool ownsMPI;
@@ -319,9 +326,28 @@ Status NCCLCommunicator::allGather(const void *send, int64_t bytes, void *recv,
     return "all-gather of " + std::to_string(bytes) + " bytes";
   if (bytes == 0)
     return std::nullopt;
-  return finish("all-gather",
-                ncclAllGather(send, recv, size_t(bytes), ncclInt8, comm, stream),
-                deadline);
+  if (onDevice(send) && onDevice(recv))
+    return finish("all-gather", ncclAllGather(send, recv, size_t(bytes), ncclInt8, comm, stream),
+                  deadline);
+  // Host values (moert_allgather): through the scratch buffers, in place.
+  const size_t all = size_t(bytes) * size_t(mySize), mine = size_t(bytes) * size_t(myRank);
+  if (Status s = reserve(int64_t((all + sizeof(int64_t) - 1) / sizeof(int64_t))))
+    return fail(*s);
+  char *device = reinterpret_cast<char *>(deviceScratch);
+  char *host = reinterpret_cast<char *>(hostScratch);
+  std::memcpy(host + mine, send, size_t(bytes));
+  if (cudaError_t rc = cudaMemcpyAsync(device + mine, host + mine, size_t(bytes),
+                                       cudaMemcpyHostToDevice, stream))
+    return fail(cudaText("cudaMemcpyAsync to the scratch buffer", rc));
+  ncclResult_t rc = ncclAllGather(device + mine, device, size_t(bytes), ncclInt8, comm, stream);
+  if (Status s = finish("all-gather", rc, deadline, false))
+    return s;
+  if (cudaError_t rc = cudaMemcpyAsync(host, device, all, cudaMemcpyDeviceToHost, stream))
+    return fail(cudaText("cudaMemcpyAsync from the scratch buffer", rc));
+  if (Status s = finish("all-gather", ncclSuccess, deadline))
+    return s;
+  std::memcpy(recv, host, all);
+  return std::nullopt;
 }
 
 Status NCCLCommunicator::barrier(Clock::time_point deadline) {

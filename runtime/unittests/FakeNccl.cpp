@@ -144,6 +144,11 @@ cudaError_t cudaFreeHost(void *p) {
   std::free(p);
   return cudaSuccess;
 }
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attributes, const void *p) {
+  std::memset(attributes, 0, sizeof(*attributes));
+  attributes->type = fake_device_holds(p, 1) ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
+  return cudaSuccess;
+}
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t) {
   const bool toDevice = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;

@@ -9,7 +9,8 @@
 //   moert_ep_return_into_*) on device buffers, bf16 rows of odd width and
 //   f32 rows, twice each; every rank checks every block it received against
 //   the formula that made it on its rank, and the counters against the
-//   blocks' sizes;
+//   blocks' sizes; then the host collectives (moert_allreduce_i64,
+//   moert_agree_max, moert_allgather, moert_barrier on host values);
 // - packed, host-buffers: every rank must fail, naming why (the packed
 //   exchange packs rows on the host; the nccl backend takes device buffers).
 //
@@ -194,6 +195,25 @@ template <typename T> void allGatherRound(FakeDevice &dev, int round) {
         tag + ": counters lack dispatch.payload with " + std::to_string(payload) +
             " bytes: " + counters);
 }
+/// The host collectives (values in host memory) on the nccl backend.
+void hostCollectives() {
+  const int rank = moert_rank(), ranks = moert_size();
+  std::vector<int64_t> sums = {rank + 1, 10 * rank, -rank}, maxes = {rank, ranks - rank};
+  check(moert_allreduce_i64("check.sum", sums.data(), 3, 0) == 0 &&
+            sums == std::vector<int64_t>{ranks * (ranks + 1) / 2, 5 * ranks * (ranks - 1),
+                                         -ranks * (ranks - 1) / 2},
+        "moert_allreduce_i64 sum");
+  check(moert_allreduce_i64("check.max", maxes.data(), 2, 1) == 0 &&
+            maxes == std::vector<int64_t>{ranks - 1, ranks},
+        "moert_allreduce_i64 max");
+  check(moert_agree_max(3 * rank, MOERT_AGREE_PHASE_TOKENS) == 3 * (ranks - 1), "moert_agree_max");
+  std::vector<int32_t> mine = {rank, 100 + rank}, all(size_t(2 * ranks), -1);
+  const int gathered = moert_allgather("check.gather", mine.data(), 8, all.data());
+  check(gathered == 0, std::string("moert_allgather: ") + moert_last_error());
+  for (int r = 0; r < ranks; ++r)
+    check(all[size_t(2 * r)] == r && all[size_t(2 * r + 1)] == 100 + r, "moert_allgather values");
+  check(moert_barrier("check.barrier") == 0, "moert_barrier");
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -213,6 +233,7 @@ int main(int argc, char **argv) {
       allGatherRound<uint16_t>(dev, round);
       allGatherRound<float>(dev, round);
     }
+    hostCollectives();
   } else if (scenario == "host-buffers" || scenario == "packed") {
     // Host buffers for host-buffers; device ones for the packed exchange.
     const int64_t rows = kSlots * moert_size();
