@@ -214,12 +214,6 @@ DispatchCheck checkedDispatch(bool keepCodes, bool placed, moert_memref2d *x,
                                                 physToLog, replicaShare, plan, elementBytes),
                                    checked))
     fatal("dispatch", *e);
-  // Every rank runs the same backend, so every rank fails here alike.
-  if (std::strcmp(runtime.collectives->backend(), "nccl") == 0)
-    fatal("dispatch", "dispatch: the exchange packs rows in host memory, which the nccl "
-                      "backend cannot send (it takes device buffers): start the runtime "
-                      "on the mpi backend (GPU layers stage their buffers through the "
-                      "host there)");
   return checked;
 }
 

@@ -112,6 +112,12 @@ private:
                 Clock::time_point deadline, bool andStream = true);
   /// Aborts the communicator and remembers `message` for later calls.
   Status fail(std::string message);
+  /// allToAllV of host buffers, through the scratch buffers.
+  Status allToAllVFromHost(const void *send, const int64_t *sendBytes, void *recv,
+                           const int64_t *recvBytes, Clock::time_point deadline);
+  /// The grouped sends and receives of allToAllV (device buffers).
+  Status sendAndReceive(const void *send, const int64_t *sendBytes, void *recv,
+                        const int64_t *recvBytes, Clock::time_point deadline);
   /// Grows the scratch buffers to hold `count` int64 values.
   Status reserve(int64_t count);
   /// Whether `p` is device (or managed) memory, which NCCL can take.
@@ -274,6 +280,40 @@ Status NCCLCommunicator::allToAllV(const void *send, const int64_t *sendBytes,
   for (int p = 0; p < mySize; ++p)
     if (sendBytes[p] < 0 || recvBytes[p] < 0)
       return "negative message size to/from rank " + std::to_string(p);
+  if (!onDevice(send) || !onDevice(recv))
+    return allToAllVFromHost(send, sendBytes, recv, recvBytes, deadline);
+  return sendAndReceive(send, sendBytes, recv, recvBytes, deadline);
+}
+
+Status NCCLCommunicator::allToAllVFromHost(const void *send, const int64_t *sendBytes, void *recv,
+                                           const int64_t *recvBytes, Clock::time_point deadline) {
+  int64_t sent = 0, received = 0;
+  for (int p = 0; p < mySize; ++p) {
+    sent += sendBytes[p];
+    received += recvBytes[p];
+  }
+  if (Status s = reserve((sent + received + 7) / 8))
+    return fail(*s);
+  char *device = reinterpret_cast<char *>(deviceScratch);
+  char *host = reinterpret_cast<char *>(hostScratch);
+  if (sent)
+    std::memcpy(host, send, size_t(sent));
+  if (cudaError_t rc = cudaMemcpyAsync(device, host, size_t(sent), cudaMemcpyHostToDevice, stream))
+    return fail(cudaText("cudaMemcpyAsync to the scratch buffer", rc));
+  if (Status s = sendAndReceive(device, sendBytes, device + sent, recvBytes, deadline))
+    return s;
+  if (cudaError_t rc = cudaMemcpyAsync(host + sent, device + sent, size_t(received),
+                                       cudaMemcpyDeviceToHost, stream))
+    return fail(cudaText("cudaMemcpyAsync from the scratch buffer", rc));
+  if (Status s = finish("all-to-all", ncclSuccess, deadline))
+    return s;
+  if (received)
+    std::memcpy(recv, host + sent, size_t(received));
+  return std::nullopt;
+}
+
+Status NCCLCommunicator::sendAndReceive(const void *send, const int64_t *sendBytes, void *recv,
+                                        const int64_t *recvBytes, Clock::time_point deadline) {
   auto *in = static_cast<const char *>(send);
   auto *out = static_cast<char *>(recv);
   ncclResult_t rc = ncclGroupStart();

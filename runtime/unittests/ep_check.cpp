@@ -13,6 +13,9 @@
 // input within the derived bound; the payload must be the FP8 row size and
 // at most 0.53x the BF16 payload.
 //
+// `--backend nccl` runs the same on the nccl backend (in CI on the fake GPU
+// of FakeNccl.cpp): the host buffers go through its scratch buffers.
+//
 // Scenarios in which every rank must fail (issue 9; driven by
 // expect_every_rank.cmake, which checks each rank's message): rank 1 runs a
 // different layer (mismatch-hidden, -topk, -dtype, -plan, -decode, -ep), has
@@ -454,13 +457,17 @@ int runHostile(const std::string &scenario, int rank, int ranks) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string scenario = "uniform", quant = "none";
+  std::string scenario = "uniform", quant = "none", backend = "mpi";
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--quant" && i + 1 < argc)
       quant = argv[++i];
+    else if (arg == "--backend" && i + 1 < argc)
+      backend = argv[++i];
     else if (arg.rfind("--", 0) == 0) {
-      std::fprintf(stderr, "usage: %s [scenario] [--quant none|fp8g128|fp8g32]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [scenario] [--quant none|fp8g128|fp8g32] [--backend mpi|nccl]\n",
+                   argv[0]);
       return 2;
     } else
       scenario = arg;
@@ -471,7 +478,7 @@ int main(int argc, char **argv) {
                  quant.c_str());
     return 2;
   }
-  if (moert_init("mpi", 0) != 0) {
+  if (moert_init(backend.c_str(), 0) != 0) {
     std::fprintf(stderr, "moert_init: %s\n", moert_last_error());
     return 1;
   }

@@ -11,8 +11,10 @@
 //   the formula that made it on its rank, and the counters against the
 //   blocks' sizes; then the host collectives (moert_allreduce_i64,
 //   moert_agree_max, moert_allgather, moert_barrier on host values);
-// - packed, host-buffers: every rank must fail, naming why (the packed
-//   exchange packs rows on the host; the nccl backend takes device buffers).
+// - host-buffers: every rank must fail, naming why (the all-gather
+//   exchange on the nccl backend takes device buffers).
+//
+// The packed exchange on the nccl backend: ep_check.cpp --backend nccl.
 //
 // With $FAKE_NCCL_STALL=R or $FAKE_NCCL_FAIL=R the all-gather scenario
 // must fail on every rank within the timeout (expect_every_rank.cmake).
@@ -234,8 +236,7 @@ int main(int argc, char **argv) {
       allGatherRound<float>(dev, round);
     }
     hostCollectives();
-  } else if (scenario == "host-buffers" || scenario == "packed") {
-    // Host buffers for host-buffers; device ones for the packed exchange.
+  } else if (scenario == "host-buffers") {
     const int64_t rows = kSlots * moert_size();
     std::vector<float> x(kHidden, 1.0f), w(kTopK, 0.5f), rx(size_t(rows * kHidden));
     std::vector<float> rw(size_t(rows * kTopK));
@@ -243,23 +244,16 @@ int main(int argc, char **argv) {
     std::vector<int32_t> expertRank(static_cast<size_t>(kExpertsPerRank * moert_size()));
     for (size_t e = 0; e < expertRank.size(); ++e)
       expertRank[e] = int32_t(e / kExpertsPerRank);
-    std::vector<int64_t> plan = {rows, kSlots, 0, 0, moert_size(), 0, 0, 0, 0};
-    const bool device = scenario == "packed";
-    auto place = [&](auto &host) { return device ? dev.upload(host) : host.data(); };
-    auto xm = memref2(place(x), 1, kHidden), im = memref2(place(ids), 1, kTopK);
-    auto wm = memref2(place(w), 1, kTopK);
-    auto rm = memref1(place(expertRank), int64_t(expertRank.size()));
+    std::vector<int64_t> plan = {rows, kSlots, kSlots, 0, moert_size(), 0, 0, 0, 0};
+    auto xm = memref2(x.data(), 1, kHidden), im = memref2(ids.data(), 1, kTopK);
+    auto wm = memref2(w.data(), 1, kTopK);
+    auto rm = memref1(expertRank.data(), int64_t(expertRank.size()));
     auto pm = memref1(plan.data(), int64_t(plan.size()));
-    auto rxm = memref2(place(rx), rows, kHidden), rim = memref2(place(rids), rows, kTopK);
-    auto rwm = memref2(place(rw), rows, kTopK);
-    if (device)
-      _mlir_ciface_moert_ep_dispatch_into_f32(&xm, &im, &wm, &rm, &pm, &rxm, &rim, &rwm, kStream);
-    else {
-      plan[2] = kSlots; // the decode layout
-      _mlir_ciface_moert_ep_gather_into_f32(&xm, &im, &wm, &rm, &pm, &rxm, &rim, &rwm, nullptr);
-    }
-    std::fprintf(stderr, "nccl_check: rank %d: the %s call returned\n", moert_rank(),
-                 scenario.c_str());
+    auto rxm = memref2(rx.data(), rows, kHidden), rim = memref2(rids.data(), rows, kTopK);
+    auto rwm = memref2(rw.data(), rows, kTopK);
+    _mlir_ciface_moert_ep_gather_into_f32(&xm, &im, &wm, &rm, &pm, &rxm, &rim, &rwm, nullptr);
+    std::fprintf(stderr, "nccl_check: rank %d: the gather on host buffers returned\n",
+                 moert_rank());
     return 1;
   } else {
     std::fprintf(stderr, "nccl_check: unknown scenario '%s'\n", scenario.c_str());
