@@ -5,7 +5,11 @@
 // "device" memory is pages that nobody may touch (PROT_NONE) except these
 // copies and fills, so a runtime that read or wrote a device buffer directly
 // instead of staging it crashes the test. Copies, fills and waits must name
-// the test's stream and are counted.
+// the test's stream and are counted. Copies and fills run when the stream
+// is waited for (or the test reads device memory), as on a GPU, so a
+// runtime that read a staged buffer before waiting reads stale bytes; a
+// host source is read when the copy is enqueued, as the driver reads
+// pageable memory.
 //
 //===----------------------------------------------------------------------===//
 #include <sys/mman.h>
@@ -14,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 namespace {
@@ -24,6 +29,7 @@ struct Region {
 std::vector<Region> regions;
 int copies = 0, waits = 0;
 void *expectedStream = nullptr;
+std::vector<std::function<void()>> pending; // the stream's work, in order
 
 /// The fake device allocation holding [p, p + n), or null if it is host memory.
 const Region *deviceRegion(const void *p, size_t n) {
@@ -45,6 +51,21 @@ void copy(void *dst, const void *src, size_t n) {
   setAccess(from, PROT_NONE);
   setAccess(to, PROT_NONE);
 }
+void runPending() {
+  std::vector<std::function<void()>> work;
+  work.swap(pending);
+  for (auto &w : work)
+    w();
+}
+/// Enqueues a copy on the stream; a host source is read now.
+void enqueueCopy(void *dst, const void *src, size_t n) {
+  if (deviceRegion(src, n)) {
+    pending.push_back([=] { copy(dst, src, n); });
+    return;
+  }
+  std::vector<char> bytes(static_cast<const char *>(src), static_cast<const char *>(src) + n);
+  pending.push_back([=] { copy(dst, bytes.data(), n); });
+}
 } // namespace
 
 extern "C" {
@@ -58,8 +79,15 @@ void *fake_device_alloc(size_t bytes) {
   regions.push_back({uintptr_t(p), length});
   return p;
 }
-/// The test's own access, not counted.
-void fake_device_copy(void *dst, const void *src, size_t n) { copy(dst, src, n); }
+/// The test's own access, not counted: after the stream's work, as a test
+/// on a GPU would synchronise first.
+void fake_device_copy(void *dst, const void *src, size_t n) {
+  runPending();
+  copy(dst, src, n);
+}
+/// A copy now, whatever the stream holds: FakeNccl.cpp's work on its own
+/// stream, which does not wait for the layer's.
+void fake_device_copy_now(void *dst, const void *src, size_t n) { copy(dst, src, n); }
 /// Whether [p, p + n) lies in one fake device allocation.
 int fake_device_holds(const void *p, size_t n) { return deviceRegion(p, n) != nullptr; }
 void fake_device_expect_stream(void *stream) { expectedStream = stream; }
@@ -71,7 +99,7 @@ void mgpuMemcpy(void *dst, void *src, size_t n, void *stream) {
   if (stream != expectedStream || (!deviceRegion(dst, n) && !deviceRegion(src, n)))
     std::abort(); // another stream, or a copy between host buffers
   ++copies;
-  copy(dst, src, n);
+  enqueueCopy(dst, src, n);
 }
 void mgpuMemset32(void *dst, unsigned value, size_t count, void *stream) {
   // cuMemsetD32Async fails on a destination that is not 4-byte aligned.
@@ -80,11 +108,12 @@ void mgpuMemset32(void *dst, unsigned value, size_t count, void *stream) {
     std::abort();
   ++copies;
   std::vector<unsigned> words(count, value);
-  copy(dst, words.data(), 4 * count);
+  enqueueCopy(dst, words.data(), 4 * count);
 }
 void mgpuStreamSynchronize(void *stream) {
   if (stream != expectedStream)
     std::abort();
   ++waits;
+  runPending();
 }
 }

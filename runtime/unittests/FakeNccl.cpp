@@ -29,7 +29,7 @@
 
 extern "C" {
 void *fake_device_alloc(size_t bytes);
-void fake_device_copy(void *dst, const void *src, size_t n);
+void fake_device_copy_now(void *dst, const void *src, size_t n);
 int fake_device_holds(const void *p, size_t n);
 }
 
@@ -155,7 +155,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
   const bool fromDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (fake_device_holds(dst, bytes) != toDevice || fake_device_holds(src, bytes) != fromDevice)
     return cudaErrorInvalidValue;
-  fake_device_copy(dst, src, bytes);
+  fake_device_copy_now(dst, src, bytes);
   return cudaSuccess;
 }
 const char *cudaGetErrorName(cudaError_t error) {
@@ -202,7 +202,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
   }
   for (auto &t : comm->inFlight)
     if (t->device)
-      fake_device_copy(t->device, t->host.data(), t->host.size());
+      fake_device_copy_now(t->device, t->host.data(), t->host.size());
   comm->inFlight.clear();
   *state = ncclSuccess;
   return ncclSuccess;
@@ -245,7 +245,7 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataT
   if (!comm->admit())
     return ncclInProgress;
   std::vector<char> mine(bytes);
-  fake_device_copy(mine.data(), send, bytes);
+  fake_device_copy_now(mine.data(), send, bytes);
   Transfer &t = comm->add(bytes * size_t(comm->size), recv);
   MPI_Iallgather(mine.data(), int(bytes), MPI_BYTE, t.host.data(), int(bytes), MPI_BYTE, comm->mpi,
                  &t.request);
@@ -259,7 +259,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     return ncclInvalidArgument;
   auto in = std::make_unique<Transfer>();
   in->host.resize(bytes);
-  fake_device_copy(in->host.data(), send, bytes);
+  fake_device_copy_now(in->host.data(), send, bytes);
   Transfer &t = comm->add(bytes, recv);
   MPI_Iallreduce(in->host.data(), t.host.data(), int(count), MPI_INT64_T,
                  op == ncclSum ? MPI_SUM : MPI_MAX, comm->mpi, &t.request);
@@ -304,7 +304,7 @@ ncclResult_t ncclGroupEnd() {
       return ncclInvalidUsage;
     Transfer &t = comm->add(p.bytes, p.send ? nullptr : p.buffer);
     if (p.send) {
-      fake_device_copy(t.host.data(), p.buffer, p.bytes);
+      fake_device_copy_now(t.host.data(), p.buffer, p.bytes);
       MPI_Isend(t.host.data(), int(p.bytes), MPI_BYTE, p.peer, 0, comm->mpi, &t.request);
     } else {
       MPI_Irecv(t.host.data(), int(p.bytes), MPI_BYTE, p.peer, 0, comm->mpi, &t.request);
