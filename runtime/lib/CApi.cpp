@@ -563,8 +563,9 @@ DeviceStaging exchangeStaging(const char *entry, const char *collective, void *s
 
 /// The all-gather dispatch (AllGatherExchange.h) into `out*[ranks*slots]`;
 /// returns the handle for its combine. With the nccl backend the device
-/// buffers travel as they are (the block is assembled in place in `out*`);
-/// with mpi device buffers are staged through the host.
+/// buffers travel as they are (the block is assembled in place in `out*`
+/// and all-gathered after it on the layer's stream); with mpi device
+/// buffers are staged through the host.
 int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
                    moert_memref2d *weights, moert_memref1d *expertRank, moert_memref1d *plan,
                    moert_memref2d *outX, moert_memref2d *outIds, moert_memref2d *outWeights,
@@ -623,11 +624,11 @@ int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
     const uint8_t *src = dataOf(*part.in, elementSize);
     uint8_t *all = const_cast<uint8_t *>(dataOf(*part.out, elementSize));
     const int64_t blockBytes = slots * part.rowBytes;
-    if (nccl) { // this rank's block in place, then an in-place all-gather
+    if (nccl) { // this rank's block in place, then an in-place all-gather after it
       uint8_t *mine = all + coll.rank() * blockBytes;
       staging.copy(mine, src, t * part.rowBytes);
       staging.fill(mine + t * part.rowBytes, part.fill, (slots - t) * part.rowBytes);
-      staging.wait();
+      Collectives::StreamScope onLayer(coll, stream);
       if (Status e = coll.allGather(part.collective, mine, blockBytes, all))
         die(*e);
       continue;
@@ -678,8 +679,8 @@ void returnInto(const char *entry, moert_memref2d *partial, int64_t handle, moer
   Collectives::SignatureScope scope(coll, gather.signature);
   const int64_t bytes = rows * h * elementBytes, blockBytes = bytes / coll.size();
   uint8_t *out = const_cast<uint8_t *>(dataOf(*recv, elementBytes));
-  if (nccl || !staging.onDevice()) {
-    staging.wait(); // the partial rows are written on the layer's stream
+  if (nccl || !staging.onDevice()) { // nccl: after the partial rows, on the layer's stream
+    Collectives::StreamScope onLayer(coll, nccl ? stream : nullptr);
     if (Status e = returnBlocks(coll, dataOf(*partial, elementBytes), blockBytes, out))
       die(*e);
     return;

@@ -57,6 +57,20 @@ public:
     CallSignature saved;
   };
 
+  /// While a scope lives, collectives of device buffers are ordered on the
+  /// layer's `stream` (after the copies enqueued there, and before the
+  /// layer's next kernels) instead of the backend's own stream.
+  class StreamScope {
+  public:
+    StreamScope(Collectives &c, void *stream) : c(c) { c.comm->useStream(stream); }
+    ~StreamScope() { c.comm->useStream(nullptr); }
+    StreamScope(const StreamScope &) = delete;
+    StreamScope &operator=(const StreamScope &) = delete;
+
+  private:
+    Collectives &c;
+  };
+
   /// "dispatch.counts"-style names fit the descriptor: 1 to 47 characters.
   static Status checkName(const char *name);
 

@@ -118,6 +118,11 @@ public:
                            Clock::time_point deadline) = 0;
 
   virtual Status barrier(Clock::time_point deadline) = 0;
+
+  /// Orders the device-buffer collectives that follow on `stream` (a
+  /// layer's CUstream) instead of the backend's own; null restores it. Only
+  /// the nccl backend has streams.
+  virtual void useStream(void *stream) { (void)stream; }
 };
 
 } // namespace moert

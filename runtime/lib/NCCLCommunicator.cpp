@@ -101,23 +101,27 @@ public:
   Status allGather(const void *send, int64_t bytes, void *recv,
                    Clock::time_point deadline) override;
   Status barrier(Clock::time_point deadline) override;
+  void useStream(void *layer) override { layerStream = static_cast<cudaStream_t>(layer); }
 
 private:
   /// Fails if an earlier failure aborted the communicator; else makes this
   /// rank's GPU current on the calling thread.
   Status begin();
   /// Checks how an NCCL call returned, then polls until the communicator has
-  /// no call in progress and, with `andStream`, the stream is idle.
-  Status finish(const char *what, ncclResult_t issued,
-                Clock::time_point deadline, bool andStream = true);
+  /// no call in progress and, with `andStream`, the stream (`on`, else the
+  /// communicator's own) is idle.
+  Status finish(const char *what, ncclResult_t issued, Clock::time_point deadline,
+                bool andStream = true, cudaStream_t on = nullptr);
+  /// The stream for collectives of device buffers: the layer's, if set.
+  cudaStream_t deviceStream() const { return layerStream ? layerStream : stream; }
   /// Aborts the communicator and remembers `message` for later calls.
   Status fail(std::string message);
   /// allToAllV of host buffers, through the scratch buffers.
   Status allToAllVFromHost(const void *send, const int64_t *sendBytes, void *recv,
                            const int64_t *recvBytes, Clock::time_point deadline);
-  /// The grouped sends and receives of allToAllV (device buffers).
+  /// The grouped sends and receives of allToAllV (device buffers), on `on`.
   Status sendAndReceive(const void *send, const int64_t *sendBytes, void *recv,
-                        const int64_t *recvBytes, Clock::time_point deadline);
+                        const int64_t *recvBytes, Clock::time_point deadline, cudaStream_t on);
   /// Grows the scratch buffers to hold `count` int64 values.
   Status reserve(int64_t count);
   /// Whether `p` is device (or managed) memory, which NCCL can take.
@@ -133,6 +137,7 @@ private:
   int myRank = 0, mySize = 1, device = 0;
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
+  cudaStream_t layerStream = nullptr; // useStream
   int64_t *deviceScratch = nullptr; // cudaMalloc'ed
   int64_t *hostScratch = nullptr;   // pinned, so the copy back is async
   int64_t scratchCount = 0;
@@ -225,8 +230,8 @@ Status NCCLCommunicator::fail(std::string message) {
   return message;
 }
 
-Status NCCLCommunicator::finish(const char *what, ncclResult_t issued,
-                                Clock::time_point deadline, bool andStream) {
+Status NCCLCommunicator::finish(const char *what, ncclResult_t issued, Clock::time_point deadline,
+                                bool andStream, cudaStream_t on) {
   if (issued != ncclSuccess && issued != ncclInProgress)
     return fail(ncclText(what, issued, comm));
   auto pause = std::chrono::microseconds(20);
@@ -239,7 +244,7 @@ Status NCCLCommunicator::finish(const char *what, ncclResult_t issued,
     if (state == ncclSuccess) {
       if (!andStream)
         return std::nullopt;
-      cudaError_t query = cudaStreamQuery(stream);
+      cudaError_t query = cudaStreamQuery(on ? on : stream);
       if (query == cudaSuccess)
         return std::nullopt;
       if (query != cudaErrorNotReady)
@@ -282,7 +287,7 @@ Status NCCLCommunicator::allToAllV(const void *send, const int64_t *sendBytes,
       return "negative message size to/from rank " + std::to_string(p);
   if (!onDevice(send) || !onDevice(recv))
     return allToAllVFromHost(send, sendBytes, recv, recvBytes, deadline);
-  return sendAndReceive(send, sendBytes, recv, recvBytes, deadline);
+  return sendAndReceive(send, sendBytes, recv, recvBytes, deadline, deviceStream());
 }
 
 Status NCCLCommunicator::allToAllVFromHost(const void *send, const int64_t *sendBytes, void *recv,
@@ -300,7 +305,7 @@ Status NCCLCommunicator::allToAllVFromHost(const void *send, const int64_t *send
     std::memcpy(host, send, size_t(sent));
   if (cudaError_t rc = cudaMemcpyAsync(device, host, size_t(sent), cudaMemcpyHostToDevice, stream))
     return fail(cudaText("cudaMemcpyAsync to the scratch buffer", rc));
-  if (Status s = sendAndReceive(device, sendBytes, device + sent, recvBytes, deadline))
+  if (Status s = sendAndReceive(device, sendBytes, device + sent, recvBytes, deadline, stream))
     return s;
   if (cudaError_t rc = cudaMemcpyAsync(host + sent, device + sent, size_t(received),
                                        cudaMemcpyDeviceToHost, stream))
@@ -313,21 +318,22 @@ Status NCCLCommunicator::allToAllVFromHost(const void *send, const int64_t *send
 }
 
 Status NCCLCommunicator::sendAndReceive(const void *send, const int64_t *sendBytes, void *recv,
-                                        const int64_t *recvBytes, Clock::time_point deadline) {
+                                        const int64_t *recvBytes, Clock::time_point deadline,
+                                        cudaStream_t on) {
   auto *in = static_cast<const char *>(send);
   auto *out = static_cast<char *>(recv);
   ncclResult_t rc = ncclGroupStart();
   for (int p = 0; p < mySize && rc == ncclSuccess; ++p) {
     if (sendBytes[p] > 0)
-      rc = ncclSend(in, size_t(sendBytes[p]), ncclInt8, p, comm, stream);
+      rc = ncclSend(in, size_t(sendBytes[p]), ncclInt8, p, comm, on);
     if (recvBytes[p] > 0 && rc == ncclSuccess)
-      rc = ncclRecv(out, size_t(recvBytes[p]), ncclInt8, p, comm, stream);
+      rc = ncclRecv(out, size_t(recvBytes[p]), ncclInt8, p, comm, on);
     in += sendBytes[p];
     out += recvBytes[p];
   }
   // Close the group even after a failed call, or NCCL stays in group mode.
   ncclResult_t end = ncclGroupEnd();
-  return finish("all-to-all", rc != ncclSuccess ? rc : end, deadline);
+  return finish("all-to-all", rc != ncclSuccess ? rc : end, deadline, true, on);
 }
 
 Status NCCLCommunicator::allReduce(int64_t *values, int64_t count, ReduceOp op,
@@ -367,8 +373,9 @@ Status NCCLCommunicator::allGather(const void *send, int64_t bytes, void *recv,
   if (bytes == 0)
     return std::nullopt;
   if (onDevice(send) && onDevice(recv))
-    return finish("all-gather", ncclAllGather(send, recv, size_t(bytes), ncclInt8, comm, stream),
-                  deadline);
+    return finish("all-gather",
+                  ncclAllGather(send, recv, size_t(bytes), ncclInt8, comm, deviceStream()),
+                  deadline, true, deviceStream());
   // Host values (moert_allgather): through the scratch buffers, in place.
   const size_t all = size_t(bytes) * size_t(mySize), mine = size_t(bytes) * size_t(myRank);
   if (Status s = reserve(int64_t((all + sizeof(int64_t) - 1) / sizeof(int64_t))))

@@ -88,6 +88,12 @@ void fake_device_copy(void *dst, const void *src, size_t n) {
 /// A copy now, whatever the stream holds: FakeNccl.cpp's work on its own
 /// stream, which does not wait for the layer's.
 void fake_device_copy_now(void *dst, const void *src, size_t n) { copy(dst, src, n); }
+/// Work on `stream` that starts now (FakeNccl.cpp's collectives and
+/// queries): the test's stream first runs what was enqueued before it.
+void fake_device_reach(void *stream) {
+  if (stream == expectedStream)
+    runPending();
+}
 /// Whether [p, p + n) lies in one fake device allocation.
 int fake_device_holds(const void *p, size_t n) { return deviceRegion(p, n) != nullptr; }
 void fake_device_expect_stream(void *stream) { expectedStream = stream; }

@@ -8,7 +8,9 @@
 //   a runtime that handed NCCL a host buffer, or read a device buffer itself,
 //   fails the test (a host buffer makes the NCCL call fail, as the real one
 //   fails on unregistered host memory);
-// - every operation on a stream happens at once (streams are always idle);
+// - the communicator's own stream runs each operation at once; on the
+//   layer's stream (the one FakeDeviceCopies expects) a collective or a
+//   query first runs the copies enqueued before it, as stream order does;
 // - NCCL calls behave as a non-blocking communicator's (config.blocking =
 //   0): a collective posts its MPI transfer and returns ncclInProgress, and
 //   ncclCommGetAsyncError reports ncclInProgress until the transfer is done,
@@ -30,6 +32,7 @@
 extern "C" {
 void *fake_device_alloc(size_t bytes);
 void fake_device_copy_now(void *dst, const void *src, size_t n);
+void fake_device_reach(void *stream);
 int fake_device_holds(const void *p, size_t n);
 }
 
@@ -48,6 +51,7 @@ struct PointToPoint {
   size_t bytes;
   int peer;
   ncclComm_t comm;
+  cudaStream_t stream;
 };
 
 int groupDepth = 0;
@@ -117,7 +121,7 @@ struct ncclComm {
 };
 
 extern "C" {
-// cudart: one device; streams are always idle.
+// cudart: one device; a stream is idle once queried.
 cudaError_t cudaGetDeviceCount(int *count) {
   *count = 1;
   return cudaSuccess;
@@ -130,7 +134,10 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  fake_device_reach(stream);
+  return cudaSuccess;
+}
 cudaError_t cudaMalloc(void **p, size_t bytes) {
   *p = fake_device_alloc(bytes);
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
@@ -150,7 +157,8 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attributes, const vo
   return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
+                            cudaStream_t stream) {
+  fake_device_reach(stream);
   const bool toDevice = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
   const bool fromDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (fake_device_holds(dst, bytes) != toDevice || fake_device_holds(src, bytes) != fromDevice)
@@ -231,7 +239,8 @@ const char *ncclGetErrorString(ncclResult_t result) {
 const char *ncclGetLastError(ncclComm_t) { return ""; }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type,
-                           ncclComm_t comm, cudaStream_t) {
+                           ncclComm_t comm, cudaStream_t stream) {
+  fake_device_reach(stream);
   const size_t bytes = count * typeBytes(type);
   if (!bytes || !fake_device_holds(send, bytes) ||
       !fake_device_holds(recv, bytes * size_t(comm->size)))
@@ -252,7 +261,8 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataT
   return ncclInProgress;
 }
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  fake_device_reach(stream);
   const size_t bytes = count * typeBytes(type);
   if (type != ncclInt64 || (op != ncclSum && op != ncclMax) || !fake_device_holds(send, bytes) ||
       !fake_device_holds(recv, bytes))
@@ -272,19 +282,19 @@ ncclResult_t ncclGroupStart() {
   return ncclSuccess;
 }
 ncclResult_t ncclSend(const void *buffer, size_t count, ncclDataType_t type, int peer,
-                      ncclComm_t comm, cudaStream_t) {
+                      ncclComm_t comm, cudaStream_t stream) {
   const size_t bytes = count * typeBytes(type);
   if (groupDepth == 0 || !fake_device_holds(buffer, bytes))
     return ncclInvalidArgument; // the runtime always groups its sends
-  grouped.push_back({true, const_cast<void *>(buffer), bytes, peer, comm});
+  grouped.push_back({true, const_cast<void *>(buffer), bytes, peer, comm, stream});
   return ncclSuccess;
 }
 ncclResult_t ncclRecv(void *buffer, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
-                      cudaStream_t) {
+                      cudaStream_t stream) {
   const size_t bytes = count * typeBytes(type);
   if (groupDepth == 0 || !fake_device_holds(buffer, bytes))
     return ncclInvalidArgument;
-  grouped.push_back({false, buffer, bytes, peer, comm});
+  grouped.push_back({false, buffer, bytes, peer, comm, stream});
   return ncclSuccess;
 }
 /// Posts the group's transfers (the runtime groups calls on one
@@ -300,8 +310,11 @@ ncclResult_t ncclGroupEnd() {
     return ncclSuccess;
   ncclComm_t comm = calls.front().comm;
   for (const PointToPoint &p : calls) {
-    if (p.comm != comm)
+    if (p.comm != comm || p.stream != calls.front().stream)
       return ncclInvalidUsage;
+  }
+  fake_device_reach(calls.front().stream);
+  for (const PointToPoint &p : calls) {
     Transfer &t = comm->add(p.bytes, p.send ? nullptr : p.buffer);
     if (p.send) {
       fake_device_copy_now(t.host.data(), p.buffer, p.bytes);

@@ -56,6 +56,16 @@ struct FakeDevice {
   void (*copy)(void *, const void *,
                size_t) = get<void (*)(void *, const void *, size_t)>("fake_device_copy");
   void (*expectStream)(void *) = get<void (*)(void *)>("fake_device_expect_stream");
+  void (*memcpyOnStream)(void *, const void *, size_t, void *) =
+      get<void (*)(void *, const void *, size_t, void *)>("mgpuMemcpy");
+
+  /// A device buffer that the layer's earlier work fills on its stream (not
+  /// yet run when the entry is called).
+  template <typename T> T *produce(const std::vector<T> &host) {
+    auto *d = static_cast<T *>(alloc(host.size() * sizeof(T)));
+    memcpyOnStream(d, host.data(), host.size() * sizeof(T), kStream);
+    return d;
+  }
 
   template <typename T> T *upload(const std::vector<T> &host) {
     auto *d = static_cast<T *>(alloc(host.size() * sizeof(T)));
@@ -113,9 +123,9 @@ template <typename T> void allGatherRound(FakeDevice &dev, int round) {
     expertRank[size_t(e)] = int32_t(e / kExpertsPerRank);
   std::vector<int64_t> plan = {rows, kSlots, kSlots, 0, ranks, 0, 0, 0, 0, experts};
 
-  T *dx = dev.upload(x);
-  int32_t *dids = dev.upload(ids), *drank = dev.upload(expertRank);
-  float *dweights = dev.upload(weights);
+  T *dx = dev.produce(x);
+  int32_t *dids = dev.produce(ids), *drank = dev.produce(expertRank);
+  float *dweights = dev.produce(weights);
   T *dreceived = dev.upload(std::vector<T>(size_t(rows * kHidden), T(1)));
   int32_t *dgids = dev.upload(std::vector<int32_t>(size_t(rows * kTopK), 7));
   float *dgweights = dev.upload(std::vector<float>(size_t(rows * kTopK), 7.0f));
@@ -166,7 +176,8 @@ template <typename T> void allGatherRound(FakeDevice &dev, int round) {
       else
         partial[size_t(row * kHidden + c)] = f;
     }
-  T *dpartial = dev.upload(partial), *dreturned = dev.upload(returned);
+  T *dreturned = dev.upload(returned); // (the test's copies run the stream's work)
+  T *dpartial = dev.produce(partial);
   auto partm = memref2(dpartial, rows, kHidden), retm = memref2(dreturned, rows, kHidden);
   if (bf)
     _mlir_ciface_moert_ep_return_into_bf16(&partm, handle, &retm, kStream);
@@ -225,7 +236,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   FakeDevice dev;
-  if (!dev.alloc || !dev.copy || !dev.expectStream) {
+  if (!dev.alloc || !dev.copy || !dev.expectStream || !dev.memcpyOnStream) {
     std::fprintf(stderr, "nccl_check: $MOERT_CUDA_LIBRARY is not the fake libmoert_cuda\n");
     return 1;
   }

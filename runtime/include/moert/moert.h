@@ -240,8 +240,9 @@ void _mlir_ciface_moert_ep_combine_into_bf16(moert_memref2d *partial, int64_t ha
  * moert_ep_return_into_*, which sends block r of `partial[R*S, H]` to rank r
  * and writes block r of `returned[R*S, H]` from rank r (the compiled code sums
  * a token's rows in rank order). A non-null `stream` means device buffers:
- * with the mpi backend staged through the host, with nccl sent as they are
- * (the entry waits for the stream first). */
+ * with the mpi backend staged through the host, with nccl sent as they are,
+ * on `stream` after the work enqueued there (the entry returns once the
+ * collectives completed). */
 int64_t _mlir_ciface_moert_ep_gather_into_f32(moert_memref2d *x, moert_memref2d *ids,
                                               moert_memref2d *weights, moert_memref1d *expert_rank,
                                               moert_memref1d *plan, moert_memref2d *received,
