@@ -1,9 +1,11 @@
-"""Checks expert-parallel CUDA layers on MPI ranks that share one GPU.
+"""Checks expert-parallel CUDA layers on MPI ranks, sharing one GPU or not.
 
-A one-GPU machine cannot host two NCCL ranks, so the ranks run the MPI
+A one-GPU machine cannot host two NCCL ranks, so there the ranks run the MPI
 backend: each layer's dispatch and combine (`moert_ep_{dispatch,combine}_into_*`)
 copy the device buffers to the host on the layer's stream, exchange them
-over MPI and copy the results back (docs/GPU.md, "Across ranks").
+over MPI and copy the results back (docs/GPU.md, "Across ranks"). With a GPU
+per rank (`--backend auto`, the default, or `nccl`) rank r runs on GPU r of
+its host and the runtime's nccl backend moves the device buffers.
 
 Launched by run_gpu_ep.sh under mpirun. Every rank draws the same weights of
 all E experts (seed 0) and its own tokens (a seed per rank, a different count
@@ -141,14 +143,25 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=Path, default=Path("benchmarks/gpu/layers"))
     parser.add_argument("--json", type=Path, help="write this rank's rows to <json>.rank<r>")
+    parser.add_argument("--backend", choices=("auto", "mpi", "nccl"), default="auto",
+                        help="auto: nccl where each rank of the host has a GPU of its own")
     args = parser.parse_args()
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")))
     ranks = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
+    local_rank = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", str(rank)))
+    local_ranks = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", str(ranks)))
+    backend = args.backend
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.device_count() >= local_ranks > 1 else "mpi"
+    if backend == "nccl":  # the device the runtime's NCCL communicator picks
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
+    print(f"rank {rank}: backend {backend}, GPU {torch.cuda.current_device()} of "
+          f"{torch.cuda.device_count()}", flush=True)
     moert = ctypes.CDLL("libmoert.so", mode=ctypes.RTLD_GLOBAL)
     moert.moert_last_error.restype = ctypes.c_char_p
     moert.moert_allreduce_i64.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64),
                                           ctypes.c_int64, ctypes.c_int]
-    if moert.moert_init(b"mpi", ctypes.c_int64(60000)) != 0:
+    if moert.moert_init(backend.encode(), ctypes.c_int64(60000)) != 0:
         print(f"rank {rank}: moert_init: {moert.moert_last_error().decode()}", flush=True)
         return 1
     manifest = json.loads((args.layers / "manifest.json").read_text())
@@ -156,6 +169,8 @@ def main():
     for entry in manifest["layers"]:
         if entry.get("ep", 1) == ranks:
             check(entry, args.layers, rank, ranks, moert, results)
+    for row in results:
+        row["backend"] = backend
     if args.json:
         Path(f"{args.json}.rank{rank}").write_text(json.dumps(results, indent=1))
     bad = [r for r in results if not r.get("ok")]

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On a GPU machine with MPI (mpirun and its headers; no MLIR): builds the
 # runtime (libmoert with the MPI backend, libmoert_cuda) from source, then
-# checks the expert-parallel layers of build_layers.sh on 2 MPI ranks that
-# share the GPU. Usage: benchmarks/gpu/run_gpu_ep.sh [ranks (default 2)]
+# checks the expert-parallel layers of build_layers.sh on 2 MPI ranks: on
+# the mpi backend when they share the GPU, on nccl when each has its own
+# (gpu_ep.py --backend auto). Usage: benchmarks/gpu/run_gpu_ep.sh [ranks (default 2)]
 # Results: each rank's rows on stdout and in $OUT/gpu_ep.json.rank<r>.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
