@@ -619,6 +619,10 @@ int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
   } parts[] = {{x, outX, "dispatch.payload", h * elementBytes, 0},
                {ids, outIds, "dispatch.ids", k * 4, 0xffffffffu},
                {weights, outWeights, "dispatch.weights", k * 4, 0}};
+  // nccl: each collective on the layer's stream after its block, one wait.
+  std::optional<Collectives::StreamScope> onLayer;
+  if (nccl)
+    onLayer.emplace(coll, stream, "dispatch.weights");
   for (const Part &part : parts) {
     const int64_t elementSize = part.in == x ? elementBytes : 4;
     const uint8_t *src = dataOf(*part.in, elementSize);
@@ -628,7 +632,6 @@ int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
       uint8_t *mine = all + coll.rank() * blockBytes;
       staging.copy(mine, src, t * part.rowBytes);
       staging.fill(mine + t * part.rowBytes, part.fill, (slots - t) * part.rowBytes);
-      Collectives::StreamScope onLayer(coll, stream);
       if (Status e = coll.allGather(part.collective, mine, blockBytes, all))
         die(*e);
       continue;
@@ -650,6 +653,9 @@ int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
       staging.wait();
     }
   }
+  if (onLayer)
+    if (Status e = onLayer->wait())
+      die(*e);
   const int64_t handle = -++runtime.lastGatherHandle;
   runtime.pendingGathers[handle] = {rows, h, elementBytes, signature};
   return handle;
@@ -680,8 +686,10 @@ void returnInto(const char *entry, moert_memref2d *partial, int64_t handle, moer
   const int64_t bytes = rows * h * elementBytes, blockBytes = bytes / coll.size();
   uint8_t *out = const_cast<uint8_t *>(dataOf(*recv, elementBytes));
   if (nccl || !staging.onDevice()) { // nccl: after the partial rows, on the layer's stream
-    Collectives::StreamScope onLayer(coll, nccl ? stream : nullptr);
+    Collectives::StreamScope onLayer(coll, nccl ? stream : nullptr, "combine.payload");
     if (Status e = returnBlocks(coll, dataOf(*partial, elementBytes), blockBytes, out))
+      die(*e);
+    if (Status e = onLayer.wait())
       die(*e);
     return;
   }

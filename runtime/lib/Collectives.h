@@ -59,16 +59,25 @@ public:
 
   /// While a scope lives, collectives of device buffers are ordered on the
   /// layer's `stream` (after the copies enqueued there, and before the
-  /// layer's next kernels) instead of the backend's own stream.
+  /// layer's next kernels) instead of the backend's own stream, and return
+  /// once enqueued; `wait` waits for them within the timeout.
   class StreamScope {
   public:
-    StreamScope(Collectives &c, void *stream) : c(c) { c.comm->useStream(stream); }
+    StreamScope(Collectives &c, void *stream, const char *name) : c(c), name(name) {
+      c.comm->useStream(stream);
+    }
     ~StreamScope() { c.comm->useStream(nullptr); }
     StreamScope(const StreamScope &) = delete;
     StreamScope &operator=(const StreamScope &) = delete;
+    Status wait() {
+      if (Status e = c.comm->waitForStream(Clock::now() + c.limit))
+        return "collective '" + std::string(name) + "': " + *e;
+      return std::nullopt;
+    }
 
   private:
     Collectives &c;
+    const char *name;
   };
 
   /// "dispatch.counts"-style names fit the descriptor: 1 to 47 characters.

@@ -120,9 +120,15 @@ public:
   virtual Status barrier(Clock::time_point deadline) = 0;
 
   /// Orders the device-buffer collectives that follow on `stream` (a
-  /// layer's CUstream) instead of the backend's own; null restores it. Only
-  /// the nccl backend has streams.
+  /// layer's CUstream) instead of the backend's own, each returning once
+  /// it is enqueued; null restores the backend's stream. Only the nccl
+  /// backend has streams.
   virtual void useStream(void *stream) { (void)stream; }
+  /// Waits until the collectives enqueued on the layer's stream are done.
+  virtual Status waitForStream(Clock::time_point deadline) {
+    (void)deadline;
+    return std::nullopt;
+  }
 };
 
 } // namespace moert

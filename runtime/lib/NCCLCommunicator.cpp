@@ -102,6 +102,13 @@ public:
                    Clock::time_point deadline) override;
   Status barrier(Clock::time_point deadline) override;
   void useStream(void *layer) override { layerStream = static_cast<cudaStream_t>(layer); }
+  Status waitForStream(Clock::time_point deadline) override {
+    if (!layerStream)
+      return std::nullopt;
+    if (Status s = begin())
+      return s;
+    return finish("collectives on the layer's stream", ncclSuccess, deadline, true, layerStream);
+  }
 
 private:
   /// Fails if an earlier failure aborted the communicator; else makes this
@@ -333,7 +340,7 @@ Status NCCLCommunicator::sendAndReceive(const void *send, const int64_t *sendByt
   }
   // Close the group even after a failed call, or NCCL stays in group mode.
   ncclResult_t end = ncclGroupEnd();
-  return finish("all-to-all", rc != ncclSuccess ? rc : end, deadline, true, on);
+  return finish("all-to-all", rc != ncclSuccess ? rc : end, deadline, on != layerStream, on);
 }
 
 Status NCCLCommunicator::allReduce(int64_t *values, int64_t count, ReduceOp op,
@@ -372,10 +379,10 @@ Status NCCLCommunicator::allGather(const void *send, int64_t bytes, void *recv,
     return "all-gather of " + std::to_string(bytes) + " bytes";
   if (bytes == 0)
     return std::nullopt;
-  if (onDevice(send) && onDevice(recv))
+  if (onDevice(send) && onDevice(recv)) // on the layer's stream: enqueued is enough
     return finish("all-gather",
                   ncclAllGather(send, recv, size_t(bytes), ncclInt8, comm, deviceStream()),
-                  deadline, true, deviceStream());
+                  deadline, !layerStream);
   // Host values (moert_allgather): through the scratch buffers, in place.
   const size_t all = size_t(bytes) * size_t(mySize), mine = size_t(bytes) * size_t(myRank);
   if (Status s = reserve(int64_t((all + sizeof(int64_t) - 1) / sizeof(int64_t))))

@@ -241,8 +241,8 @@ void _mlir_ciface_moert_ep_combine_into_bf16(moert_memref2d *partial, int64_t ha
  * and writes block r of `returned[R*S, H]` from rank r (the compiled code sums
  * a token's rows in rank order). A non-null `stream` means device buffers:
  * with the mpi backend staged through the host, with nccl sent as they are,
- * on `stream` after the work enqueued there (the entry returns once the
- * collectives completed). */
+ * on `stream` after the work enqueued there (the entry returns once they are
+ * done, or fails every rank after the timeout). */
 int64_t _mlir_ciface_moert_ep_gather_into_f32(moert_memref2d *x, moert_memref2d *ids,
                                               moert_memref2d *weights, moert_memref1d *expert_rank,
                                               moert_memref1d *plan, moert_memref2d *received,
