@@ -115,6 +115,54 @@ void checkAllGather(Collectives &coll, int n) {
   cudaFree(dRecv);
 }
 
+/// Host buffers (moert_allgather, the packed exchange): through the
+/// communicator's scratch buffers.
+void checkHostBuffers(Collectives &coll, int n) {
+  std::vector<int32_t> send = {rank, 7 * rank}, got(size_t(2 * n), -1), want;
+  for (int p = 0; p < n; ++p)
+    want.insert(want.end(), {p, 7 * p});
+  report("allGather of host buffers",
+         compare(coll.allGather("check.host.allgather", send.data(), 8, got.data()), got, want));
+  std::vector<int64_t> bytes(static_cast<size_t>(n), 4);
+  const size_t ranks = static_cast<size_t>(n);
+  std::vector<int32_t> to(ranks), from(ranks, -1), expect(ranks);
+  for (int p = 0; p < n; ++p) {
+    to[size_t(p)] = payload(rank, p, 0);
+    expect[size_t(p)] = payload(p, rank, 0);
+  }
+  report("allToAllV of host buffers",
+         compare(coll.allToAllV("check.host.alltoallv", to.data(), bytes.data(), from.data(),
+                                bytes.data()),
+                 from, expect));
+}
+
+/// Device buffers on a layer's stream, after a copy enqueued there, with one
+/// wait at the end (the all-gather exchange's form).
+void checkLayerStream(Collectives &coll, int n) {
+  cudaStream_t layer = nullptr;
+  cudaStreamCreateWithFlags(&layer, cudaStreamNonBlocking);
+  constexpr int k = 1 << 16; // large enough that a copy is not instant
+  std::vector<int32_t> send(k), want;
+  for (int i = 0; i < k; ++i)
+    send[size_t(i)] = payload(rank, 1, i);
+  for (int p = 0; p < n; ++p)
+    for (int i = 0; i < k; ++i)
+      want.push_back(payload(p, 1, i));
+  int32_t *dRecv = toDevice(std::vector<int32_t>(), want.size());
+  int32_t *mine = dRecv + size_t(rank) * k;
+  cudaMemcpyAsync(mine, send.data(), k * 4, cudaMemcpyHostToDevice, layer);
+  Status s;
+  {
+    Collectives::StreamScope onLayer(coll, layer, "check.layer.allgather");
+    s = coll.allGather("check.layer.allgather", mine, k * 4, dRecv);
+    if (!s)
+      s = onLayer.wait();
+  }
+  report("allGather in place on a layer's stream", compare(s, toHost(dRecv, want.size()), want));
+  cudaFree(dRecv);
+  cudaStreamDestroy(layer);
+}
+
 void checkCounters(Collectives &coll) {
   auto &calls = coll.counters().collectives;
   bool counted = calls.count("check.alltoallv") && calls.count("check.barrier") &&
@@ -157,6 +205,8 @@ int main() {
       checkAllToAllV(coll, n);
       checkAllReduce(coll, n);
       checkAllGather(coll, n);
+      checkHostBuffers(coll, n);
+      checkLayerStream(coll, n);
       report("barrier", coll.barrier("check.barrier").value_or(""));
       checkCounters(coll);
     }
