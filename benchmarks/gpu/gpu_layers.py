@@ -19,7 +19,7 @@ For each layer of the manifest and each token count it
 Prints a table and writes a JSON file.
 """
 import argparse
-import ctypes
+import importlib.util
 import json
 import math
 import os
@@ -36,56 +36,21 @@ PEAKS = {
     "H100": {"hbm_bytes_per_s": 3.35e12, "bf16_flops": 989e12},
     "H200": {"hbm_bytes_per_s": 4.8e12, "bf16_flops": 989e12},
 }
-TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}
 
 
 # ---------------------------------------------------------------- the library
-class Descriptor:
-    """MLIR's strided memref descriptor of a contiguous CUDA tensor."""
-
-    _types = {}
-
-    @classmethod
-    def of(cls, tensor):
-        rank = tensor.dim()
-        if rank not in cls._types:
-            cls._types[rank] = type(f"Memref{rank}", (ctypes.Structure,), {"_fields_": [
-                ("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p),
-                ("offset", ctypes.c_int64), ("sizes", ctypes.c_int64 * rank),
-                ("strides", ctypes.c_int64 * rank)]})
-        assert tensor.is_contiguous()
-        desc = cls._types[rank]()
-        desc.allocated = desc.aligned = tensor.data_ptr()
-        desc.offset = 0
-        for i in range(rank):
-            desc.sizes[i] = tensor.shape[i]
-            desc.strides[i] = tensor.stride(i)
-        return desc
+def _moec_cuda():
+    """python/moec/cuda.py on its own: the GPU machine has torch but not the
+    rest of the moec package's dependencies."""
+    path = Path(__file__).resolve().parents[2] / "python" / "moec" / "cuda.py"
+    spec = importlib.util.spec_from_file_location("moec_cuda", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-class GpuLayer:
-    """`_mlir_ciface_<entry>(inputs..., out, workspace, stream)` of a library."""
-
-    def __init__(self, path, plan):
-        self.lib = ctypes.CDLL(str(path))
-        symbol = plan["entry_point"]["symbol"]
-        self.fn = getattr(self.lib, symbol)
-        self.fn.restype = None
-        self.workspace_fn = getattr(self.lib, symbol.removeprefix("_mlir_ciface_") + "_workspace_bytes")
-        self.workspace_fn.restype = ctypes.c_int64
-        self.workspace_fn.argtypes = [ctypes.c_int64]
-
-    def workspace_bytes(self, tokens):
-        return int(self.workspace_fn(tokens))
-
-    def prepare(self, inputs, out, workspace):
-        """The argument list of a call (descriptors kept alive by the list)."""
-        descs = [Descriptor.of(t) for t in list(inputs) + [out, workspace]]
-        return descs, [ctypes.byref(d) for d in descs]
-
-    def call(self, args, stream=None):
-        stream = stream or torch.cuda.current_stream()
-        self.fn(*args, ctypes.c_void_p(stream.cuda_stream))
+_cuda = _moec_cuda()
+Descriptor, GpuLayer, TORCH_DTYPES = _cuda.Descriptor, _cuda.GpuLayer, _cuda.TORCH_DTYPES
 
 
 # ---------------------------------------------------------------- reference

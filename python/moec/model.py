@@ -1,4 +1,5 @@
-"""A model compiled by `moe-compile --model DIR -o OUT`: its MoE layers, ready to call."""
+"""A model compiled by `moe-compile --model DIR -o OUT`: its MoE layers, ready to call
+(numpy or CPU torch tensors for `--target cpu`, CUDA torch tensors for `--target cuda`)."""
 import json
 from pathlib import Path
 
@@ -68,8 +69,19 @@ class Model:
                              f"expected {FORMAT!r}")
         library = self.manifest["library"]
         plan = json.loads((path / library["plan"]).read_text())
-        function = CompiledFunction(str((path / library["file"]).resolve()), library["entry"],
-                                    [(2, DTYPES[plan["element_type"]])])
+        target = self.manifest.get("target", "cpu")
+        if target == "cuda":
+            # torch first: its NCCL, not the one next to libmoert_cuda, is
+            # then the process's (docs/Runtime.md, "CUDA").
+            from .cuda import CudaLayer, LazyLibrary
+            gpu = LazyLibrary((path / library["file"]).resolve(), plan)
+            make = lambda index, weights: CudaLayer(index, gpu, plan, weights)  # noqa: E731
+        elif target == "cpu":
+            function = CompiledFunction(str((path / library["file"]).resolve()),
+                                        library["entry"], [(2, DTYPES[plan["element_type"]])])
+            make = lambda index, weights: Layer(index, function, plan, weights)  # noqa: E731
+        else:
+            raise ValueError(f"{manifest_path}: target {target!r}, expected 'cpu' or 'cuda'")
         tensors = safetensors.read(path / self.manifest["weights"])
         self.layers = {}
         for entry in self.manifest["layers"]:
@@ -79,10 +91,11 @@ class Model:
                     raise ValueError(f"{path / self.manifest['weights']}: tensor {name!r} "
                                      f"(layer {entry['index']}) is missing")
                 weights[parameter] = np.asarray(tensors[name])
-            self.layers[entry["index"]] = Layer(entry["index"], function, plan, weights)
+            self.layers[entry["index"]] = make(entry["index"], weights)
 
     def __repr__(self):
-        return (f"<moec.Model {self.manifest['model_type']}: {len(self.layers)} MoE layers "
+        return (f"<moec.Model {self.manifest['model_type']} "
+                f"({self.manifest.get('target', 'cpu')}): {len(self.layers)} MoE layers "
                 f"{sorted(self.layers)}>")
 
 

@@ -134,9 +134,19 @@ private:
   /// Whether `p` is device (or managed) memory, which NCCL can take.
   static bool onDevice(const void *p) {
     cudaPointerAttributes attributes;
-    if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess)
+    if (!p || cudaPointerGetAttributes(&attributes, p) != cudaSuccess)
       return false;
     return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+  }
+  /// Where a collective's buffers are (a null one, for no bytes, goes with
+  /// the other): device memory, host memory, or one of each (an error).
+  enum class Buffers { Device, Host, Mixed };
+  static Buffers buffers(const void *send, const void *recv) {
+    const bool sendHost = send && !onDevice(send), recvHost = recv && !onDevice(recv);
+    const bool sendDevice = send && !sendHost, recvDevice = recv && !recvHost;
+    if ((sendHost && recvDevice) || (sendDevice && recvHost))
+      return Buffers::Mixed;
+    return sendHost || recvHost ? Buffers::Host : Buffers::Device;
   }
 
   MPI_Comm control = MPI_COMM_NULL;
@@ -292,8 +302,14 @@ Status NCCLCommunicator::allToAllV(const void *send, const int64_t *sendBytes,
   for (int p = 0; p < mySize; ++p)
     if (sendBytes[p] < 0 || recvBytes[p] < 0)
       return "negative message size to/from rank " + std::to_string(p);
-  if (!onDevice(send) || !onDevice(recv))
+  switch (buffers(send, recv)) {
+  case Buffers::Mixed:
+    return std::string("all-to-all of a host and a device buffer");
+  case Buffers::Host:
     return allToAllVFromHost(send, sendBytes, recv, recvBytes, deadline);
+  case Buffers::Device:
+    break;
+  }
   return sendAndReceive(send, sendBytes, recv, recvBytes, deadline, deviceStream());
 }
 
@@ -379,7 +395,10 @@ Status NCCLCommunicator::allGather(const void *send, int64_t bytes, void *recv,
     return "all-gather of " + std::to_string(bytes) + " bytes";
   if (bytes == 0)
     return std::nullopt;
-  if (onDevice(send) && onDevice(recv)) // on the layer's stream: enqueued is enough
+  const Buffers where = buffers(send, recv);
+  if (where == Buffers::Mixed)
+    return std::string("all-gather of a host and a device buffer");
+  if (where == Buffers::Device) // on the layer's stream: enqueued is enough
     return finish("all-gather",
                   ncclAllGather(send, recv, size_t(bytes), ncclInt8, comm, deviceStream()),
                   deadline, !layerStream);

@@ -4,6 +4,7 @@
 #include "moe/Import/Checkpoint.h"
 
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -66,11 +67,10 @@ bool isEarlierOutput(llvm::StringRef out) {
 }
 } // namespace
 
-int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef,
-                              ConfigCheck check, CompileLayer compile,
-                              llvm::StringRef entryRef, llvm::StringRef dtypeRef,
-                              llvm::StringRef runtimeDir,
-                              KeepFp8Weights keepFp8Weights) {
+int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef, ConfigCheck check,
+                              CompileLayer compile, llvm::StringRef entryRef,
+                              llvm::StringRef dtypeRef, llvm::StringRef runtimeDir,
+                              KeepFp8Weights keepFp8Weights, bool cuda) {
   // Copies: `compile` reassigns the options these may point into.
   const std::string dir = dirRef.str(), out = outRef.str(),
                     entry = entryRef.str(), dtype = dtypeRef.str();
@@ -116,10 +116,15 @@ int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef,
                        inTemporary(planName)))
     return rc;
 
-  llvm::SmallString<256> runtime(runtimeDir);
-  llvm::sys::path::append(runtime, "libmoert.so");
-  if (std::error_code ec = llvm::sys::fs::copy_file(runtime, inTemporary("libmoert.so")))
-    return fail("cannot copy " + runtime + " into the output: " + ec.message());
+  std::vector<std::string> runtimes = {"libmoert.so"};
+  if (cuda) // the mgpu* wrappers a CUDA library launches through
+    runtimes.push_back("libmoert_cuda.so");
+  for (const std::string &name : runtimes) {
+    llvm::SmallString<256> runtime(runtimeDir);
+    llvm::sys::path::append(runtime, name);
+    if (std::error_code ec = llvm::sys::fs::copy_file(runtime, inTemporary(name)))
+      return fail("cannot copy " + runtime + " into the output: " + ec.message());
+  }
 
   std::vector<TensorHeader> headers;
   std::vector<const LayerTensor *> sources;
@@ -155,9 +160,8 @@ int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef,
       {"model_type", config.modelType},
       {"source", source.str()},
       {"element_type", dtype},
-      {"library", json::Object{{"file", libraryName},
-                               {"entry", entry},
-                               {"plan", planName}}},
+      {"target", cuda ? "cuda" : "cpu"},
+      {"library", json::Object{{"file", libraryName}, {"entry", entry}, {"plan", planName}}},
       {"weights", "weights.safetensors"},
       {"layers", std::move(manifestLayers)}};
   {
@@ -177,7 +181,7 @@ int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef,
     return fail("cannot move the output to " + out + ": " + ec.message());
   remover.path.clear();
   llvm::errs() << "moe-compile: " << out << ": " << layers.size() << " MoE layers of "
-               << config.modelType << " (" << libraryName << ", libmoert.so, "
-               << "weights.safetensors, manifest.json)\n";
+               << config.modelType << " (" << libraryName << ", " << llvm::join(runtimes, ", ")
+               << ", weights.safetensors, manifest.json)\n";
   return 0;
 }

@@ -25,14 +25,13 @@ using CompileLayer = llvm::function_ref<int(
 /// checkpoint, compiles the layer once (all MoE layers of a model share its
 /// shape), writes the layers' weights in the layer's layout and dtype to
 /// OUT/weights.safetensors and OUT/manifest.json, with a copy of libmoert
-/// that the library finds next to itself ($ORIGIN), so that OUT can be
-/// moved or shipped. Everything is written to a
+/// (and for a CUDA library, `cuda`, of libmoert_cuda) that the library finds
+/// next to itself ($ORIGIN), so that OUT can be moved or shipped. Everything is written to a
 /// temporary directory next to OUT first: a failure leaves no OUT behind; an
 /// earlier moe-compile output at OUT is replaced. Returns the exit code.
-int compileModel(llvm::StringRef dir, llvm::StringRef out, ConfigCheck check,
-                 CompileLayer compile, llvm::StringRef entry,
-                 llvm::StringRef dtype, llvm::StringRef runtimeDir,
-                 KeepFp8Weights keepFp8Weights);
+int compileModel(llvm::StringRef dir, llvm::StringRef out, ConfigCheck check, CompileLayer compile,
+                 llvm::StringRef entry, llvm::StringRef dtype, llvm::StringRef runtimeDir,
+                 KeepFp8Weights keepFp8Weights, bool cuda);
 
 } // namespace moe_compile
 

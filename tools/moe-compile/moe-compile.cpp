@@ -355,9 +355,8 @@ std::optional<std::string> optionProblem() {
     return "give exactly one input: --model DIR, --config config.json or an "
            ".mlir file";
   if (!modelDir.empty()) {
-    if (emit != Emit::Shared || target != Target::Cpu)
-      return "--model compiles a shared library for the CPU (no --emit, "
-             "--target)";
+    if (emit != Emit::Shared)
+      return "--model compiles a shared library (no --emit)";
     if (!planFile.empty())
       return "--model writes the plan into the output directory: no --plan";
     if (outputFile == "-")
@@ -725,15 +724,17 @@ int main(int argc, char **argv) {
   if (auto problem = optionProblem())
     return fail(*problem);
   if (!modelDir.empty())
-    return moe_compile::compileModel(modelDir, outputFile, [&](const moe::MoELayerConfig &config) {
-      return configProblem(config);
-    }, [&](llvm::StringRef config, llvm::StringRef library, llvm::StringRef plan) {
-      configFile = config.str();
-      outputFile = library.str();
-      planFile = plan.str();
-      layerRuntimeRpath = "$ORIGIN";
-      return compileLayer(argv[0]);
-    }, entry, dtype, runtimeLibDir(argv[0]), keepFp8Weights);
+    return moe_compile::compileModel(
+        modelDir, outputFile,
+        [&](const moe::MoELayerConfig &config) { return configProblem(config); },
+        [&](llvm::StringRef config, llvm::StringRef library, llvm::StringRef plan) {
+          configFile = config.str();
+          outputFile = library.str();
+          planFile = plan.str();
+          layerRuntimeRpath = "$ORIGIN";
+          return compileLayer(argv[0]);
+        },
+        entry, dtype, runtimeLibDir(argv[0]), keepFp8Weights, target == Target::Cuda);
   return compileLayer(argv[0]);
 }
 
