@@ -16,7 +16,8 @@ def to_numpy(name, tensor, want_dtype):
     ValueError naming `name` otherwise."""
     if tensor.device.type != "cpu":
         raise ValueError(f"{name}: expected a CPU tensor, got one on {tensor.device} "
-                         "(the CUDA library is not built yet)")
+                         "(this layer was compiled for the CPU; moe-compile --target cuda "
+                         "makes one for CUDA tensors)")
     torch_dtype = {np.dtype(np.float32): torch.float32,
                    np.dtype(ml_dtypes.bfloat16): torch.bfloat16}[np.dtype(want_dtype)]
     if tensor.dtype != torch_dtype:

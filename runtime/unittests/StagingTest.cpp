@@ -8,11 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ChildProcess.h"
+#include "FakeDevice.h"
 #include "moert/moert.h"
 
 #include <gtest/gtest.h>
-
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -27,28 +26,11 @@ moert_memref2d memref2(void *p, int64_t rows, int64_t cols) {
 }
 moert_memref1d memref1(void *p, int64_t n) { return moert_memref1d{p, p, 0, {n}, {1}}; }
 
-struct FakeDevice {
-  void *library = dlopen(MOERT_FAKE_DEVICE_LIBRARY, RTLD_NOW);
-  template <typename F> F get(const char *name) {
-    return reinterpret_cast<F>(dlsym(library, name));
-  }
-  void *(*alloc)(size_t) = get<void *(*)(size_t)>("fake_device_alloc");
-  void (*copy)(void *, const void *, size_t) =
-      get<void (*)(void *, const void *, size_t)>("fake_device_copy");
+/// The fake device of the library under test, with its counters.
+struct CountedDevice : FakeDevice {
+  CountedDevice() : FakeDevice(MOERT_FAKE_DEVICE_LIBRARY) {}
   int (*copies)() = get<int (*)()>("fake_device_copies");
   int (*waits)() = get<int (*)()>("fake_device_waits");
-
-  /// A device copy of `host`.
-  template <typename T> T *upload(const std::vector<T> &host) {
-    auto *d = static_cast<T *>(alloc(host.size() * sizeof(T)));
-    copy(d, host.data(), host.size() * sizeof(T));
-    return d;
-  }
-  template <typename T> std::vector<T> download(const T *d, size_t n) {
-    std::vector<T> host(n);
-    copy(host.data(), d, n * sizeof(T));
-    return host;
-  }
 };
 
 /// Three tokens (hidden 4, top-2) to two experts on this one rank; the plan
@@ -68,7 +50,7 @@ TEST(Staging, DeviceBuffersReachTheRuntimeOnlyThroughCopiesOnTheStream) {
     setenv("MOERT_CUDA_LIBRARY", MOERT_FAKE_DEVICE_LIBRARY, 1);
     if (moert_init("local", 2000) != 0)
       std::_Exit(2);
-    FakeDevice dev;
+    CountedDevice dev;
     if (!dev.alloc || !dev.copy || !dev.copies || !dev.waits)
       std::_Exit(3);
     Layer l;
@@ -141,7 +123,7 @@ TEST(Staging, TheAllGatherExchangeFillsBlocksOnHostAndDeviceAlike) {
     setenv("MOERT_CUDA_LIBRARY", MOERT_FAKE_DEVICE_LIBRARY, 1);
     if (moert_init("local", 2000) != 0)
       std::_Exit(2);
-    FakeDevice dev;
+    CountedDevice dev;
     Layer l;
     // The decode layout: one rank's block of 5 slots, 3 tokens in it.
     std::vector<int64_t> plan = {5, 5, 5, 0, 1, 0, 0, 0, 0};
@@ -246,7 +228,7 @@ TEST(Staging, MaskedBf16RowsOfOddWidthAreFilledOnTheDevice) {
     setenv("MOERT_CUDA_LIBRARY", MOERT_FAKE_DEVICE_LIBRARY, 1);
     if (moert_init("local", 2000) != 0)
       std::_Exit(2);
-    FakeDevice dev;
+    CountedDevice dev;
     const int64_t tokens = 3, h = 3, k = 1, rows = 5;
     std::vector<uint16_t> x = {1, 2, 3, 4, 5, 6, 7, 8, 9}, rx(rows * h, 0x7777);
     std::vector<int32_t> ids = {0, 1, 0}, expertRank = {0, 0}, rids(rows * k, 7);

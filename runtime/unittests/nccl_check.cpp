@@ -20,9 +20,8 @@
 // must fail on every rank within the timeout (expect_every_rank.cmake).
 //
 //===----------------------------------------------------------------------===//
+#include "FakeDevice.h"
 #include "moert/moert.h"
-
-#include <dlfcn.h>
 
 #include <cmath>
 #include <cstdio>
@@ -47,35 +46,11 @@ void check(bool ok, const std::string &what) {
 }
 
 /// The fake library's device memory (the same library the runtime opened).
-struct FakeDevice {
-  void *library = dlopen(std::getenv("MOERT_CUDA_LIBRARY"), RTLD_NOW);
-  template <typename F> F get(const char *name) {
-    return library ? reinterpret_cast<F>(dlsym(library, name)) : nullptr;
-  }
-  void *(*alloc)(size_t) = get<void *(*)(size_t)>("fake_device_alloc");
-  void (*copy)(void *, const void *,
-               size_t) = get<void (*)(void *, const void *, size_t)>("fake_device_copy");
+struct FakeDevice : moert::test::FakeDevice {
+  FakeDevice() : moert::test::FakeDevice(std::getenv("MOERT_CUDA_LIBRARY")) {}
   void (*expectStream)(void *) = get<void (*)(void *)>("fake_device_expect_stream");
-  void (*memcpyOnStream)(void *, const void *, size_t, void *) =
-      get<void (*)(void *, const void *, size_t, void *)>("mgpuMemcpy");
-
-  /// A device buffer that the layer's earlier work fills on its stream (not
-  /// yet run when the entry is called).
-  template <typename T> T *produce(const std::vector<T> &host) {
-    auto *d = static_cast<T *>(alloc(host.size() * sizeof(T)));
-    memcpyOnStream(d, host.data(), host.size() * sizeof(T), kStream);
-    return d;
-  }
-
-  template <typename T> T *upload(const std::vector<T> &host) {
-    auto *d = static_cast<T *>(alloc(host.size() * sizeof(T)));
-    copy(d, host.data(), host.size() * sizeof(T));
-    return d;
-  }
-  template <typename T> std::vector<T> download(const T *d, size_t n) {
-    std::vector<T> host(n);
-    copy(host.data(), d, n * sizeof(T));
-    return host;
+  template <typename T> T *produce(const std::vector<T> &host) const {
+    return moert::test::FakeDevice::produce(host, kStream);
   }
 };
 
@@ -236,7 +211,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   FakeDevice dev;
-  if (!dev.alloc || !dev.copy || !dev.expectStream || !dev.memcpyOnStream) {
+  if (!dev.loaded() || !dev.expectStream) {
     std::fprintf(stderr, "nccl_check: $MOERT_CUDA_LIBRARY is not the fake libmoert_cuda\n");
     return 1;
   }
