@@ -112,7 +112,7 @@ class CudaLayer:
         self.index = index
         self.plan = plan
         self._library = library
-        self._host_weights = weights  # name -> numpy array, the entry's order
+        self._host_weights = weights  # name -> numpy array or torch tensor
         self._weights = None
         self._device = None
         self._dtype = TORCH_DTYPES[plan["element_type"]]
