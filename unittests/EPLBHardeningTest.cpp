@@ -262,7 +262,8 @@ TEST(EPLBHardening, PlansA4096ExpertLayerUnderOneSecond) {
       {4608, 64, 1, 1, false},  {4608, 64, 1, 1, true},
       {4608, 32, 1, 1, false},  {4608, 256, 1, 1, false},
       {6144, 64, 1, 1, false},  {8192, 4096, 1, 1, false},
-      {4608, 64, 8, 64, false},
+      {4608, 64, 8, 64, false}, {4608, 64, 1, 64, false},
+      {4608, 32, 1, 8, false},  {8192, 4096, 1, 64, false},
   };
   std::vector<double> load = randomLoad(4096, 4096);
   for (const Case &c : cases) {
@@ -285,7 +286,12 @@ TEST(EPLBHardening, PlansA4096ExpertLayerUnderOneSecond) {
     EXPECT_LE(plan.searchWork, options.searchWork * (c.shares ? 2 : 1))
         << name;
     LayerPlan baseline = planLayer(load, t, PlanOptions{Algorithm::DeepSeek});
-    EXPECT_LE(plan.peak, baseline.peak * (1 + 1e-9)) << name;
+    // With groups the future objective's expected-peak search may take the
+    // sample peak up to its slack above the bound, past DeepSeek's when
+    // that is closer (144 slots per device: 1.00008 of the bound).
+    double bound = peakLowerBound(load, t, c.shares);
+    double slack = c.groups > 1 && c.nodes == 1 ? 2 * FutureOptions().slack : 0.0;
+    EXPECT_LE(plan.peak, std::max(baseline.peak * (1 + 1e-9), bound * (1 + slack))) << name;
 #ifdef NDEBUG
     if (!kSanitized) {
       EXPECT_LT(seconds, 1.0) << name;

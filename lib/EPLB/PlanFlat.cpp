@@ -90,7 +90,7 @@ LayerPlan eplb::planFlat(const Problem &pr, const Placement *start,
   LayerPlan plan;
   plan.mean = pr.total() / static_cast<double>(pr.devices);
   if (options.objective == Objective::Future && !options.shares) {
-    FutureOptions future;
+    FutureOptions future = options.future;
     future.workBudget = options.searchWork;
     std::optional<Placement> p = planForFuture(pr, future, &plan.searchWork);
     if (p && valid(pr, *p)) {

@@ -182,6 +182,7 @@ LayerPlan planNodes(const std::vector<double> &load, const Topology &t,
         for (int64_t j = 0; j < groupSize; ++j)
           members.push_back(g * groupSize + j);
     Problem sub{{}, t.devicesPerNode(), t.slotsPerDevice()};
+    sub.groups = t.groups / t.nodes;
     for (size_t k = 0; k < members.size(); ++k) {
       local[members[k]] = static_cast<int64_t>(k);
       sub.load.push_back(load[members[k]]);
@@ -225,7 +226,7 @@ LayerPlan eplb::planLayer(const std::vector<double> &load, const Topology &t,
     return plan;
   }
   if (!t.hierarchical()) {
-    Problem pr{load, t.devices, t.slotsPerDevice(), spread};
+    Problem pr{load, t.devices, t.slotsPerDevice(), spread, t.groups};
     return planFlat(pr, &baseline, options);
   }
 

@@ -36,8 +36,11 @@ cl::opt<int64_t> devices("devices", cl::desc("Devices (expert-parallel ranks)"),
 cl::opt<int64_t> nodes("nodes", cl::desc("Nodes the devices are spread over"),
                        cl::init(1), cl::cat(category));
 cl::opt<int64_t> groups("groups",
-                        cl::desc("Expert groups (node-aware placement keeps a "
-                                 "group on one node when nodes divide groups)"),
+                        cl::desc("Expert groups of consecutive ids (node-aware "
+                                 "placement keeps a group on one node when nodes "
+                                 "divide groups; the future objective spreads a "
+                                 "group's experts over the devices: DeepSeek-V3 "
+                                 "has 8)"),
                         cl::init(1), cl::cat(category));
 cl::opt<Algorithm> algorithm(
     "algorithm", cl::desc("Balancer"),

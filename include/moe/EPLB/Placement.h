@@ -62,6 +62,10 @@ struct Problem {
   int64_t devices = 0;
   int64_t perDevice = 0;
   LoadSpread spread;
+  /// The experts fall into this many groups of consecutive ids (1: none);
+  /// the future objective takes the next loads of a group's experts to move
+  /// together.
+  int64_t groups = 1;
 
   int64_t experts() const { return static_cast<int64_t>(load.size()); }
   int64_t slots() const { return devices * perDevice; }

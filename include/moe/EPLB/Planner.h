@@ -2,6 +2,7 @@
 #ifndef MOE_EPLB_PLANNER_H
 #define MOE_EPLB_PLANNER_H
 
+#include "moe/EPLB/FuturePacking.h"
 #include "moe/EPLB/Placement.h"
 
 namespace mlir::moe::eplb {
@@ -32,6 +33,8 @@ struct PlanOptions {
   /// At 1% or 2% layers of 2 slots per device took fitted plans that were
   /// worse out of sample (EP144: +0.7% and +0.1% against DeepSeek's).
   double futureSampleCost = 0.05;
+  /// Objective::Future's own options (its workBudget is searchWork's).
+  FutureOptions future;
   /// Replicas may take uneven shares of their expert's tokens.
   bool shares = false;
   /// With shares, each replica takes at least this fraction of an even
