@@ -31,7 +31,9 @@ struct PlanOptions {
   /// the sample is lower by more than this fraction (small layers, where
   /// exact fitting fills the gaps: FlashLB's example, 232 against 196.67).
   /// At 1% or 2% layers of 2 slots per device took fitted plans that were
-  /// worse out of sample (EP144: +0.7% and +0.1% against DeepSeek's).
+  /// worse out of sample (EP144: +0.7% and +0.1% against DeepSeek's), at
+  /// 5% +0.01%: only layers of at most exactMaxExperts experts and 64
+  /// devices (the exact search's size) take them.
   double futureSampleCost = 0.05;
   /// Objective::Future's own options (its workBudget is searchWork's).
   FutureOptions future;
