@@ -6,12 +6,7 @@
 # Results: a table on stdout and $OUT/gpu_layers.json (or ./gpu_layers.json).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=${MOE_GPU_BUILD:-/tmp/moert-gpu}
-cmake -S runtime -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DMOERT_ENABLE_MPI=OFF -DMOERT_BUILD_TESTS=OFF >"$build.cmake.log" 2>&1 ||
-  { cat "$build.cmake.log"; exit 1; }
-ninja -C "$build" moert_cuda >/dev/null
-export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+source benchmarks/gpu/gpu_runtime.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
 PYTHONUNBUFFERED=1 python3 benchmarks/gpu/gpu_layers.py \
   --json "${OUT:-.}/gpu_layers.json" "$@"

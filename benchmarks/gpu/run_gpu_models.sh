@@ -8,10 +8,5 @@
 # Usage: benchmarks/gpu/run_gpu_models.sh [gpu_models.py options...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=${MOE_GPU_BUILD:-/tmp/moert-gpu}
-cmake -S runtime -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DMOERT_ENABLE_MPI=OFF -DMOERT_BUILD_TESTS=OFF >"$build.cmake.log" 2>&1 ||
-  { cat "$build.cmake.log"; exit 1; }
-ninja -C "$build" moert_cuda >/dev/null
-export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+source benchmarks/gpu/gpu_runtime.sh
 PYTHONUNBUFFERED=1 python3 benchmarks/gpu/gpu_models.py --json "${OUT:-.}/gpu_models.json" "$@"
