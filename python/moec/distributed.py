@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import reference
+from . import fp8, reference
 from .layer import run_layer
 from .runtime import Runtime
 from .weights import DTYPES, make_inputs
@@ -65,6 +65,10 @@ def main(argv=None):
     parser.add_argument("--placement",
                         help="moe-eplb output: layer 0's phy2log and share place the experts "
                              "(the layer must be compiled with --physical-experts)")
+    parser.add_argument("--expert-rows-quantization", choices=("none", *fp8.SCHEMES),
+                        default="none",
+                        help="the reference's experts see the rows an FP8 dispatch delivers "
+                             "(quantized and dequantized by moec.fp8)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
@@ -109,7 +113,9 @@ def main(argv=None):
     y = run_layer(args.library, plan, x, args_in_order, args.phase).astype(np.float64)
     heap_peak = runtime.heap_peak() - heap_before
     np.save(Path(args.out, f"y{rank}.npy"), y)
-    ref = reference.layer(x, weights, plan)
+    quantization = fp8.SCHEMES.get(args.expert_rows_quantization)
+    expert_rows = (lambda rows: fp8.fake_quantize(quantization, rows)) if quantization else None
+    ref = reference.layer(x, weights, plan, expert_rows)
     ids, _ = reference.route(x, weights["router_weight"], plan["routing"],
                              weights.get("correction_bias"))
     scale = float(np.max(np.abs(ref))) if ref.size else 1.0

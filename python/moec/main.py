@@ -47,7 +47,8 @@ def mpirun(ranks, *command, timeout=600):
 
 
 def run_ranks(library, plan_path, ranks, tokens, seed, scenario, tolerance, work,
-              token_counts=None, tp=1, phase="auto", placement=None):
+              token_counts=None, tp=1, phase="auto", placement=None,
+              expert_rows_quantization="none"):
     """Runs the layer on `ranks` MPI ranks; returns (per-rank results, mpirun)."""
     out = Path(work) / (f"ranks-{Path(library).stem}-{scenario}-{ranks}-{phase}"
                         + ("-placed" if placement else ""))
@@ -57,6 +58,7 @@ def run_ranks(library, plan_path, ranks, tokens, seed, scenario, tolerance, work
     extra = ["--token-counts", ",".join(map(str, token_counts))] if token_counts else []
     extra += ["--tp", str(tp), "--phase", phase]
     extra += ["--placement", str(placement)] if placement else []
+    extra += ["--expert-rows-quantization", expert_rows_quantization]
     done = mpirun(ranks, sys.executable, "-m", "moec.distributed", "--library", str(library),
                   "--plan", str(plan_path), "--tokens", str(tokens), "--seed", str(seed),
                   "--scenario", scenario, "--tolerance", str(tolerance), "--out", str(out),

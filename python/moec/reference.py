@@ -59,8 +59,10 @@ def _swiglu_mlp(rows, w13, w2, activation=None, b13=0.0, b2=0.0):
     return ((gate / (1.0 + np.exp(-gate))) * up) @ w2.T + b2
 
 
-def layer(x, weights, plan):
-    """The MoE block: routed experts weighted by the router, plus shared expert."""
+def layer(x, weights, plan, expert_rows=None):
+    """The MoE block: routed experts weighted by the router, plus shared expert.
+    `expert_rows`, when given, maps x's rows [N, H] to the values the routed
+    experts receive (e.g. moec.fp8.fake_quantize for an FP8 dispatch)."""
     f64 = {k: np.asarray(v, np.float64) for k, v in weights.items()}
     if "w13_scale" in weights:  # FP8 codes with block scales
         from .weights import dequantize_fp8_blocks
@@ -74,6 +76,7 @@ def layer(x, weights, plan):
     y = np.zeros_like(xs)
     score_input = plan.get("score_input", False)  # Llama 4: the weight scales the input
     activation = plan.get("activation")
+    routed = xs if expert_rows is None else np.asarray(expert_rows(x), np.float64)
     for expert in range(plan["experts"]):
         tok, choice = np.nonzero(ids == expert)
         if len(tok):
@@ -83,7 +86,7 @@ def layer(x, weights, plan):
                 biases = dict(b13=f64["w13_bias"][expert], b2=f64["w2_bias"][expert])
             mlp = lambda rows: _swiglu_mlp(rows, f64["w13"][expert], f64["w2"][expert],  # noqa: E731
                                            activation, **biases)
-            out = mlp(weight * xs[tok]) if score_input else weight * mlp(xs[tok])
+            out = mlp(weight * routed[tok]) if score_input else weight * mlp(routed[tok])
             np.add.at(y, tok, out)
     if "shared_w13" in f64:
         shared = _swiglu_mlp(xs, f64["shared_w13"], f64["shared_w2"], activation)

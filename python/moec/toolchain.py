@@ -66,14 +66,14 @@ def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
     return library, json.loads(plan_path.read_text())
 
 
-def compile_mlir(source, out_dir, stem, cpu=None):
+def compile_mlir(source, out_dir, stem, cpu=None, extra=()):
     """Compiles moe-dialect IR text to a shared library (for `cpu`, an LLVM
-    CPU name; default the host)."""
+    CPU name; default the host; `extra`: more moe-compile options)."""
     out_dir = Path(out_dir)
     mlir = out_dir / f"{stem}.mlir"
     mlir.write_text(source)
     library = out_dir / f"{stem}.so"
-    command = [tool("moe-compile"), str(mlir), "-o", str(library)]
+    command = [tool("moe-compile"), str(mlir), "-o", str(library), *extra]
     if cpu:
         command += ["--cpu", cpu]
     subprocess.run(command, check=True)

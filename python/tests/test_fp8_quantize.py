@@ -9,13 +9,10 @@ import ctypes
 import numpy as np
 import pytest
 
+from moec.fp8 import (F8, G128, G32, GROUP, reference_dequantize, reference_quantize,
+                      same_floats)
 from moec.toolchain import build_dir
 
-ml_dtypes = pytest.importorskip("ml_dtypes")
-F8 = ml_dtypes.float8_e4m3fn
-
-G128, G32 = 1, 2  # the C hooks' scheme codes
-GROUP = {G128: 128, G32: 32}
 SCHEMES = [pytest.param(G128, id="fp8g128"), pytest.param(G32, id="fp8g32ue8m0")]
 
 
@@ -52,51 +49,6 @@ def moert_dequantize(lib, scheme, q, s):
     assert lib.moert_dequantize_row(scheme, q.ctypes.data, s.ctypes.data, q.size,
                                     out.ctypes.data) == 0, lib.moert_last_error()
     return out
-
-
-def reference_scales(scheme, groups):
-    """Per group: (scale as float32, the scale's bytes on the wire)."""
-    finite = np.isfinite(groups)
-    amax = np.where(finite, np.abs(groups), np.float32(0)).max(axis=1).astype(np.float32)
-    if scheme == G128:
-        scale = (amax / np.float32(448)).astype(np.float32)
-        return scale, scale.astype("<f4").view(np.uint8)
-    # UE8M0: the smallest 2^e with amax <= 448 * 2^e. In float64, amax / 448
-    # is never close enough to a power of two to round across it.
-    with np.errstate(divide="ignore"):
-        e = np.ceil(np.log2(amax.astype(np.float64) / 448.0))
-    e = np.where(amax == 0, -127, e)  # an all-zero group: byte 0
-    e = np.clip(e, -127, 127).astype(np.int64)
-    return np.ldexp(np.float32(1), e).astype(np.float32), (e + 127).astype(np.uint8)
-
-
-def reference_quantize(scheme, x):
-    groups = np.asarray(x, np.float32).reshape(-1, GROUP[scheme])
-    scale, wire = reference_scales(scheme, groups)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        v = groups / scale[:, None]
-    zero_scale = (scale == 0)[:, None]
-    v = np.where(zero_scale & np.isfinite(groups), np.copysign(np.float32(0), groups), v)
-    v = np.where(zero_scale & np.isinf(groups), groups, v)
-    v = np.where(np.isnan(groups), groups, v)  # NaN stays NaN, sign and all
-    v = np.clip(v, -448, 448)  # saturate; inf -> +-448
-    q = v.astype(np.float32).astype(F8).view(np.uint8).reshape(-1)
-    return q, wire.reshape(-1), scale
-
-
-def reference_dequantize(scheme, q, scale):
-    values = q.view(F8).astype(np.float32).reshape(scale.size, -1)
-    with np.errstate(over="ignore"):
-        return (values * scale[:, None]).astype(np.float32).reshape(-1)
-
-
-def same_floats(a, b):
-    """Bit-identical, except that any NaN matches any NaN of the same sign."""
-    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
-    nan = np.isnan(a)
-    assert np.array_equal(nan, np.isnan(b))
-    assert np.array_equal(np.signbit(a[nan]), np.signbit(b[nan]))
-    assert np.array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32))
 
 
 def check_against_reference(lib, scheme, x):

@@ -15,6 +15,7 @@
 #include "Fatal.h"
 #include "LocalCommunicator.h"
 #include "PlanCheck.h"
+#include "Quantize.h"
 #include "TensorParallel.h"
 #ifdef MOERT_HAVE_NCCL_LIBRARY
 #include <dlfcn.h>
@@ -561,33 +562,60 @@ DeviceStaging exchangeStaging(const char *entry, const char *collective, void *s
   return staging;
 }
 
+/// The rows an all-gather dispatch moves: the layer's (`scales` null), or
+/// the E4M3 codes and scales of the FP8 rows the layer quantized; `out*`
+/// receive every rank's.
+struct GatherRows {
+  moert_memref2d *x = nullptr, *scales = nullptr, *out = nullptr, *outScales = nullptr;
+};
+
 /// The all-gather dispatch (AllGatherExchange.h) into `out*[ranks*slots]`;
 /// returns the handle for its combine. With the nccl backend the device
 /// buffers travel as they are (the block is assembled in place in `out*`
 /// and all-gathered after it on the layer's stream); with mpi device
 /// buffers are staged through the host.
-int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
-                   moert_memref2d *weights, moert_memref1d *expertRank, moert_memref1d *plan,
-                   moert_memref2d *outX, moert_memref2d *outIds, moert_memref2d *outWeights,
-                   void *stream, int64_t elementBytes) {
+int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moert_memref2d *weights,
+                   moert_memref1d *expertRank, moert_memref1d *plan, moert_memref2d *outIds,
+                   moert_memref2d *outWeights, void *stream, int64_t elementBytes) {
   Collectives &coll = collectivesOrDie(entry);
   PhaseTimer timer{coll.counters(), "dispatch"};
+  const bool fp8 = rows.scales != nullptr;
+  DispatchArgs args = dispatchArgs(/*keepCodes=*/false, /*placed=*/false, rows.x, ids, weights,
+                                   expertRank, nullptr, nullptr, plan, elementBytes);
+  args.xElementBytes = fp8 ? 1 : 0;
   DispatchCheck checked;
-  if (Status e = checkDispatchArgs(dispatchArgs(/*keepCodes=*/false, /*placed=*/false, x, ids,
-                                                weights, expertRank, nullptr, nullptr, plan,
-                                                elementBytes),
-                                   checked))
+  if (Status e = checkDispatchArgs(args, checked))
     fatal("dispatch.payload", *e);
   const PlanFields &fields = checked.plan;
-  if (fields.slots <= 0 || fields.quantization != 0)
-    fatal("dispatch.payload", std::string(entry) +
-                                  ": the all-gather dispatch needs the decode layout "
-                                  "(plan slots > 0) without quantization");
-  const int64_t ranks = coll.size(), slots = fields.slots, rows = ranks * slots;
-  const int64_t t = x->sizes[0], h = x->sizes[1], k = ids->sizes[1];
-  checkBlocks(entry, "dispatch.payload", outX, "received", rows, h, elementBytes);
-  checkBlocks(entry, "dispatch.payload", outIds, "gathered_ids", rows, k, 4);
-  checkBlocks(entry, "dispatch.payload", outWeights, "gathered_weights", rows, k, 4);
+  if (fields.slots <= 0)
+    fatal("dispatch.payload",
+          std::string(entry) +
+              ": the all-gather dispatch needs the decode layout (plan slots > 0)");
+  if ((fields.quantization != 0) != fp8)
+    fatal("dispatch.payload",
+          std::string(entry) + (fp8 ? ": FP8 codes, but the plan has no quantization"
+                                    : ": the plan quantizes to FP8; its rows go by "
+                                      "moert_ep_gather_fp8_into_*, quantized by the layer"));
+  const int64_t ranks = coll.size(), slots = fields.slots, all = ranks * slots;
+  const int64_t t = rows.x->sizes[0], h = rows.x->sizes[1], k = ids->sizes[1];
+  const int64_t xBytes = fp8 ? 1 : elementBytes;
+  const int64_t scaleBytes = fields.quantization == 1 ? 4 : 1;
+  const int64_t groups = fp8 ? h / quantGroupSize(QuantScheme(fields.quantization)) : 0;
+  checkBlocks(entry, "dispatch.payload", rows.out, "received", all, h, xBytes);
+  if (fp8) {
+    if (Status e = checkMemref(rows.scales, "all-gather exchange", "scales", scaleBytes))
+      fatal("dispatch.payload", *e);
+    if (rows.scales->sizes[0] != t || rows.scales->sizes[1] != groups)
+      fatal("dispatch.payload", std::string(entry) + ": scales is [" +
+                                    std::to_string(rows.scales->sizes[0]) + ", " +
+                                    std::to_string(rows.scales->sizes[1]) + "], codes [" +
+                                    std::to_string(t) + ", " + std::to_string(h) + "] need [" +
+                                    std::to_string(t) + ", " + std::to_string(groups) + "]");
+    checkBlocks(entry, "dispatch.scales", rows.outScales, "received_scales", all, groups,
+                scaleBytes);
+  }
+  checkBlocks(entry, "dispatch.payload", outIds, "gathered_ids", all, k, 4);
+  checkBlocks(entry, "dispatch.payload", outWeights, "gathered_weights", all, k, 4);
   const DeviceStaging staging = exchangeStaging(entry, "dispatch.payload", stream);
   const bool nccl = std::strcmp(coll.backend(), "nccl") == 0;
   std::vector<uint8_t> idsHost, rankHost;
@@ -614,25 +642,28 @@ int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
   struct Part {
     const moert_memref2d *in, *out;
     const char *collective;
-    int64_t rowBytes;
+    int64_t elementSize, rowBytes;
     uint32_t fill;
-  } parts[] = {{x, outX, "dispatch.payload", h * elementBytes, 0},
-               {ids, outIds, "dispatch.ids", k * 4, 0xffffffffu},
-               {weights, outWeights, "dispatch.weights", k * 4, 0}};
+  };
+  std::vector<Part> parts = {{rows.x, rows.out, "dispatch.payload", xBytes, h * xBytes, 0}};
+  if (fp8) // masked rows: codes and scales 0, which dequantize to 0
+    parts.push_back(
+        {rows.scales, rows.outScales, "dispatch.scales", scaleBytes, groups * scaleBytes, 0});
+  parts.push_back({ids, outIds, "dispatch.ids", 4, k * 4, 0xffffffffu});
+  parts.push_back({weights, outWeights, "dispatch.weights", 4, k * 4, 0});
   // nccl: each collective on the layer's stream after its block, one wait.
   std::optional<Collectives::StreamScope> onLayer;
   if (nccl)
     onLayer.emplace(coll, stream, "dispatch.weights");
   for (const Part &part : parts) {
-    const int64_t elementSize = part.in == x ? elementBytes : 4;
-    const uint8_t *src = dataOf(*part.in, elementSize);
-    uint8_t *all = const_cast<uint8_t *>(dataOf(*part.out, elementSize));
+    const uint8_t *src = dataOf(*part.in, part.elementSize);
+    uint8_t *gathered = const_cast<uint8_t *>(dataOf(*part.out, part.elementSize));
     const int64_t blockBytes = slots * part.rowBytes;
     if (nccl) { // this rank's block in place, then an in-place all-gather after it
-      uint8_t *mine = all + coll.rank() * blockBytes;
+      uint8_t *mine = gathered + coll.rank() * blockBytes;
       staging.copy(mine, src, t * part.rowBytes);
       staging.fill(mine + t * part.rowBytes, part.fill, (slots - t) * part.rowBytes);
-      if (Status e = coll.allGather(part.collective, mine, blockBytes, all))
+      if (Status e = coll.allGather(part.collective, mine, blockBytes, gathered))
         die(*e);
       continue;
     }
@@ -641,15 +672,15 @@ int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
     staging.copy(block.data(), src, t * part.rowBytes);
     staging.wait();
     host.fill(block.data() + t * part.rowBytes, part.fill, (slots - t) * part.rowBytes);
-    uint8_t *into = all;
+    uint8_t *into = gathered;
     if (staging.onDevice()) {
-      storage.resize(size_t(rows * part.rowBytes));
+      storage.resize(size_t(all * part.rowBytes));
       into = storage.data();
     }
     if (Status e = coll.allGather(part.collective, block.data(), blockBytes, into))
       die(*e);
     if (staging.onDevice()) {
-      staging.copy(all, into, rows * part.rowBytes);
+      staging.copy(gathered, into, all * part.rowBytes);
       staging.wait();
     }
   }
@@ -657,7 +688,7 @@ int64_t gatherInto(const char *entry, moert_memref2d *x, moert_memref2d *ids,
     if (Status e = onLayer->wait())
       die(*e);
   const int64_t handle = -++runtime.lastGatherHandle;
-  runtime.pendingGathers[handle] = {rows, h, elementBytes, signature};
+  runtime.pendingGathers[handle] = {all, h, elementBytes, signature};
   return handle;
 }
 
@@ -972,8 +1003,24 @@ MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_bf16, 2)
                               moert_memref2d *gatheredWeights, void *stream) {                     \
     int64_t handle = 0;                                                                            \
     guardFatal(#NAME, "dispatch.payload", [&] {                                                    \
-      handle = gatherInto(#NAME, x, ids, weights, expertRank, plan, received, gatheredIds,         \
+      GatherRows rows;                                                                             \
+      rows.x = x;                                                                                  \
+      rows.out = received;                                                                         \
+      handle = gatherInto(#NAME, rows, ids, weights, expertRank, plan, gatheredIds,                \
                           gatheredWeights, stream, BYTES);                                         \
+    });                                                                                            \
+    return handle;                                                                                 \
+  }
+#define MOERT_GATHER_FP8_INTO_ENTRY(NAME, BYTES)                                                   \
+  int64_t _mlir_ciface_##NAME(moert_memref2d *codes, moert_memref2d *scales, moert_memref2d *ids,  \
+                              moert_memref2d *weights, moert_memref1d *expertRank,                 \
+                              moert_memref1d *plan, moert_memref2d *receivedCodes,                 \
+                              moert_memref2d *receivedScales, moert_memref2d *gatheredIds,         \
+                              moert_memref2d *gatheredWeights, void *stream) {                     \
+    int64_t handle = 0;                                                                            \
+    guardFatal(#NAME, "dispatch.payload", [&] {                                                    \
+      handle = gatherInto(#NAME, GatherRows{codes, scales, receivedCodes, receivedScales}, ids,    \
+                          weights, expertRank, plan, gatheredIds, gatheredWeights, stream, BYTES); \
     });                                                                                            \
     return handle;                                                                                 \
   }
@@ -985,6 +1032,8 @@ MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_bf16, 2)
   }
 MOERT_GATHER_INTO_ENTRY(moert_ep_gather_into_f32, 4)
 MOERT_GATHER_INTO_ENTRY(moert_ep_gather_into_bf16, 2)
+MOERT_GATHER_FP8_INTO_ENTRY(moert_ep_gather_fp8_into_f32, 4)
+MOERT_GATHER_FP8_INTO_ENTRY(moert_ep_gather_fp8_into_bf16, 2)
 MOERT_RETURN_INTO_ENTRY(moert_ep_return_into_f32, 4)
 MOERT_RETURN_INTO_ENTRY(moert_ep_return_into_bf16, 2)
 

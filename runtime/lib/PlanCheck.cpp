@@ -317,7 +317,8 @@ Status moert::checkDispatchArgs(const DispatchArgs &args, DispatchCheck &out) {
   if (args.elementBytes != 4 && args.elementBytes != 2)
     return cat("dispatch: element size ", args.elementBytes,
                " is not 4 (f32) or 2 (bf16)");
-  if (Status e = checkMemref(args.x, "dispatch", "x", args.elementBytes))
+  if (Status e = checkMemref(args.x, "dispatch", args.xElementBytes == 1 ? "codes" : "x",
+                             args.xElementBytes ? args.xElementBytes : args.elementBytes))
     return e;
   if (Status e = checkMemref(args.ids, "dispatch", "expert_ids", 4))
     return e;

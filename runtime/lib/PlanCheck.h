@@ -117,6 +117,8 @@ struct DispatchArgs {
                        *replicaShare = nullptr, *plan = nullptr;
   bool placed = false;
   int64_t elementBytes = 4;
+  /// x's element size when x holds FP8 codes the layer quantized (1); 0: elementBytes.
+  int64_t xElementBytes = 0;
   bool keepCodes = false;
   int64_t ranks = 1;
 };

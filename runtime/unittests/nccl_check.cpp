@@ -9,7 +9,8 @@
 //   moert_ep_return_into_*) on device buffers, bf16 rows of odd width and
 //   f32 rows, twice each; every rank checks every block it received against
 //   the formula that made it on its rank, and the counters against the
-//   blocks' sizes; then the host collectives (moert_allreduce_i64,
+//   blocks' sizes; FP8 codes and scales (moert_ep_gather_fp8_into_bf16) the
+//   same way; then the host collectives (moert_allreduce_i64,
 //   moert_agree_max, moert_allgather, moert_barrier on host values);
 // - host-buffers: every rank must fail, naming why (the all-gather
 //   exchange on the nccl backend takes device buffers).
@@ -82,6 +83,50 @@ template <typename T> std::vector<T> rowsOf(int rank, int64_t count, int round) 
   return rows;
 }
 
+/// The combine's exchange after a gather: block r of the partial rows goes
+/// back to rank r; rank r receives from rank p the rows p computed for r's
+/// block.
+template <typename T>
+void returnAndCheck(FakeDevice &dev, int64_t handle, int64_t hidden, int round,
+                    const std::string &tag) {
+  const int rank = moert_rank(), ranks = moert_size();
+  const int64_t rows = ranks * kSlots;
+  const bool bf = sizeof(T) == 2;
+  std::vector<T> partial(size_t(rows * hidden)), returned(size_t(rows * hidden), T(3));
+  auto partialValue = [&](int computedBy, int64_t row, int64_t c) {
+    return value(computedBy + 11, row, c, round);
+  };
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t c = 0; c < hidden; ++c) {
+      float f = partialValue(rank, row, c);
+      if constexpr (sizeof(T) == 2)
+        partial[size_t(row * hidden + c)] = bf16(f);
+      else
+        partial[size_t(row * hidden + c)] = f;
+    }
+  T *dreturned = dev.upload(returned); // (the test's copies run the stream's work)
+  T *dpartial = dev.produce(partial);
+  auto partm = memref2(dpartial, rows, hidden), retm = memref2(dreturned, rows, hidden);
+  if (bf)
+    _mlir_ciface_moert_ep_return_into_bf16(&partm, handle, &retm, kStream);
+  else
+    _mlir_ciface_moert_ep_return_into_f32(&partm, handle, &retm, kStream);
+  returned = dev.download(dreturned, returned.size());
+  for (int from = 0; from < ranks; ++from)
+    for (int64_t s = 0; s < kSlots; ++s)
+      for (int64_t c = 0; c < hidden; ++c) {
+        const int64_t row = from * kSlots + s;
+        float f = partialValue(from, rank * kSlots + s, c);
+        T want;
+        if constexpr (sizeof(T) == 2)
+          want = bf16(f);
+        else
+          want = f;
+        check(returned[size_t(row * hidden + c)] == want,
+              tag + ": returned row " + std::to_string(row) + " col " + std::to_string(c));
+      }
+}
+
 template <typename T> void allGatherRound(FakeDevice &dev, int round) {
   const bool bf = sizeof(T) == 2;
   const int rank = moert_rank(), ranks = moert_size();
@@ -137,41 +182,7 @@ template <typename T> void allGatherRound(FakeDevice &dev, int round) {
     }
   }
 
-  // The "experts": block r of the partial rows goes back to rank r; rank r
-  // receives from rank p the rows p computed for r's block.
-  std::vector<T> partial(size_t(rows * kHidden)), returned(size_t(rows * kHidden), T(3));
-  auto partialValue = [&](int computedBy, int64_t row, int64_t c) {
-    return value(computedBy + 11, row, c, round);
-  };
-  for (int64_t row = 0; row < rows; ++row)
-    for (int64_t c = 0; c < kHidden; ++c) {
-      float f = partialValue(rank, row, c);
-      if constexpr (sizeof(T) == 2)
-        partial[size_t(row * kHidden + c)] = bf16(f);
-      else
-        partial[size_t(row * kHidden + c)] = f;
-    }
-  T *dreturned = dev.upload(returned); // (the test's copies run the stream's work)
-  T *dpartial = dev.produce(partial);
-  auto partm = memref2(dpartial, rows, kHidden), retm = memref2(dreturned, rows, kHidden);
-  if (bf)
-    _mlir_ciface_moert_ep_return_into_bf16(&partm, handle, &retm, kStream);
-  else
-    _mlir_ciface_moert_ep_return_into_f32(&partm, handle, &retm, kStream);
-  returned = dev.download(dreturned, returned.size());
-  for (int from = 0; from < ranks; ++from)
-    for (int64_t s = 0; s < kSlots; ++s)
-      for (int64_t c = 0; c < kHidden; ++c) {
-        const int64_t row = from * kSlots + s;
-        float f = partialValue(from, rank * kSlots + s, c);
-        T want;
-        if constexpr (sizeof(T) == 2)
-          want = bf16(f);
-        else
-          want = f;
-        check(returned[size_t(row * kHidden + c)] == want,
-              tag + ": returned row " + std::to_string(row) + " col " + std::to_string(c));
-      }
+  returnAndCheck<T>(dev, handle, kHidden, round, tag);
 
   // Every rank's block of kSlots rows, whatever its tokens.
   std::vector<char> json(8192);
@@ -182,6 +193,75 @@ template <typename T> void allGatherRound(FakeDevice &dev, int round) {
             counters.find(std::to_string(payload)) != std::string::npos,
         tag + ": counters lack dispatch.payload with " + std::to_string(payload) +
             " bytes: " + counters);
+}
+/// The FP8 form (moert_ep_gather_fp8_into_bf16): E4M3 bytes and their
+/// scales (f32 per 128, or UE8M0 bytes per 32: 3 per row at H = 96, so the
+/// masked rows' fill starts off 4-byte alignment) land in every rank's
+/// block, masked rows 0; the combine then returns bf16 rows.
+void fp8GatherRound(FakeDevice &dev, int scheme, int round) {
+  const int rank = moert_rank(), ranks = moert_size();
+  const int64_t hidden = scheme == 1 ? 256 : 96, groups = scheme == 1 ? 2 : 3;
+  const int64_t scaleBytes = scheme == 1 ? 4 : 1, rowScaleBytes = groups * scaleBytes;
+  const int64_t tokens = tokensOn(rank), rows = ranks * kSlots, experts = kExpertsPerRank * ranks;
+  auto code = [&](int r, int64_t row, int64_t c) {
+    return uint8_t((r * 7 + row * 3 + c + round) % 251 + 1);
+  };
+  auto scaleByte = [&](int r, int64_t row, int64_t b) { return uint8_t(r * 5 + row + b + 1); };
+  std::vector<uint8_t> codes(size_t(tokens * hidden)), scales(size_t(tokens * rowScaleBytes));
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t c = 0; c < hidden; ++c)
+      codes[size_t(t * hidden + c)] = code(rank, t, c);
+    for (int64_t b = 0; b < rowScaleBytes; ++b)
+      scales[size_t(t * rowScaleBytes + b)] = scaleByte(rank, t, b);
+  }
+  std::vector<int32_t> ids(size_t(tokens * kTopK)), expertRank(static_cast<size_t>(experts));
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < kTopK; ++j)
+      ids[size_t(t * kTopK + j)] = expertOf(rank, t, j, ranks);
+  for (int64_t e = 0; e < experts; ++e)
+    expertRank[size_t(e)] = int32_t(e / kExpertsPerRank);
+  std::vector<float> weights(size_t(tokens * kTopK), 0.25f);
+  std::vector<int64_t> plan = {rows, kSlots, kSlots, scheme, ranks, 0, 0, 0, 0, experts};
+  uint8_t *dcodes = dev.produce(codes), *dscales = dev.produce(scales);
+  int32_t *dids = dev.produce(ids), *drank = dev.produce(expertRank);
+  float *dweights = dev.produce(weights);
+  uint8_t *dreceived = dev.upload(std::vector<uint8_t>(size_t(rows * hidden), 9));
+  uint8_t *dreceivedScales = dev.upload(std::vector<uint8_t>(size_t(rows * rowScaleBytes), 9));
+  int32_t *dgids = dev.upload(std::vector<int32_t>(size_t(rows * kTopK), 7));
+  float *dgweights = dev.upload(std::vector<float>(size_t(rows * kTopK), 7.0f));
+  auto cm = memref2(dcodes, tokens, hidden), sm = memref2(dscales, tokens, groups);
+  auto im = memref2(dids, tokens, kTopK), wm = memref2(dweights, tokens, kTopK);
+  auto rm = memref1(drank, experts), pm = memref1(plan.data(), int64_t(plan.size()));
+  auto rcm = memref2(dreceived, rows, hidden), rsm = memref2(dreceivedScales, rows, groups);
+  auto gim = memref2(dgids, rows, kTopK), gwm = memref2(dgweights, rows, kTopK);
+  moert_counters_reset();
+  const int64_t handle = _mlir_ciface_moert_ep_gather_fp8_into_bf16(
+      &cm, &sm, &im, &wm, &rm, &pm, &rcm, &rsm, &gim, &gwm, kStream);
+  const std::string tag =
+      "fp8 scheme " + std::to_string(scheme) + " round " + std::to_string(round);
+  std::vector<uint8_t> received = dev.download(dreceived, size_t(rows * hidden));
+  std::vector<uint8_t> receivedScales = dev.download(dreceivedScales, size_t(rows * rowScaleBytes));
+  std::vector<int32_t> gids = dev.download(dgids, size_t(rows * kTopK));
+  for (int from = 0; from < ranks; ++from)
+    for (int64_t s = 0; s < kSlots; ++s) {
+      const int64_t row = from * kSlots + s;
+      const bool valid = s < tokensOn(from);
+      for (int64_t c = 0; c < hidden; ++c)
+        check(received[size_t(row * hidden + c)] == (valid ? code(from, s, c) : 0),
+              tag + ": received code row " + std::to_string(row) + " col " + std::to_string(c));
+      for (int64_t b = 0; b < rowScaleBytes; ++b)
+        check(receivedScales[size_t(row * rowScaleBytes + b)] ==
+                  (valid ? scaleByte(from, s, b) : 0),
+              tag + ": received scale row " + std::to_string(row) + " byte " + std::to_string(b));
+      for (int64_t j = 0; j < kTopK; ++j)
+        check(gids[size_t(row * kTopK + j)] == (valid ? expertOf(from, s, j, ranks) : -1),
+              tag + ": gathered_ids[" + std::to_string(row) + "," + std::to_string(j) + "]");
+    }
+  std::vector<char> json(8192);
+  moert_counters_json(json.data(), int64_t(json.size()));
+  check(std::string(json.data()).find("\"dispatch.scales\"") != std::string::npos,
+        tag + ": counters lack dispatch.scales");
+  returnAndCheck<uint16_t>(dev, handle, hidden, round, tag);
 }
 /// The host collectives (values in host memory) on the nccl backend.
 void hostCollectives() {
@@ -220,6 +300,8 @@ int main(int argc, char **argv) {
     for (int round = 0; round < 2; ++round) {
       allGatherRound<uint16_t>(dev, round);
       allGatherRound<float>(dev, round);
+      fp8GatherRound(dev, 1, round);
+      fp8GatherRound(dev, 2, round);
     }
     hostCollectives();
   } else if (scenario == "host-buffers") {

@@ -72,3 +72,42 @@ func.func @prefill(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf
   %y = moe.ep_combine %r, %h : (tensor<32x64xf32>, i64) -> tensor<?x64xf32>
   return %y : tensor<?x64xf32>
 }
+
+// -----
+
+// Tests that FP8 rows go by all-gather quantized by the layer (UE8M0, groups of 32): the amax of
+// each group's finite elements (a reduction), its exponent byte, the E4M3 codes of x / 2^(byte -
+// 127); codes and exponent bytes travel, and the received ones are dequantized to bf16.
+// CHECK-DAG: func.func private @moert_ep_gather_fp8_into_bf16(memref<?x?xi8>, memref<?x?xi8>, memref<?x?xi32>, memref<?x?xf32>, memref<?xi32>, memref<?xi64>, memref<?x?xi8>, memref<?x?xi8>, memref<?x?xi32>, memref<?x?xf32>, !llvm.ptr) -> i64 attributes {llvm.emit_c_interface}
+// CHECK-LABEL: func.func @decode_fp8
+// CHECK: %[[SPLIT:.+]] = tensor.expand_shape %{{.+}} {{\[}}[0], [1, 2]] output_shape [%{{.+}}, 2, 32] : tensor<?x64xbf16> into tensor<?x2x32xbf16>
+// CHECK: %[[AMAX:.+]] = linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[SPLIT]] : tensor<?x2x32xbf16>) outs(%{{.+}} : tensor<?x2xf32>)
+// CHECK: arith.cmpi ult, %{{.+}}, %c2139095040_i32
+// CHECK: %[[BYTES:.+]] = linalg.generic {{.+}} ins(%[[AMAX]] : tensor<?x2xf32>) outs(%{{.+}} : tensor<?x2xi8>)
+// CHECK: arith.maxsi
+// CHECK: %[[CODES:.+]] = linalg.generic {{.+}} ins(%[[SPLIT]], %[[BYTES]] : tensor<?x2x32xbf16>, tensor<?x2xi8>) outs(%{{.+}} : tensor<?x2x32xi8>)
+// CHECK: arith.divf
+// CHECK: arith.trunci %{{.+}} : i32 to i8
+// CHECK: tensor.collapse_shape %[[CODES]] {{\[}}[0], [1, 2]] : tensor<?x2x32xi8> into tensor<?x64xi8>
+// CHECK: arith.constant dense<[8, 4, 4, 2, 2, 0, 0, 0, 0]> : tensor<9xi64>
+// CHECK: %[[RQ:.+]] = memref.alloc() : memref<8x64xi8>
+// CHECK: %[[RS:.+]] = memref.alloc() : memref<8x2xi8>
+// CHECK: %[[H:.+]] = call @moert_ep_gather_fp8_into_bf16({{.+}}) {moe.gather_slots = 4 : i64, moe.stream_operand}
+// CHECK: %[[Q:.+]] = bufferization.to_tensor %[[RQ]] restrict writable
+// CHECK: %[[S:.+]] = bufferization.to_tensor %[[RS]] restrict writable
+// CHECK: %[[QSPLIT:.+]] = tensor.expand_shape %[[Q]] {{\[}}[0], [1, 2]] output_shape [8, 2, 32]
+// CHECK: %[[ROWS:.+]] = linalg.generic {{.+}} ins(%[[QSPLIT]], %[[S]] : tensor<8x2x32xi8>, tensor<8x2xi8>) outs(%{{.+}} : tensor<8x2x32xbf16>)
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+// CHECK: tensor.collapse_shape %[[ROWS]] {{\[}}[0], [1, 2]] : tensor<8x2x32xbf16> into tensor<8x64xbf16>
+// CHECK: call @moert_rank()
+// CHECK: call @moert_ep_return_into_bf16(%{{.+}}, %[[H]], %{{.+}}, %{{.+}}) {moe.stream_operand}
+func.func @decode_fp8(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                      %er: tensor<8xi32>) -> tensor<?x64xbf16> {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8 ep = 2 max_tokens = 4
+      slots = 4 quantization fp8_e4m3_g32_ue8m0
+    : (tensor<?x64xbf16>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<8x64xbf16>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
+  %p = arith.mulf %r, %r : tensor<8x64xbf16>
+  %y = moe.ep_combine %p, %h : (tensor<8x64xbf16>, i64) -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
+}

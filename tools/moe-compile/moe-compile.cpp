@@ -429,19 +429,20 @@ std::optional<std::string> optionProblem() {
            "needs --dispatch-quant";
   if (noTpDedupe && tp == 1)
     return "--no-tp-dedupe needs --tp > 1";
-  if (epIntoBuffers && (ep == 1 || target == Target::Cuda))
+  // An .mlir input carries its layout: its ep_dispatch ops say what is exchanged.
+  const bool layoutGiven = inputFile.empty();
+  if (epIntoBuffers && ((layoutGiven && ep == 1) || target == Target::Cuda))
     return "--ep-into-buffers applies to --target cpu with --ep > 1 (--target "
            "cuda always exchanges into its workspace)";
-  if (epAllGather && (ep == 1 || decodeMaxTokens == 0))
+  if (epAllGather && layoutGiven && (ep == 1 || decodeMaxTokens == 0))
     return "--ep-all-gather applies to the decode variant of an expert-parallel "
            "layer: it needs --ep > 1 and --decode-max-tokens";
   if (epAllGather && target == Target::Cpu && !epIntoBuffers)
     return "--ep-all-gather on --target cpu needs --ep-into-buffers (it exchanges "
            "into the layer's buffers, as on a GPU)";
-  if (epAllGather && (physicalExperts > 0 || dispatchQuant != "none"))
-    return "--ep-all-gather takes no placement (--physical-experts) and no "
-           "--dispatch-quant: each rank owns a block of experts and rows travel "
-           "in the layer's dtype";
+  if (epAllGather && physicalExperts > 0)
+    return "--ep-all-gather takes no placement (--physical-experts): each rank owns a "
+           "block of experts";
   if (epIntoBuffers && dispatchQuant != "none" && fp8Gemm)
     return "--ep-into-buffers dequantizes an FP8 dispatch on receipt: it needs "
            "--fp8-gemm=false";

@@ -207,6 +207,9 @@ private:
     Operation *op = buffer.getDefiningOp();
     if (auto alloc = dyn_cast<memref::AllocOp>(op))
       return boundOf(b, alloc.getDynamicSizes()[type.getDynamicDimIndex(index)], op);
+    // An allocation this pass has already made a view of the workspace.
+    if (auto view = dyn_cast<memref::ViewOp>(op))
+      return boundOf(b, view.getSizes()[type.getDynamicDimIndex(index)], op);
     if (auto expand = dyn_cast<memref::ExpandShapeOp>(op))
       return ofFoldResult(b, loc, expand.getMixedOutputShape()[index], op);
     if (auto subview = dyn_cast<memref::SubViewOp>(op)) {

@@ -1,4 +1,5 @@
 //===- MoEToRuntime.cpp - cross-rank moe ops to libmoert calls ------------===//
+#include "QuantizeRows.h"
 #include "moe/Conversion/Passes.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 
@@ -316,7 +317,7 @@ struct ConvertMoEToRuntimePass
   /// The combine into a buffer of the dispatch's token rows.
   LogicalResult lowerCombineInto(EpCombineOp op) {
     auto dispatch = op.getHandle().getDefiningOp<func::CallOp>();
-    if (dispatch && dispatch.getCallee().starts_with("moert_ep_gather_into_"))
+    if (dispatch && dispatch.getCallee().starts_with("moert_ep_gather_"))
       return lowerReturnInto(op, dispatch);
     Value x = dispatch && dispatch->hasAttr(kStreamOperand)
                        ? dispatch.getOperand(0).getDefiningOp<bufferization::ToBufferOp>()
@@ -335,14 +336,20 @@ struct ConvertMoEToRuntimePass
   }
 
   /// The all-gather form of a decode-layout dispatch (moert.h's
-  /// moert_ep_gather_into_*): every rank's block of S token rows with global
-  /// ids, then this rank's view of them: local ids (id - rank*E/R where the
-  /// expert is this rank's, else -1) and weights (0 where the id is -1).
+  /// moert_ep_gather_[fp8_]into_*): every rank's block of S token rows with
+  /// global ids, then this rank's view of them: local ids (id - rank*E/R
+  /// where the expert is this rank's, else -1) and weights (0 where the id
+  /// is -1). With FP8 quantization the layer quantizes its rows, E4M3 codes
+  /// and scales travel, and it dequantizes what it received.
   LogicalResult lowerGatherInto(EpDispatchOp op) {
     const int64_t slots = int64_t(*op.getSlots());
-    if (op.getPhysToLog() || op.getQuantization() || op.getReceivedScales())
+    if (op.getPhysToLog())
       return op.emitOpError("convert-moe-to-runtime{all-gather-slots}: the all-gather "
-                            "dispatch takes no placement and no FP8 quantization");
+                            "dispatch takes no placement");
+    if (op.getReceivedScales())
+      return op.emitOpError("convert-moe-to-runtime{all-gather-slots}: FP8 codes for the "
+                            "experts (received_scales) are not kept: the layer dequantizes "
+                            "what it received (gemm-consumes-fp8=false)");
     auto received = cast<RankedTensorType>(op.getReceived().getType());
     auto localIds = cast<RankedTensorType>(op.getLocalIds().getType());
     auto localWeights = cast<RankedTensorType>(op.getLocalWeights().getType());
@@ -354,11 +361,26 @@ struct ConvertMoEToRuntimePass
     if (!ShapedType::isDynamic(tokens) && tokens > slots)
       return op.emitOpError("convert-moe-to-runtime{all-gather-slots}: ")
              << tokens << " tokens do not fit the " << slots << " slots of a rank's block";
+    // The verifier holds the hidden size to a multiple of the FP8 group.
+    std::optional<DispatchQuantization> quantization = op.getQuantization();
+    const int64_t hidden = received.getDimSize(1);
     ImplicitLocOpBuilder b(op.getLoc(), op);
-    SmallVector<Value> args = {readBuffer(b, op.getX()), readBuffer(b, op.getExpertIds()),
-                               readBuffer(b, op.getExpertWeights()),
-                               readBuffer(b, op.getExpertRank()), readBuffer(b, buildPlan(b, op))};
-    SmallVector<RankedTensorType> gatheredTypes = {received, localIds, localWeights};
+    SmallVector<Value> args;
+    SmallVector<RankedTensorType> gatheredTypes;
+    if (quantization) {
+      auto [codes, scales] = quantizeRows(b, op.getX(), *quantization);
+      args = {readBuffer(b, codes), readBuffer(b, scales)};
+      gatheredTypes = {
+          received.clone(b.getI8Type()),
+          RankedTensorType::get({received.getDimSize(0), hidden / quantGroup(*quantization)},
+                                scaleElementType(b, *quantization))};
+    } else {
+      args = {readBuffer(b, op.getX())};
+      gatheredTypes = {received};
+    }
+    args.append({readBuffer(b, op.getExpertIds()), readBuffer(b, op.getExpertWeights()),
+                 readBuffer(b, op.getExpertRank()), readBuffer(b, buildPlan(b, op))});
+    gatheredTypes.append({localIds, localWeights});
     SmallVector<Value> outs;
     for (RankedTensorType type : gatheredTypes) {
       auto [buffer, view] = writeBuffer(b, type);
@@ -367,7 +389,9 @@ struct ConvertMoEToRuntimePass
     }
     args.push_back(nullStream(b));
     FailureOr<func::FuncOp> callee =
-        declare(op, "moert_ep_gather_into_" + suffix(op.getX().getType()),
+        declare(op,
+                std::string("moert_ep_gather_") + (quantization ? "fp8_" : "") + "into_" +
+                    suffix(op.getX().getType()),
                 b.getFunctionType(ValueRange(args).getTypes(), {b.getI64Type()}));
     FailureOr<func::FuncOp> rankFn =
         declare(op, "moert_rank", b.getFunctionType({}, {b.getI32Type()}), /*cInterface=*/false);
@@ -376,8 +400,13 @@ struct ConvertMoEToRuntimePass
     auto call = func::CallOp::create(b, *callee, args);
     call->setAttr(kStreamOperand, b.getUnitAttr());
     call->setAttr(kGatherSlots, b.getI64IntegerAttr(slots));
-    Value ids = written(b, outs[1], localIds);
-    Value weights = written(b, outs[2], localWeights);
+    Value rows = written(b, outs[0], gatheredTypes[0]);
+    if (quantization) {
+      Value scales = written(b, outs[1], gatheredTypes[1]);
+      rows = dequantizeRows(b, rows, scales, *quantization, received);
+    }
+    Value ids = written(b, outs[outs.size() - 2], localIds);
+    Value weights = written(b, outs.back(), localWeights);
     // Rank r owns experts [r*L, (r+1)*L), L = E / ranks (the runtime checks it).
     Value ranks = arith::ConstantIndexOp::create(b, received.getDimSize(0) / slots);
     Value experts = tensor::DimOp::create(b, op.getExpertRank(), 0);
@@ -406,7 +435,7 @@ struct ConvertMoEToRuntimePass
           Value weight = arith::SelectOp::create(ib, mine, in[1], noWeight);
           linalg::YieldOp::create(ib, ValueRange{id, weight});
         });
-    op.getReceived().replaceAllUsesWith(written(b, outs[0], received));
+    op.getReceived().replaceAllUsesWith(rows);
     op.getLocalIds().replaceAllUsesWith(local.getResult(0));
     op.getLocalWeights().replaceAllUsesWith(local.getResult(1));
     op.getHandle().replaceAllUsesWith(call.getResult(0));

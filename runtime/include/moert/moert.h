@@ -232,7 +232,7 @@ void _mlir_ciface_moert_ep_combine_into_bf16(moert_memref2d *partial, int64_t ha
                                              moert_memref2d *y, void *stream);
 
 /* The all-gather form of the decode layout (plan slots = S > 0, no
- * quantization, rank r owning experts [r*E/R, (r+1)*E/R)): every rank's
+ * quantization (FP8 rows: below), rank r owning experts [r*E/R, (r+1)*E/R)): every rank's
  * block of S token rows lands in `received[R*S, H]`, `gathered_ids` and
  * `gathered_weights` ([R*S, k]): token t of rank r at row r*S + t, rows past
  * rank r's tokens masked (x 0, ids -1, weights 0). The ids stay global (the
@@ -253,6 +253,24 @@ int64_t _mlir_ciface_moert_ep_gather_into_bf16(moert_memref2d *x, moert_memref2d
                                                moert_memref1d *plan, moert_memref2d *received,
                                                moert_memref2d *gathered_ids,
                                                moert_memref2d *gathered_weights, void *stream);
+/* The same exchange of FP8 rows the layer quantized (plan quantization
+ * 1 = fp8g128: `scales` f32 [T, H/128]; 2 = fp8g32ue8m0: UE8M0 exponent
+ * bytes [T, H/32]): `codes[T, H]` (E4M3 bytes) and `scales` land in
+ * `received_codes[R*S, H]` and `received_scales[R*S, H/group]`, masked rows
+ * all 0 (which dequantize to 0). The suffix is the layer's dtype, which the
+ * combine (moert_ep_return_into_*) returns. */
+int64_t _mlir_ciface_moert_ep_gather_fp8_into_f32(moert_memref2d *codes, moert_memref2d *scales,
+                                                  moert_memref2d *ids, moert_memref2d *weights,
+                                                  moert_memref1d *expert_rank, moert_memref1d *plan,
+                                                  moert_memref2d *received_codes,
+                                                  moert_memref2d *received_scales,
+                                                  moert_memref2d *gathered_ids,
+                                                  moert_memref2d *gathered_weights, void *stream);
+int64_t _mlir_ciface_moert_ep_gather_fp8_into_bf16(
+    moert_memref2d *codes, moert_memref2d *scales, moert_memref2d *ids, moert_memref2d *weights,
+    moert_memref1d *expert_rank, moert_memref1d *plan, moert_memref2d *received_codes,
+    moert_memref2d *received_scales, moert_memref2d *gathered_ids, moert_memref2d *gathered_weights,
+    void *stream);
 void _mlir_ciface_moert_ep_return_into_f32(moert_memref2d *partial, int64_t handle,
                                            moert_memref2d *returned, void *stream);
 void _mlir_ciface_moert_ep_return_into_bf16(moert_memref2d *partial, int64_t handle,
