@@ -1054,6 +1054,56 @@ TEST(Hardening, AllGatherExchangeChecksShapesAndHandles) {
   });
 }
 
+/// The FP8 form (UE8M0, H = 32: one scale byte a row) into host buffers.
+struct Fp8GatherCall : GatherCall {
+  uint8_t codes[64] = {}, scales[2] = {}, rcodes[64] = {}, rscales[2] = {};
+  moert_memref2d cm = memref2(codes, 2, 32), scm = memref2(scales, 2, 1);
+  moert_memref2d rcm = memref2(rcodes, 2, 32), rscm = memref2(rscales, 2, 1);
+  Fp8GatherCall() { plan[MOERT_PLAN_QUANTIZATION] = 2; }
+  void gather() {
+    handle = _mlir_ciface_moert_ep_gather_fp8_into_f32(&cm, &scm, &im, &wm, &rm, &planm, &rcm,
+                                                       &rscm, &ridm, &rwm, nullptr);
+  }
+};
+
+TEST(Hardening, Fp8AllGatherChecksItsPlanAndScales) {
+  expectEachFailsByName({
+      {"fp8 rows, plan without quantization",
+       "moert_ep_gather_fp8_into_f32: FP8 codes, but the plan has no quantization",
+       [] {
+         Fp8GatherCall c;
+         c.plan[MOERT_PLAN_QUANTIZATION] = 0;
+         c.gather();
+       }},
+      {"plain rows, quantizing plan",
+       "moert_ep_gather_into_f32: the plan quantizes to FP8; its rows go by "
+       "moert_ep_gather_fp8_into_*",
+       [] {
+         GatherCall c;
+         c.plan[MOERT_PLAN_QUANTIZATION] = 2;
+         std::vector<float> x(64), received(64);
+         c.xm = memref2(x.data(), 2, 32);
+         c.rxm = memref2(received.data(), 2, 32);
+         c.gather();
+       }},
+      {"scales of another width",
+       "moert_ep_gather_fp8_into_f32: scales is [2, 2], codes [2, 32] need [2, 1]",
+       [] {
+         Fp8GatherCall c;
+         uint8_t wide[4] = {};
+         c.scm = memref2(wide, 2, 2);
+         c.gather();
+       }},
+      {"received scales rows",
+       "moert_ep_gather_fp8_into_f32: received_scales is [1, 1], the exchange needs [2, 1]",
+       [] {
+         Fp8GatherCall c;
+         c.rscm.sizes[0] = 1;
+         c.gather();
+       }},
+  });
+}
+
 TEST(Hardening, IntoBuffersHoldTheReceivedRowsThenMasked) {
   ensureLocal();
   Ending e = runInChild([] {
