@@ -139,6 +139,12 @@ def test_fp8_rows_in_the_all_gather_exchange(tmp_path, model, counts, dtype, qua
         assert collectives["dispatch.payload"]["bytes_received"] == (ranks - 1) * slots * HIDDEN
         assert collectives["dispatch.scales"]["bytes_received"] == \
             (ranks - 1) * slots * scale_bytes
+        # The plan report's row: codes, scales, i32 ids and f32 weights, as measured.
+        row = plan["phases"]["decode"]["dispatch_row_bytes"]
+        assert row == HIDDEN + scale_bytes + 8 * plan["top_k"]
+        received = sum(collectives[name]["bytes_received"] for name in
+                       ("dispatch.payload", "dispatch.scales", "dispatch.ids", "dispatch.weights"))
+        assert received == (ranks - 1) * slots * row
 
 
 def test_the_reference_tells_fp8_rows_apart(tmp_path):

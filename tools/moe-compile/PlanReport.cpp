@@ -14,13 +14,15 @@ namespace json = llvm::json;
 
 namespace {
 /// One phase's dispatch: its layout, static workspaces and bytes on the wire.
+/// `allGather`: the decode layout's exchange by all-gather, whose rows carry
+/// i32 ids (moe-compile --ep-all-gather).
 json::Object phaseReport(const moe::LayerShape &shape, moe::DispatchBounds bounds,
-                         llvm::StringRef layoutText) {
+                         llvm::StringRef layoutText, bool allGather = false) {
   json::Array workspaces;
   for (const moe::Workspace &w : moe::planWorkspaces(bounds))
     workspaces.push_back(
         json::Object{{"name", w.name}, {"formula", w.formula}, {"bytes", w.bytes}});
-  const int64_t row = moe::dispatchRowBytes(bounds);
+  const int64_t row = allGather ? moe::gatherRowBytes(bounds) : moe::dispatchRowBytes(bounds);
   moe::WireBytes dispatch =
       bounds.slots ? moe::decodeDispatchBytes(shape, row, bounds.slots, bounds.maxTokens)
                    : moe::prefillDispatchBytes(shape, row, bounds.maxTokens);
@@ -46,14 +48,11 @@ json::Object phaseReport(const moe::LayerShape &shape, moe::DispatchBounds bound
 }
 } // namespace
 
-llvm::Expected<json::Value> moe_compile::planReport(ModuleOp module,
-                                    const moe::MoELayerConfig &config,
-                                    const moe::ParallelLayout &layout,
-                                    llvm::StringRef elementType,
-                                    llvm::StringRef dispatchQuantization,
-                                    bool expertsReadCodes, bool dedupeTp,
-                                    llvm::StringRef funcName,
-                                    int64_t decodeMaxTokens) {
+llvm::Expected<json::Value>
+moe_compile::planReport(ModuleOp module, const moe::MoELayerConfig &config,
+                        const moe::ParallelLayout &layout, llvm::StringRef elementType,
+                        llvm::StringRef dispatchQuantization, bool expertsReadCodes, bool dedupeTp,
+                        llvm::StringRef funcName, int64_t decodeMaxTokens, bool allGather) {
   json::Object plan =
       *moe::layerPlan(config, layout, elementType, funcName).getAsObject();
 
@@ -159,9 +158,15 @@ llvm::Expected<json::Value> moe_compile::planReport(ModuleOp module,
     decodeBounds.capacity = decodeBounds.maxTokens * layout.ep;
     if (auto problem = moe::checkDispatchBounds(decodeBounds))
       return planError(*problem);
+    const bool gathered = allGather && layout.ep > 1;
     json::Object d = phaseReport(shape, decodeBounds,
                                  "fixed slots per rank, masked capacity per expert, "
-                                 "no counts exchanged");
+                                 "no counts exchanged",
+                                 gathered);
+    if (gathered)
+      d["exchange"] = "all-gather: every rank receives every rank's block of slots token rows "
+                      "(global ids, mapped to its experts by the layer); the combine returns "
+                      "block r to rank r, which sums its tokens' rows in rank order";
     d["capacity_per_expert"] = layout.ep > 1 ? decodeBounds.capacity : decodeBounds.maxTokens;
     phases["decode"] = std::move(d);
     phases["selection"] =

@@ -781,16 +781,9 @@ int compileLayer(const char *argv0) {
   if (!planFile.empty()) {
     llvm::Expected<llvm::json::Value> report = moe_compile::planReport(
         *module, *config, layout(), dtype, dispatchQuant, expertsReadCodes(), !noTpDedupe, entry,
-        decodeMaxTokens);
+        decodeMaxTokens, epAllGather);
     if (!report)
       return fail(llvm::toString(report.takeError()));
-    if (epAllGather)
-      if (llvm::json::Object *phases = report->getAsObject()->getObject("phases"))
-        if (llvm::json::Object *decode = phases->getObject("decode"))
-          (*decode)["exchange"] =
-              "all-gather: every rank receives every rank's block of slots token rows "
-              "(global ids, mapped to its experts by the layer); the combine returns block r "
-              "to rank r, which sums its tokens' rows in rank order";
     if (target == Target::Cpu)
       (*report->getAsObject())["code_generation"] =
           codeGenerationReport(**machine, config->keepFp8Weights);

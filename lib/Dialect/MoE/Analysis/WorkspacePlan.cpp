@@ -46,6 +46,13 @@ int64_t mlir::moe::dispatchRowBytes(const DispatchBounds &b) {
   return c.ok() ? bytes : -1;
 }
 
+int64_t mlir::moe::gatherRowBytes(const DispatchBounds &b) {
+  CheckedSize c;
+  int64_t bytes =
+      c.add(b.wireActivationBytes, c.mul(b.topK, int64_t(sizeof(int32_t) + sizeof(float))));
+  return c.ok() ? bytes : -1;
+}
+
 int64_t mlir::moe::plannedSendRows(const DispatchBounds &b) {
   CheckedSize c;
   int64_t rows = b.slots ? c.mul(b.ep, b.slots) : c.mul(b.maxTokens, std::min(b.topK, b.ep));

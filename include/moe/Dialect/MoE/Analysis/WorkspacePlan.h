@@ -42,6 +42,9 @@ std::optional<std::string> checkDispatchBounds(const DispatchBounds &bounds);
 /// ids and f32 weights. The three functions below return -1 when a size
 /// overflows int64_t or is negative (checked arithmetic).
 int64_t dispatchRowBytes(const DispatchBounds &bounds);
+/// The all-gather exchange's row: activations, then top-k i32 global ids
+/// and f32 weights, as the layer's buffers hold them (-1 on overflow).
+int64_t gatherRowBytes(const DispatchBounds &bounds);
 /// Rows a rank sends at most: every token to min(top-k, ep) ranks (prefill),
 /// or ep blocks of `slots` rows (decode).
 int64_t plannedSendRows(const DispatchBounds &bounds);
