@@ -111,7 +111,7 @@ cl::opt<bool> fp8Gemm(
     "fp8-gemm",
     cl::desc("With --dispatch-quant, the expert GEMM reads the FP8 codes and "
              "scales as they arrived (=false: the receiver dequantizes; "
-             "--target cuda always dequantizes for now)"),
+             "--target cuda and --ep-into-buffers always dequantize for now)"),
     cl::init(true), cl::cat(category));
 cl::opt<int64_t> decodeMaxTokens(
     "decode-max-tokens",
@@ -203,8 +203,9 @@ cl::opt<Target> target(
     cl::cat(category));
 
 /// Whether the expert GEMM takes an FP8 dispatch's codes (the GPU's bf16
-/// GEMMs do not yet: its receiver dequantizes).
-bool expertsReadCodes() { return fp8Gemm && target != Target::Cuda; }
+/// GEMMs do not yet, nor the CPU's exchange into buffers, which stands in
+/// for the GPU's: their receiver dequantizes).
+bool expertsReadCodes() { return fp8Gemm && target != Target::Cuda && !epIntoBuffers; }
 cl::opt<std::string> chip(
     "chip",
     cl::desc("With --target cuda, the GPU to build the kernels for: sm_90a "
@@ -443,9 +444,9 @@ std::optional<std::string> optionProblem() {
   if (epAllGather && physicalExperts > 0)
     return "--ep-all-gather takes no placement (--physical-experts): each rank owns a "
            "block of experts";
-  if (epIntoBuffers && dispatchQuant != "none" && fp8Gemm)
-    return "--ep-into-buffers dequantizes an FP8 dispatch on receipt: it needs "
-           "--fp8-gemm=false";
+  if (epIntoBuffers && dispatchQuant != "none" && given(fp8Gemm) && fp8Gemm)
+    return "--ep-into-buffers dequantizes an FP8 dispatch on receipt: it takes no "
+           "--fp8-gemm=true";
   if (target == Target::Cuda && !llvm::is_contained(kChips, chip.getValue()))
     return "--chip must be one of sm_90a, sm_90, sm_89, sm_80, got '" + chip + "'";
   if (target == Target::Cpu && given(chip))
@@ -808,7 +809,7 @@ int compileLayer(const char *argv0) {
   cpuOptions.packedMinRows = packedMinRowsFor(**machine, config && config->keepFp8Weights);
   cpuOptions.dispatchQuantization = dispatchQuant;
   cpuOptions.dedupeTp = !noTpDedupe;
-  cpuOptions.fp8Gemm = fp8Gemm;
+  cpuOptions.fp8Gemm = expertsReadCodes();
   cpuOptions.epIntoBuffers = epIntoBuffers;
   cpuOptions.epAllGather = epAllGather;
   moe::CudaPipelineOptions cudaOptions;
