@@ -159,3 +159,90 @@ def test_the_reference_tells_fp8_rows_apart(tmp_path):
                                        "uniform", main_job.TOLERANCE["f32"], tmp_path,
                                        token_counts=[4, 3], phase="decode")
     assert done.returncode != 0 and not any(r["ok"] for r in results)
+
+
+# The all-gather exchange with a placement: each choice's replica, chosen by the layer.
+PLACED_SLOTS = 6
+PHYS_TO_LOG = np.array([0, 1, 2, 3, 0, 0], np.int32)  # expert 0 on three slots
+SHARE = np.array([0.25, 1, 1, 1, 0.5, 0.25], np.float32)
+
+
+def placed_source():
+    x = f"tensor<?x{HIDDEN}xf32>"
+    return f"""
+func.func @gather(%x: {x}, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                  %p: tensor<{PLACED_SLOTS}xi32>, %s: tensor<{PLACED_SLOTS}xf32>)
+    -> (tensor<{SLOTS}x2xi32>, tensor<{SLOTS}x2xf32>) attributes {{llvm.emit_c_interface}} {{
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w placement(%p, %s) capacity = {SLOTS} ep = 1
+      max_tokens = {SLOTS} slots = {SLOTS}
+    : ({x}, tensor<?x2xi32>, tensor<?x2xf32>, tensor<{PLACED_SLOTS}xi32>,
+       tensor<{PLACED_SLOTS}xf32>)
+      -> (tensor<{SLOTS}x{HIDDEN}xf32>, tensor<{SLOTS}x2xi32>, tensor<{SLOTS}x2xf32>, i64)
+  return %li, %lw : tensor<{SLOTS}x2xi32>, tensor<{SLOTS}x2xf32>
+}}
+"""
+
+
+def replica_of(expert, n):
+    """The documented rule (docs/Runtime.md), in float32 as the layer computes it."""
+    u = np.float32(((n * 0x9E3779B9) & 0xFFFFFFFF) >> 8) * np.float32(2.0 ** -24)
+    shares = np.where(PHYS_TO_LOG == expert, SHARE, np.float32(0))
+    total, running, last = np.float32(0), np.float32(0), -1
+    for s in shares:
+        total = np.float32(total + s)
+    for slot, s in enumerate(shares):
+        running = np.float32(running + s)
+        if s > 0:
+            last = slot
+            if u < np.float32(running / total):
+                return slot
+    return last
+
+
+def test_the_layer_chooses_replicas_by_their_shares(tmp_path, local_runtime):
+    library = compile_mlir(placed_source(), tmp_path, "gather_placed",
+                           extra=["--ep-into-buffers", "--ep-all-gather"])
+    fn = CompiledFunction(library, "gather", [(2, np.int32), (2, np.float32)])
+    rng = np.random.default_rng(3)
+    chosen = []
+    for _ in range(64):
+        ids = rng.integers(0, 4, (SLOTS, 2)).astype(np.int32)
+        ids[:, 1] = np.where(ids[:, 1] == ids[:, 0], -1, ids[:, 1])  # some choices empty
+        weights = rng.uniform(0.1, 1, (SLOTS, 2)).astype(np.float32)
+        local, local_weights = fn(np.zeros((SLOTS, HIDDEN), np.float32), ids, weights,
+                                  PHYS_TO_LOG, SHARE)
+        for t in range(SLOTS):
+            for j in range(2):
+                if ids[t, j] < 0:
+                    assert local[t, j] == -1 and local_weights[t, j] == 0
+                    continue
+                want = replica_of(ids[t, j], t * 2 + j)
+                assert local[t, j] == want and local_weights[t, j] == weights[t, j]
+                if ids[t, j] == 0:
+                    chosen.append(want)
+    # Expert 0's choices follow its shares (0.25 / 0.5 / 0.25 of 1) on slots 0, 4, 5.
+    counts = np.bincount(chosen, minlength=PLACED_SLOTS)[[0, 4, 5]] / len(chosen)
+    assert np.allclose(counts, [0.25, 0.5, 0.25], atol=0.06), counts
+
+
+@pytest.mark.parametrize("quant", ["none", "fp8-e4m3-g32-ue8m0"])
+def test_a_placement_in_the_all_gather_exchange(tmp_path, quant):
+    """ep 2, 8 experts on 10 slots (experts 0 and 1 twice): every rank's output as
+    the reference's, whichever replica each choice went to."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**CONFIGS["qwen3"], "hidden_size": 64}))
+    library, plan = compile_config(config, tmp_path, ep=2, max_tokens_per_rank=32,
+                                   decode_max_tokens=4, physical_experts=10,
+                                   dispatch_quant=quant, fp8_gemm=quant == "none",
+                                   ep_into_buffers=True, ep_all_gather=True)
+    assert (f"moert_ep_gather_placed_{'fp8_' if quant != 'none' else ''}into_f32".encode()
+            in library.read_bytes())
+    placement = tmp_path / "placement.json"
+    placement.write_text(json.dumps({"layers": [{
+        "phy2log": [0, 1, 2, 3, 4, 5, 6, 7, 0, 1], "share": [0.5, 0.3, 1, 1, 1, 1, 1, 1, 0.5, 0.7]}]}))
+    results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", 2, 4, 7,
+                                       "uniform", main_job.TOLERANCE["f32"], tmp_path,
+                                       token_counts=[4, 3], phase="decode", placement=placement,
+                                       expert_rows_quantization=quant)
+    assert done.returncode == 0, done.stderr
+    assert len(results) == 2 and all(r["ok"] for r in results), results

@@ -7,14 +7,14 @@
 using namespace moert;
 
 Status moert::gatherProblem(const GatherInput &in, int ranks) {
-  if (in.experts % ranks != 0) {
+  if (in.expertRank && in.experts % ranks != 0) {
     MessageStream os;
     os << "dispatch: the all-gather dispatch needs the " << in.experts
        << " experts in equal blocks by rank, which " << ranks << " ranks do not divide";
     return os.str();
   }
   const int64_t local = in.experts / ranks;
-  for (int64_t e = 0; e < in.experts; ++e)
+  for (int64_t e = 0; in.expertRank && e < in.experts; ++e)
     if (in.expertRank[e] != e / local) {
       MessageStream os;
       os << "dispatch: expert_rank[" << e << "] = " << in.expertRank[e]

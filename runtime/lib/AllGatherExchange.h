@@ -23,14 +23,14 @@ namespace moert {
 struct GatherInput {
   int64_t tokens = 0, topK = 0;
   const int32_t *expertIds = nullptr;  ///< [tokens, topK], host memory
-  const int32_t *expertRank = nullptr; ///< [experts], host memory
+  const int32_t *expertRank = nullptr; ///< [experts], host memory; null: a placement
   int64_t experts = 0;
 };
 
 /// Why this rank cannot take part (every rank then fails with it), or
-/// nothing: every id an expert or -1, and the experts in equal blocks by
-/// rank (rank r owns [r*E/R, (r+1)*E/R)), which is what the compiled code's
-/// map from global to local ids assumes.
+/// nothing: every id an expert or -1, and (without a placement) the experts
+/// in equal blocks by rank (rank r owns [r*E/R, (r+1)*E/R)), which is what
+/// the compiled code's map from global to local ids assumes.
 Status gatherProblem(const GatherInput &in, int ranks);
 
 /// The combine's exchange: block r of `partial` (`blockBytes` each) goes to

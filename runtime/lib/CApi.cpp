@@ -14,6 +14,7 @@
 #include "ExpertParallel.h"
 #include "Fatal.h"
 #include "LocalCommunicator.h"
+#include "Placement.h"
 #include "PlanCheck.h"
 #include "Quantize.h"
 #include "TensorParallel.h"
@@ -568,6 +569,10 @@ DeviceStaging exchangeStaging(const char *entry, const char *collective, void *s
 struct GatherRows {
   moert_memref2d *x = nullptr, *scales = nullptr, *out = nullptr, *outScales = nullptr;
 };
+/// Where the experts live: blocks by rank (`expertRank`), or a placement.
+struct GatherMap {
+  moert_memref1d *expertRank = nullptr, *physToLog = nullptr, *share = nullptr;
+};
 
 /// The all-gather dispatch (AllGatherExchange.h) into `out*[ranks*slots]`;
 /// returns the handle for its combine. With the nccl backend the device
@@ -575,13 +580,13 @@ struct GatherRows {
 /// and all-gathered after it on the layer's stream); with mpi device
 /// buffers are staged through the host.
 int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moert_memref2d *weights,
-                   moert_memref1d *expertRank, moert_memref1d *plan, moert_memref2d *outIds,
+                   GatherMap map, moert_memref1d *plan, moert_memref2d *outIds,
                    moert_memref2d *outWeights, void *stream, int64_t elementBytes) {
   Collectives &coll = collectivesOrDie(entry);
   PhaseTimer timer{coll.counters(), "dispatch"};
-  const bool fp8 = rows.scales != nullptr;
-  DispatchArgs args = dispatchArgs(/*keepCodes=*/false, /*placed=*/false, rows.x, ids, weights,
-                                   expertRank, nullptr, nullptr, plan, elementBytes);
+  const bool fp8 = rows.scales != nullptr, placed = map.physToLog != nullptr;
+  DispatchArgs args = dispatchArgs(/*keepCodes=*/false, placed, rows.x, ids, weights,
+                                   map.expertRank, map.physToLog, map.share, plan, elementBytes);
   args.xElementBytes = fp8 ? 1 : 0;
   DispatchCheck checked;
   if (Status e = checkDispatchArgs(args, checked))
@@ -618,16 +623,26 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
   checkBlocks(entry, "dispatch.payload", outWeights, "gathered_weights", all, k, 4);
   const DeviceStaging staging = exchangeStaging(entry, "dispatch.payload", stream);
   const bool nccl = std::strcmp(coll.backend(), "nccl") == 0;
-  std::vector<uint8_t> idsHost, rankHost;
+  std::vector<uint8_t> idsHost, rankHost, shareHost;
   moert_memref2d hids = staged(staging, idsHost, *ids, 4);
-  moert_memref1d hrank = staged(staging, rankHost, *expertRank, 4);
+  moert_memref1d hmap = staged(staging, rankHost, placed ? *map.physToLog : *map.expertRank, 4);
+  moert_memref1d hshare = placed ? staged(staging, shareHost, *map.share, 4) : moert_memref1d{};
   staging.wait();
   GatherInput in;
   in.tokens = t;
   in.topK = k;
   in.expertIds = reinterpret_cast<const int32_t *>(dataOf(hids, 4));
-  in.expertRank = reinterpret_cast<const int32_t *>(dataOf(hrank, 4));
-  in.experts = expertRank->sizes[0];
+  in.experts = hmap.sizes[0];
+  if (placed) { // the layer chooses the replicas; the placement must be sound
+    Placement placement;
+    if (Status e = Placement::fromReplicas(reinterpret_cast<const int32_t *>(dataOf(hmap, 4)),
+                                           reinterpret_cast<const float *>(dataOf(hshare, 4)),
+                                           hmap.sizes[0], int(ranks), fields.experts, placement))
+      fatal("dispatch.payload", *e);
+    in.experts = placement.experts();
+  } else {
+    in.expertRank = reinterpret_cast<const int32_t *>(dataOf(hmap, 4));
+  }
   if (Status e = gatherProblem(in, int(ranks)))
     fatal("dispatch.payload", *e);
   CallSignature signature;
@@ -636,7 +651,7 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
   signature.set(CallSignature::Dtype, elementBytes);
   signature.set(CallSignature::Ep, fields.ranks);
   signature.set(CallSignature::Experts, in.experts);
-  signature.set(CallSignature::Entry, 4); // bit 2: the all-gather form
+  signature.set(CallSignature::Entry, 4 | (placed ? 1 : 0)); // bit 2: the all-gather form
   signature.set(CallSignature::PlanHash, int64_t(planHash(fields)));
   Collectives::SignatureScope scope(coll, signature);
   struct Part {
@@ -1003,10 +1018,21 @@ MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_bf16, 2)
                               moert_memref2d *gatheredWeights, void *stream) {                     \
     int64_t handle = 0;                                                                            \
     guardFatal(#NAME, "dispatch.payload", [&] {                                                    \
-      GatherRows rows;                                                                             \
-      rows.x = x;                                                                                  \
-      rows.out = received;                                                                         \
-      handle = gatherInto(#NAME, rows, ids, weights, expertRank, plan, gatheredIds,                \
+      handle = gatherInto(#NAME, GatherRows{x, nullptr, received, nullptr}, ids, weights,          \
+                          GatherMap{expertRank, nullptr, nullptr}, plan, gatheredIds,              \
+                          gatheredWeights, stream, BYTES);                                         \
+    });                                                                                            \
+    return handle;                                                                                 \
+  }
+#define MOERT_GATHER_PLACED_INTO_ENTRY(NAME, BYTES)                                                \
+  int64_t _mlir_ciface_##NAME(                                                                     \
+      moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights, moert_memref1d *physToLog,  \
+      moert_memref1d *share, moert_memref1d *plan, moert_memref2d *received,                       \
+      moert_memref2d *gatheredIds, moert_memref2d *gatheredWeights, void *stream) {                \
+    int64_t handle = 0;                                                                            \
+    guardFatal(#NAME, "dispatch.payload", [&] {                                                    \
+      handle = gatherInto(#NAME, GatherRows{x, nullptr, received, nullptr}, ids, weights,          \
+                          GatherMap{nullptr, physToLog, share}, plan, gatheredIds,                 \
                           gatheredWeights, stream, BYTES);                                         \
     });                                                                                            \
     return handle;                                                                                 \
@@ -1020,7 +1046,22 @@ MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_bf16, 2)
     int64_t handle = 0;                                                                            \
     guardFatal(#NAME, "dispatch.payload", [&] {                                                    \
       handle = gatherInto(#NAME, GatherRows{codes, scales, receivedCodes, receivedScales}, ids,    \
-                          weights, expertRank, plan, gatheredIds, gatheredWeights, stream, BYTES); \
+                          weights, GatherMap{expertRank, nullptr, nullptr}, plan, gatheredIds,     \
+                          gatheredWeights, stream, BYTES);                                         \
+    });                                                                                            \
+    return handle;                                                                                 \
+  }
+#define MOERT_GATHER_PLACED_FP8_INTO_ENTRY(NAME, BYTES)                                            \
+  int64_t _mlir_ciface_##NAME(                                                                     \
+      moert_memref2d *codes, moert_memref2d *scales, moert_memref2d *ids, moert_memref2d *weights, \
+      moert_memref1d *physToLog, moert_memref1d *share, moert_memref1d *plan,                      \
+      moert_memref2d *receivedCodes, moert_memref2d *receivedScales, moert_memref2d *gatheredIds,  \
+      moert_memref2d *gatheredWeights, void *stream) {                                             \
+    int64_t handle = 0;                                                                            \
+    guardFatal(#NAME, "dispatch.payload", [&] {                                                    \
+      handle = gatherInto(#NAME, GatherRows{codes, scales, receivedCodes, receivedScales}, ids,    \
+                          weights, GatherMap{nullptr, physToLog, share}, plan, gatheredIds,        \
+                          gatheredWeights, stream, BYTES);                                         \
     });                                                                                            \
     return handle;                                                                                 \
   }
@@ -1034,6 +1075,10 @@ MOERT_GATHER_INTO_ENTRY(moert_ep_gather_into_f32, 4)
 MOERT_GATHER_INTO_ENTRY(moert_ep_gather_into_bf16, 2)
 MOERT_GATHER_FP8_INTO_ENTRY(moert_ep_gather_fp8_into_f32, 4)
 MOERT_GATHER_FP8_INTO_ENTRY(moert_ep_gather_fp8_into_bf16, 2)
+MOERT_GATHER_PLACED_INTO_ENTRY(moert_ep_gather_placed_into_f32, 4)
+MOERT_GATHER_PLACED_INTO_ENTRY(moert_ep_gather_placed_into_bf16, 2)
+MOERT_GATHER_PLACED_FP8_INTO_ENTRY(moert_ep_gather_placed_fp8_into_f32, 4)
+MOERT_GATHER_PLACED_FP8_INTO_ENTRY(moert_ep_gather_placed_fp8_into_bf16, 2)
 MOERT_RETURN_INTO_ENTRY(moert_ep_return_into_f32, 4)
 MOERT_RETURN_INTO_ENTRY(moert_ep_return_into_bf16, 2)
 

@@ -1066,6 +1066,33 @@ struct Fp8GatherCall : GatherCall {
   }
 };
 
+TEST(Hardening, PlacedAllGatherChecksThePlacement) {
+  auto gatherPlaced = [](GatherCall &c) {
+    _mlir_ciface_moert_ep_gather_placed_into_f32(&c.xm, &c.im, &c.wm, &c.pm, &c.sm, &c.planm,
+                                                 &c.rxm, &c.ridm, &c.rwm, nullptr);
+  };
+  expectEachFailsByName({
+      {"slot of no expert", "placement: phys_to_log[1] = -3 is not an expert",
+       [&] {
+         GatherCall c;
+         c.physToLog[1] = -3;
+         gatherPlaced(c);
+       }},
+      {"negative share", "placement: replica_share[0] = -1 is not a finite share >= 0",
+       [&] {
+         GatherCall c;
+         c.share[0] = -1;
+         gatherPlaced(c);
+       }},
+      {"id past the experts", "dispatch: expert_ids[1,0] = 2 is not an expert of the 2",
+       [&] {
+         GatherCall c;
+         c.ids[1] = 2;
+         gatherPlaced(c);
+       }},
+  });
+}
+
 TEST(Hardening, Fp8AllGatherChecksItsPlanAndScales) {
   expectEachFailsByName({
       {"fp8 rows, plan without quantization",

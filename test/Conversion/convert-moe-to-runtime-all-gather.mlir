@@ -20,10 +20,10 @@
 // CHECK: %[[H:.+]] = call @moert_ep_gather_into_bf16({{.+}}) {moe.gather_slots = 4 : i64, moe.stream_operand}
 // CHECK: %[[GI:.+]] = bufferization.to_tensor %[[RI]] restrict writable
 // CHECK: %[[GW:.+]] = bufferization.to_tensor %[[RW]] restrict writable
+// CHECK: %[[RANK:.+]] = call @moert_rank() : () -> i32
 // CHECK: %[[E:.+]] = tensor.dim %{{.+}}, %c0 : tensor<8xi32>
 // CHECK: %[[L:.+]] = arith.divui %[[E]], %c2 : index
 // CHECK: %[[LI:.+]] = arith.index_cast %[[L]] : index to i32
-// CHECK: %[[RANK:.+]] = call @moert_rank() : () -> i32
 // CHECK: %[[FIRST:.+]] = arith.muli %[[RANK]], %[[LI]] : i32
 // CHECK: linalg.generic {indexing_maps = [#[[ID]], #[[ID]], #[[ID]], #[[ID]]], iterator_types = ["parallel", "parallel"]} ins(%[[GI]], %[[GW]] :
 // CHECK: ^bb0(%[[ID_:.+]]: i32, %[[WT:.+]]: f32,
@@ -110,4 +110,33 @@ func.func @decode_fp8(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<?
   %p = arith.mulf %r, %r : tensor<8x64xbf16>
   %y = moe.ep_combine %p, %h : (tensor<8x64xbf16>, i64) -> tensor<?x64xbf16>
   return %y : tensor<?x64xbf16>
+}
+
+// -----
+
+// Tests that with a placement the layer chooses each choice's replica: each slot's cumulative share
+// of its expert (a loop over the slots), then per gathered choice the first replica whose
+// cumulative share passes the choice's golden-ratio point, kept where it is one of this rank's
+// 5 slots.
+// CHECK-DAG: func.func private @moert_ep_gather_placed_into_f32(memref<?x?xf32>, memref<?x?xi32>, memref<?x?xf32>, memref<?xi32>, memref<?xf32>, memref<?xi64>, memref<?x?xf32>, memref<?x?xi32>, memref<?x?xf32>, !llvm.ptr) -> i64 attributes {llvm.emit_c_interface}
+// CHECK-LABEL: func.func @decode_placed
+// CHECK: %[[H:.+]] = call @moert_ep_gather_placed_into_f32({{.+}}) {moe.gather_slots = 4 : i64, moe.stream_operand}
+// CHECK: %[[RANK:.+]] = call @moert_rank() : () -> i32
+// CHECK: %[[UPTO:.+]] = linalg.generic {{.+}} ins(%{{.+}} : tensor<10xi32>) outs(%{{.+}} : tensor<10xf32>)
+// CHECK: scf.for
+// CHECK: arith.divf
+// CHECK: linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<8x2xi32>, tensor<8x2xf32>)
+// CHECK: linalg.index 0
+// CHECK: arith.constant -1640531527 : i32
+// CHECK: scf.for {{.+}} iter_args
+// CHECK: tensor.extract %[[UPTO]]
+// CHECK: call @moert_ep_return_into_f32(%{{.+}}, %[[H]], %{{.+}}, %{{.+}}) {moe.stream_operand}
+func.func @decode_placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                         %p: tensor<10xi32>, %s: tensor<10xf32>) -> tensor<?x64xf32> {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w placement(%p, %s) capacity = 8 ep = 2
+      max_tokens = 4 slots = 4
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<10xi32>, tensor<10xf32>)
+      -> (tensor<8x64xf32>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
+  %y = moe.ep_combine %r, %h : (tensor<8x64xf32>, i64) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
 }

@@ -182,6 +182,7 @@ def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::linalg::LinalgDialect",
+                           "::mlir::scf::SCFDialect",
                            "::mlir::LLVM::LLVMDialect"];
 }
 

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/SymbolTable.h"
@@ -335,6 +336,163 @@ struct ConvertMoEToRuntimePass
                        {readBuffer(b, op.getPartial()), op.getHandle(), view}, buffer);
   }
 
+  /// Rank r owns experts [r*L, (r+1)*L), L = E / ranks (the runtime checks
+  /// it): this rank's local ids of the gathered global ones, and their weights.
+  static std::pair<Value, Value> localChoices(ImplicitLocOpBuilder &b, EpDispatchOp op, Value ids,
+                                              Value weights, Value rank, Value ranks) {
+    Value experts = tensor::DimOp::create(b, op.getExpertRank(), 0);
+    Value perRank =
+        arith::IndexCastOp::create(b, b.getI32Type(), arith::DivUIOp::create(b, experts, ranks));
+    Value first = arith::MulIOp::create(b, rank, perRank);
+    return mapChoices(b, ids, weights, [&](ImplicitLocOpBuilder &ib, Value id, Value, Value) {
+      Value offset = arith::SubIOp::create(ib, id, first);
+      Value zero = arith::ConstantIntOp::create(ib, ib.getI32Type(), 0);
+      Value atLeast = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, offset, zero);
+      Value below = arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, offset, perRank);
+      return std::make_pair(Value(arith::AndIOp::create(ib, atLeast, below)), offset);
+    });
+  }
+
+  /// Each slot's cumulative share of its expert, normalized to end at 1:
+  /// (shares of the expert's slots up to p) / (all its slots' shares).
+  static Value cumulativeShares(ImplicitLocOpBuilder &b, Value physToLog, Value share) {
+    auto type = cast<RankedTensorType>(share.getType());
+    Value slotCount = tensor::DimOp::create(b, physToLog, 0);
+    SmallVector<Value> dynamic;
+    if (type.isDynamicDim(0))
+      dynamic.push_back(slotCount);
+    Value init = tensor::EmptyOp::create(b, type.getShape(), b.getF32Type(), dynamic);
+    auto map = b.getMultiDimIdentityMap(1);
+    return linalg::GenericOp::create(
+               b, TypeRange{type}, ValueRange{physToLog}, ValueRange{init},
+               SmallVector<AffineMap>(2, map),
+               SmallVector<utils::IteratorType>{utils::IteratorType::parallel},
+               [&](OpBuilder &nb, Location loc, ValueRange in) {
+                 ImplicitLocOpBuilder ib(loc, nb);
+                 Value slot = linalg::IndexOp::create(ib, 0);
+                 Value zero = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0.0f));
+                 auto sums = scf::ForOp::create(
+                     ib, arith::ConstantIndexOp::create(ib, 0), slotCount,
+                     arith::ConstantIndexOp::create(ib, 1), ValueRange{zero, zero},
+                     [&](OpBuilder &lb, Location l, Value q, ValueRange acc) {
+                       ImplicitLocOpBuilder lq(l, lb);
+                       Value same = arith::CmpIOp::create(
+                           lq, arith::CmpIPredicate::eq,
+                           tensor::ExtractOp::create(lq, physToLog, q), in[0]);
+                       Value s = arith::SelectOp::create(
+                           lq, same, tensor::ExtractOp::create(lq, share, q), zero);
+                       Value upTo = arith::CmpIOp::create(lq, arith::CmpIPredicate::ule, q, slot);
+                       Value total = arith::AddFOp::create(lq, acc[0], s);
+                       Value before = arith::AddFOp::create(
+                           lq, acc[1], arith::SelectOp::create(lq, upTo, s, zero));
+                       scf::YieldOp::create(lq, ValueRange{total, before});
+                     });
+                 linalg::YieldOp::create(ib, ValueRange{arith::DivFOp::create(ib, sums.getResult(1),
+                                                                              sums.getResult(0))});
+               })
+        .getResult(0);
+  }
+
+  /// With a placement (slot p on rank p / S, S = P / ranks): choice j of
+  /// gathered row g goes to the first replica of its expert with a share
+  /// whose cumulative share passes u = frac(n * 0.6180339887...) (n = g*k +
+  /// j, in 32-bit fixed point: the same on every rank and device; the last
+  /// replica with a share where rounding leaves none); this rank keeps it
+  /// (local id p - rank*S) where that replica is one of its slots.
+  static std::pair<Value, Value> localChoicesPlaced(ImplicitLocOpBuilder &b, EpDispatchOp op,
+                                                    Value ids, Value weights, Value rank,
+                                                    Value ranks) {
+    Value physToLog = op.getPhysToLog(), share = op.getReplicaShare();
+    Value upTo = cumulativeShares(b, physToLog, share);
+    Value slotCount = tensor::DimOp::create(b, physToLog, 0);
+    Value perRank =
+        arith::IndexCastOp::create(b, b.getI32Type(), arith::DivUIOp::create(b, slotCount, ranks));
+    Value first = arith::MulIOp::create(b, rank, perRank);
+    const int64_t topK = cast<RankedTensorType>(ids.getType()).getDimSize(1);
+    return mapChoices(
+        b, ids, weights, [&](ImplicitLocOpBuilder &ib, Value id, Value row, Value choice) {
+          auto i32 = ib.getI32Type();
+          auto f32 = ib.getF32Type();
+          Value n = arith::IndexCastOp::create(
+              ib, i32,
+              arith::AddIOp::create(
+                  ib, arith::MulIOp::create(ib, row, arith::ConstantIndexOp::create(ib, topK)),
+                  choice));
+          Value hashed = arith::MulIOp::create(
+              ib, n, arith::ConstantIntOp::create(ib, i32, int64_t(int32_t(0x9E3779B9u))));
+          Value top24 =
+              arith::ShRUIOp::create(ib, hashed, arith::ConstantIntOp::create(ib, i32, 8));
+          Value u =
+              arith::MulFOp::create(ib, arith::UIToFPOp::create(ib, f32, top24),
+                                    arith::ConstantOp::create(ib, ib.getF32FloatAttr(0x1p-24f)));
+          Value zeroF = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0.0f));
+          Value none = arith::ConstantIntOp::create(ib, i32, -1);
+          auto walk = scf::ForOp::create(
+              ib, arith::ConstantIndexOp::create(ib, 0), slotCount,
+              arith::ConstantIndexOp::create(ib, 1), ValueRange{none, none},
+              [&](OpBuilder &lb, Location loc, Value p, ValueRange acc) {
+                ImplicitLocOpBuilder l(loc, lb);
+                Value holds = arith::CmpIOp::create(l, arith::CmpIPredicate::eq,
+                                                    tensor::ExtractOp::create(l, physToLog, p), id);
+                Value positive = arith::CmpFOp::create(
+                    l, arith::CmpFPredicate::OGT, tensor::ExtractOp::create(l, share, p), zeroF);
+                Value held = arith::AndIOp::create(l, holds, positive);
+                Value slot = arith::IndexCastOp::create(l, i32, p);
+                Value last = arith::SelectOp::create(l, held, slot, acc[1]);
+                Value unset =
+                    arith::CmpIOp::create(l, arith::CmpIPredicate::slt, acc[0], zeroInt(l));
+                Value passes = arith::CmpFOp::create(l, arith::CmpFPredicate::OLT, u,
+                                                     tensor::ExtractOp::create(l, upTo, p));
+                Value take =
+                    arith::AndIOp::create(l, arith::AndIOp::create(l, unset, held), passes);
+                scf::YieldOp::create(
+                    l, ValueRange{arith::SelectOp::create(l, take, slot, acc[0]), last});
+              });
+          Value found =
+              arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, walk.getResult(0), zeroInt(ib));
+          Value chosen = arith::SelectOp::create(ib, found, walk.getResult(0), walk.getResult(1));
+          Value offset = arith::SubIOp::create(ib, chosen, first);
+          Value atLeast = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, offset, zeroInt(ib));
+          Value below = arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, offset, perRank);
+          Value valid = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, id, zeroInt(ib));
+          Value mine = arith::AndIOp::create(ib, valid, arith::AndIOp::create(ib, atLeast, below));
+          return std::make_pair(mine, offset);
+        });
+  }
+
+  static Value zeroInt(ImplicitLocOpBuilder &b) {
+    return arith::ConstantIntOp::create(b, b.getI32Type(), 0);
+  }
+
+  /// The local ids and weights of the gathered choices: `mineAndLocal(id,
+  /// row, choice)` says whether this rank takes the choice and its local id;
+  /// the others get -1 and weight 0.
+  template <typename F>
+  static std::pair<Value, Value> mapChoices(ImplicitLocOpBuilder &b, Value ids, Value weights,
+                                            F mineAndLocal) {
+    auto idsType = cast<RankedTensorType>(ids.getType());
+    auto weightsType = cast<RankedTensorType>(weights.getType());
+    auto map = b.getMultiDimIdentityMap(2);
+    SmallVector<utils::IteratorType> parallel(2, utils::IteratorType::parallel);
+    Value idsInit = tensor::EmptyOp::create(b, idsType.getShape(), idsType.getElementType());
+    Value weightsInit =
+        tensor::EmptyOp::create(b, weightsType.getShape(), weightsType.getElementType());
+    auto local = linalg::GenericOp::create(
+        b, TypeRange{idsType, weightsType}, ValueRange{ids, weights},
+        ValueRange{idsInit, weightsInit}, SmallVector<AffineMap>(4, map), parallel,
+        [&](OpBuilder &nb, Location loc, ValueRange in) {
+          ImplicitLocOpBuilder ib(loc, nb);
+          Value row = linalg::IndexOp::create(ib, 0), choice = linalg::IndexOp::create(ib, 1);
+          auto [mine, localId] = mineAndLocal(ib, in[0], row, choice);
+          Value none = arith::ConstantIntOp::create(ib, ib.getI32Type(), -1);
+          Value noWeight = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0));
+          Value id = arith::SelectOp::create(ib, mine, localId, none);
+          Value weight = arith::SelectOp::create(ib, mine, in[1], noWeight);
+          linalg::YieldOp::create(ib, ValueRange{id, weight});
+        });
+    return {local.getResult(0), local.getResult(1)};
+  }
+
   /// The all-gather form of a decode-layout dispatch (moert.h's
   /// moert_ep_gather_[fp8_]into_*): every rank's block of S token rows with
   /// global ids, then this rank's view of them: local ids (id - rank*E/R
@@ -343,9 +501,10 @@ struct ConvertMoEToRuntimePass
   /// and scales travel, and it dequantizes what it received.
   LogicalResult lowerGatherInto(EpDispatchOp op) {
     const int64_t slots = int64_t(*op.getSlots());
-    if (op.getPhysToLog())
+    const bool placed = static_cast<bool>(op.getPhysToLog());
+    if (op.getPerBatchReplicas())
       return op.emitOpError("convert-moe-to-runtime{all-gather-slots}: the all-gather "
-                            "dispatch takes no placement");
+                            "dispatch chooses replicas by the placement's shares, not per batch");
     if (op.getReceivedScales())
       return op.emitOpError("convert-moe-to-runtime{all-gather-slots}: FP8 codes for the "
                             "experts (received_scales) are not kept: the layer dequantizes "
@@ -378,8 +537,12 @@ struct ConvertMoEToRuntimePass
       args = {readBuffer(b, op.getX())};
       gatheredTypes = {received};
     }
-    args.append({readBuffer(b, op.getExpertIds()), readBuffer(b, op.getExpertWeights()),
-                 readBuffer(b, op.getExpertRank()), readBuffer(b, buildPlan(b, op))});
+    args.append({readBuffer(b, op.getExpertIds()), readBuffer(b, op.getExpertWeights())});
+    if (placed)
+      args.append({readBuffer(b, op.getPhysToLog()), readBuffer(b, op.getReplicaShare())});
+    else
+      args.push_back(readBuffer(b, op.getExpertRank()));
+    args.push_back(readBuffer(b, buildPlan(b, op)));
     gatheredTypes.append({localIds, localWeights});
     SmallVector<Value> outs;
     for (RankedTensorType type : gatheredTypes) {
@@ -390,8 +553,8 @@ struct ConvertMoEToRuntimePass
     args.push_back(nullStream(b));
     FailureOr<func::FuncOp> callee =
         declare(op,
-                std::string("moert_ep_gather_") + (quantization ? "fp8_" : "") + "into_" +
-                    suffix(op.getX().getType()),
+                std::string("moert_ep_gather_") + (placed ? "placed_" : "") +
+                    (quantization ? "fp8_" : "") + "into_" + suffix(op.getX().getType()),
                 b.getFunctionType(ValueRange(args).getTypes(), {b.getI64Type()}));
     FailureOr<func::FuncOp> rankFn =
         declare(op, "moert_rank", b.getFunctionType({}, {b.getI32Type()}), /*cInterface=*/false);
@@ -407,37 +570,13 @@ struct ConvertMoEToRuntimePass
     }
     Value ids = written(b, outs[outs.size() - 2], localIds);
     Value weights = written(b, outs.back(), localWeights);
-    // Rank r owns experts [r*L, (r+1)*L), L = E / ranks (the runtime checks it).
-    Value ranks = arith::ConstantIndexOp::create(b, received.getDimSize(0) / slots);
-    Value experts = tensor::DimOp::create(b, op.getExpertRank(), 0);
-    Value perRank =
-        arith::IndexCastOp::create(b, b.getI32Type(), arith::DivUIOp::create(b, experts, ranks));
     Value rank = func::CallOp::create(b, *rankFn, ValueRange{}).getResult(0);
-    Value first = arith::MulIOp::create(b, rank, perRank);
-    auto map = b.getMultiDimIdentityMap(2);
-    SmallVector<utils::IteratorType> parallel(2, utils::IteratorType::parallel);
-    Value idsInit = tensor::EmptyOp::create(b, localIds.getShape(), localIds.getElementType());
-    Value weightsInit =
-        tensor::EmptyOp::create(b, localWeights.getShape(), localWeights.getElementType());
-    auto local = linalg::GenericOp::create(
-        b, TypeRange{localIds, localWeights}, ValueRange{ids, weights},
-        ValueRange{idsInit, weightsInit}, SmallVector<AffineMap>(4, map), parallel,
-        [&](OpBuilder &nb, Location loc, ValueRange in) {
-          ImplicitLocOpBuilder ib(loc, nb);
-          Value offset = arith::SubIOp::create(ib, in[0], first);
-          Value zero = arith::ConstantIntOp::create(ib, ib.getI32Type(), 0);
-          Value atLeast = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, offset, zero);
-          Value below = arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, offset, perRank);
-          Value mine = arith::AndIOp::create(ib, atLeast, below);
-          Value none = arith::ConstantIntOp::create(ib, ib.getI32Type(), -1);
-          Value noWeight = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0));
-          Value id = arith::SelectOp::create(ib, mine, offset, none);
-          Value weight = arith::SelectOp::create(ib, mine, in[1], noWeight);
-          linalg::YieldOp::create(ib, ValueRange{id, weight});
-        });
+    Value ranks = arith::ConstantIndexOp::create(b, received.getDimSize(0) / slots);
+    auto local = placed ? localChoicesPlaced(b, op, ids, weights, rank, ranks)
+                        : localChoices(b, op, ids, weights, rank, ranks);
     op.getReceived().replaceAllUsesWith(rows);
-    op.getLocalIds().replaceAllUsesWith(local.getResult(0));
-    op.getLocalWeights().replaceAllUsesWith(local.getResult(1));
+    op.getLocalIds().replaceAllUsesWith(local.first);
+    op.getLocalWeights().replaceAllUsesWith(local.second);
     op.getHandle().replaceAllUsesWith(call.getResult(0));
     op.erase();
     return success();

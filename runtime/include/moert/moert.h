@@ -271,6 +271,28 @@ int64_t _mlir_ciface_moert_ep_gather_fp8_into_bf16(
     moert_memref1d *expert_rank, moert_memref1d *plan, moert_memref2d *received_codes,
     moert_memref2d *received_scales, moert_memref2d *gathered_ids, moert_memref2d *gathered_weights,
     void *stream);
+/* Both with a placement (phys_to_log[P], replica_share[P] instead of
+ * expert_rank; P = ranks x slots per rank): the layer chooses each
+ * choice's replica (docs/Runtime.md); the runtime checks the placement and
+ * the ids. */
+int64_t _mlir_ciface_moert_ep_gather_placed_into_f32(
+    moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights, moert_memref1d *phys_to_log,
+    moert_memref1d *replica_share, moert_memref1d *plan, moert_memref2d *received,
+    moert_memref2d *gathered_ids, moert_memref2d *gathered_weights, void *stream);
+int64_t _mlir_ciface_moert_ep_gather_placed_into_bf16(
+    moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights, moert_memref1d *phys_to_log,
+    moert_memref1d *replica_share, moert_memref1d *plan, moert_memref2d *received,
+    moert_memref2d *gathered_ids, moert_memref2d *gathered_weights, void *stream);
+int64_t _mlir_ciface_moert_ep_gather_placed_fp8_into_f32(
+    moert_memref2d *codes, moert_memref2d *scales, moert_memref2d *ids, moert_memref2d *weights,
+    moert_memref1d *phys_to_log, moert_memref1d *replica_share, moert_memref1d *plan,
+    moert_memref2d *received_codes, moert_memref2d *received_scales, moert_memref2d *gathered_ids,
+    moert_memref2d *gathered_weights, void *stream);
+int64_t _mlir_ciface_moert_ep_gather_placed_fp8_into_bf16(
+    moert_memref2d *codes, moert_memref2d *scales, moert_memref2d *ids, moert_memref2d *weights,
+    moert_memref1d *phys_to_log, moert_memref1d *replica_share, moert_memref1d *plan,
+    moert_memref2d *received_codes, moert_memref2d *received_scales, moert_memref2d *gathered_ids,
+    moert_memref2d *gathered_weights, void *stream);
 void _mlir_ciface_moert_ep_return_into_f32(moert_memref2d *partial, int64_t handle,
                                            moert_memref2d *returned, void *stream);
 void _mlir_ciface_moert_ep_return_into_bf16(moert_memref2d *partial, int64_t handle,
