@@ -225,7 +225,10 @@ private:
     }
     if (auto collapse = dyn_cast<memref::CollapseShapeOp>(op)) {
       Bound product{arith::ConstantIndexOp::create(b, loc, 1), true};
-      for (int64_t source : collapse.getReassociationIndices()[index]) {
+      // The indices by value: a range over an element of the returned
+      // temporary would outlive it.
+      SmallVector<ReassociationIndices> groups = collapse.getReassociationIndices();
+      for (int64_t source : groups[index]) {
         FailureOr<Bound> extent = dimBoundOf(b, loc, collapse.getSrc(), source, op);
         if (failed(extent))
           return failure();
