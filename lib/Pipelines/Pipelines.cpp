@@ -120,7 +120,8 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       llvm::formatv("{5}{10}{0},{6}func.func(convert-linalg-to-parallel-loops,"
                     "moe-gpu-block-threads{{threads={7}},gpu-map-parallel-loops),"
                     "convert-parallel-loops-to-gpu,canonicalize,{8}"
-                    "gpu-lower-to-nvvm-pipeline{{cubin-chip={1} cubin-features={2} "
+                    "gpu-kernel-outlining,moe-gpu-kernel-registers,gpu-lower-to-nvvm-pipeline{{"
+                    "cubin-chip={1} cubin-features={2} "
                     "cubin-format={3} opt-level={4}}{9}",
                     kToBuffers, options.chip.getValue(), options.features.getValue(),
                     options.format.getValue(), options.optLevel.getValue(),

@@ -351,6 +351,20 @@ def MoEGPUHostCheck : Pass<"moe-gpu-host-check", "::mlir::ModuleOp"> {
   }];
 }
 
+def MoEGPUKernelRegisters : Pass<"moe-gpu-kernel-registers", "::mlir::ModuleOp"> {
+  let summary = "Lets kernels of more than 512 threads a block use 64 registers a thread";
+  let description = [{
+    Runs after `gpu-kernel-outlining`. Given only `.maxntid 1024`, ptxas
+    keeps two blocks resident on a multiprocessor: 32 registers a thread,
+    and it spills where a kernel needs more (the dispatch's bookkeeping
+    with a placement's slot counts). Every kernel whose `known_block_size`
+    has more than 512 threads gets `nvvm.minctasm = 1` (`.minnctapersm 1`):
+    one resident block, up to 64 registers. Such kernels run few blocks
+    (one per 2048 choices), so the second resident block buys nothing.
+  }];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
+}
+
 def MoEGPULaunchOnStream : Pass<"moe-gpu-launch-on-stream", "::mlir::ModuleOp"> {
   let summary = "Enqueues every kernel launch on the entry's stream argument";
   let description = [{

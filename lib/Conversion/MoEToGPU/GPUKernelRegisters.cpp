@@ -1,0 +1,35 @@
+//===- GPUKernelRegisters.cpp - one resident block for wide kernels -------===//
+#include "moe/Conversion/Passes.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_MOEGPUKERNELREGISTERS
+#include "moe/Conversion/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+
+namespace {
+/// Above this many threads a block, two resident blocks leave ptxas 32
+/// registers a thread (a multiprocessor has 64K registers, 2048 threads).
+constexpr int64_t kTwoBlocksThreads = 512;
+
+struct MoEGPUKernelRegistersPass
+    : moe::impl::MoEGPUKernelRegistersBase<MoEGPUKernelRegistersPass> {
+  void runOnOperation() override {
+    getOperation()->walk([&](gpu::GPUFuncOp func) {
+      std::optional<ArrayRef<int32_t>> block = func.getKnownBlockSize();
+      if (!func.isKernel() || !block)
+        return;
+      int64_t threads = 1;
+      for (int32_t extent : *block)
+        threads *= extent;
+      if (threads > kTwoBlocksThreads)
+        func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                      IntegerAttr::get(IntegerType::get(&getContext(), 32), 1));
+    });
+  }
+};
+} // namespace
