@@ -563,6 +563,14 @@ DeviceStaging exchangeStaging(const char *entry, const char *collective, void *s
   return staging;
 }
 
+/// How many of `slots` (-1: none) are slots of `rank`, `perRank` a rank.
+int64_t choicesOfRank(const int32_t *slots, int64_t count, int rank, int64_t perRank) {
+  int64_t here = 0;
+  for (int64_t i = 0; i < count; ++i)
+    here += slots[i] >= rank * perRank && slots[i] < (rank + 1) * perRank;
+  return here;
+}
+
 /// The rows an all-gather dispatch moves: the layer's (`scales` null), or
 /// the E4M3 codes and scales of the FP8 rows the layer quantized; `out*`
 /// receive every rank's.
@@ -633,11 +641,15 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
   in.topK = k;
   in.expertIds = reinterpret_cast<const int32_t *>(dataOf(hids, 4));
   in.experts = hmap.sizes[0];
-  if (placed) { // the layer chooses the replicas; the placement must be sound
-    Placement placement;
-    if (Status e = Placement::fromReplicas(reinterpret_cast<const int32_t *>(dataOf(hmap, 4)),
-                                           reinterpret_cast<const float *>(dataOf(hshare, 4)),
-                                           hmap.sizes[0], int(ranks), fields.experts, placement))
+  // Static shares: the layer chooses the replicas. Per batch: this rank
+  // sends each choice's slot instead of its expert, chosen here.
+  const bool perBatch = fields.replicaSelection == 1;
+  Placement placement;
+  if (placed) { // the placement must be sound either way
+    const float *share = perBatch ? nullptr : reinterpret_cast<const float *>(dataOf(hshare, 4));
+    if (Status e =
+            Placement::fromReplicas(reinterpret_cast<const int32_t *>(dataOf(hmap, 4)), share,
+                                    hmap.sizes[0], int(ranks), fields.experts, placement))
       fatal("dispatch.payload", *e);
     in.experts = placement.experts();
   } else {
@@ -654,6 +666,20 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
   signature.set(CallSignature::Entry, 4 | (placed ? 1 : 0)); // bit 2: the all-gather form
   signature.set(CallSignature::PlanHash, int64_t(planHash(fields)));
   Collectives::SignatureScope scope(coll, signature);
+  std::vector<int32_t> slotIds;
+  moert_memref2d slotIdsView{};
+  if (perBatch) {
+    std::optional<BatchSelection> selection;
+    std::vector<int64_t> before;
+    if (Status e = selectForBatch(coll, in.expertIds, t * k, placement, "dispatch.payload",
+                                  selection, before))
+      die(*e);
+    slotIds.resize(size_t(t * k));
+    SlotCursor cursor(placement, *selection, before);
+    for (int64_t i = 0; i < t * k; ++i)
+      slotIds[i] = in.expertIds[i] < 0 ? -1 : cursor.next(in.expertIds[i]);
+    slotIdsView = makeMemref(slotIds.data(), t, k);
+  }
   struct Part {
     const moert_memref2d *in, *out;
     const char *collective;
@@ -664,7 +690,7 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
   if (fp8) // masked rows: codes and scales 0, which dequantize to 0
     parts.push_back(
         {rows.scales, rows.outScales, "dispatch.scales", scaleBytes, groups * scaleBytes, 0});
-  parts.push_back({ids, outIds, "dispatch.ids", 4, k * 4, 0xffffffffu});
+  parts.push_back({perBatch ? &slotIdsView : ids, outIds, "dispatch.ids", 4, k * 4, 0xffffffffu});
   parts.push_back({weights, outWeights, "dispatch.weights", 4, k * 4, 0});
   // nccl: each collective on the layer's stream after its block, one wait.
   std::optional<Collectives::StreamScope> onLayer;
@@ -694,6 +720,9 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
     }
     if (Status e = coll.allGather(part.collective, block.data(), blockBytes, into))
       die(*e);
+    if (perBatch && part.out == outIds) // every rank's slots, as they arrived
+      coll.counters().totals["expert_choices_received"] += choicesOfRank(
+          reinterpret_cast<const int32_t *>(into), all * k, coll.rank(), placement.slotsPerRank());
     if (staging.onDevice()) {
       staging.copy(gathered, into, all * part.rowBytes);
       staging.wait();
@@ -702,6 +731,7 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
   if (onLayer)
     if (Status e = onLayer->wait())
       die(*e);
+  coll.counters().totals["dispatch_calls_decode"] += 1; // the decode layout's exchange
   const int64_t handle = -++runtime.lastGatherHandle;
   runtime.pendingGathers[handle] = {all, h, elementBytes, signature};
   return handle;

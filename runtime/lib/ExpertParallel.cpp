@@ -164,9 +164,10 @@ Status ExpertParallel::reserve(Workspace &space, const char *name, int64_t plann
   return std::nullopt;
 }
 
-Status ExpertParallel::selectForBatch(const DispatchInput &in, const Placement &placement,
-                                      std::optional<BatchSelection> &selection,
-                                      std::vector<int64_t> &before) {
+Status moert::selectForBatch(Collectives &coll, const int32_t *expertIds, int64_t choices,
+                             const Placement &placement, const char *nextCollective,
+                             std::optional<BatchSelection> &selection,
+                             std::vector<int64_t> &before) {
   const int ranks = coll.size();
   const int64_t experts = placement.experts();
   std::vector<int64_t> mine, all;
@@ -178,8 +179,9 @@ Status ExpertParallel::selectForBatch(const DispatchInput &in, const Placement &
     return coll.failTogether("dispatch.expert_counts",
                              outOfMemory("dispatch: replica selection", e));
   }
-  for (int64_t i = 0; i < in.tokens * in.topK; ++i)
-    ++mine[in.expertIds[i]];
+  for (int64_t i = 0; i < choices; ++i)
+    if (expertIds[i] >= 0) // the all-gather's masked choices
+      ++mine[expertIds[i]];
   if (Status e = coll.allGather("dispatch.expert_counts", mine.data(),
                                 experts * int64_t(sizeof(int64_t)), all.data()))
     return e;
@@ -204,8 +206,7 @@ Status ExpertParallel::selectForBatch(const DispatchInput &in, const Placement &
     selection = selectReplicas(placement, total, ranks);
   } catch (const std::exception &e) {
     // The others go on to their next collective, whose agreement carries this.
-    return coll.failTogether(in.slots ? "dispatch.payload" : "dispatch.counts",
-                             outOfMemory("dispatch: replica selection", e));
+    return coll.failTogether(nextCollective, outOfMemory("dispatch: replica selection", e));
   }
   const int64_t perRank = placement.slotsPerRank();
   int64_t here = 0;
@@ -239,7 +240,9 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
   std::optional<BatchSelection> selection;
   std::vector<int64_t> before;
   if (in.replicaSelection == 1)
-    if (Status e = selectForBatch(in, placement, selection, before))
+    if (Status e =
+            selectForBatch(coll, in.expertIds, in.tokens * in.topK, placement,
+                           in.slots ? "dispatch.payload" : "dispatch.counts", selection, before))
       return e;
 
   // The slot of each (token, choice): the n-th choice of an expert here

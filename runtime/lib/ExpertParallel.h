@@ -117,20 +117,21 @@ private:
   };
   /// Checks the request against the planned size, then grows `space` to it
   /// (an allocation failure is an error, not an exception).
-  Status reserve(Workspace &space, const char *name, int64_t planned,
-                 int64_t requested);
-  /// Replicas chosen per batch: all-gathers every rank's choices per expert
-  /// ("dispatch.expert_counts") and splits them (selectReplicas); `before`
-  /// gets the choices of each expert on the ranks before this one.
-  Status selectForBatch(const DispatchInput &in, const Placement &placement,
-                        std::optional<BatchSelection> &selection,
-                        std::vector<int64_t> &before);
-
+  Status reserve(Workspace &space, const char *name, int64_t planned, int64_t requested);
   Collectives &coll;
   std::vector<InFlight> inFlight;
   Workspace sendSpace, recvSpace, combineSpace;
   std::vector<float> sumSpace; ///< combine's f32 sums of bf16 rows
 };
+
+/// Replicas chosen per batch: all-gathers every rank's choices per expert
+/// ("dispatch.expert_counts"; `expertIds` are this rank's `choices` ids,
+/// checked) and splits them (selectReplicas); `before` gets the choices of
+/// each expert on the ranks before this one. A failure here fails every
+/// rank at `nextCollective`, the one the others go on to.
+Status selectForBatch(Collectives &coll, const int32_t *expertIds, int64_t choices,
+                      const Placement &placement, const char *nextCollective,
+                      std::optional<BatchSelection> &selection, std::vector<int64_t> &before);
 
 /// Element conversions for the payload types (f32, bf16).
 float loadElement(const uint8_t *p, int64_t elementBytes);

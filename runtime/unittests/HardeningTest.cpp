@@ -1167,6 +1167,29 @@ TEST(Hardening, IntoBuffersHoldTheReceivedRowsThenMasked) {
   EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
 }
 
+/// Replicas chosen per batch in the all-gather exchange: the gathered ids
+/// are slots; a masked choice (-1) stays -1 and is not counted.
+TEST(Hardening, PerBatchAllGatherSendsSlotsAndSkipsMaskedChoices) {
+  ensureLocal();
+  Ending e = runInChild([] {
+    GatherCall c;
+    int32_t physToLog[3] = {0, 1, 1}; // expert 1 on slots 1 and 2
+    float share[3] = {1, 1, 1};       // not read
+    c.pm = memref1(physToLog, 3);
+    c.sm = memref1(share, 3);
+    c.plan[MOERT_PLAN_EXPERTS] = 2;
+    c.plan[MOERT_PLAN_REPLICA_SELECTION] = 1;
+    c.planm = memref1(c.plan, MOERT_PLAN_REPLICA_SELECTION + 1);
+    c.ids[0] = 1;
+    c.ids[1] = -1;
+    _mlir_ciface_moert_ep_gather_placed_into_f32(&c.xm, &c.im, &c.wm, &c.pm, &c.sm, &c.planm,
+                                                 &c.rxm, &c.ridm, &c.rwm, nullptr);
+    if (c.rids[0] != 1 || c.rids[1] != -1) // the first replica while the loads tie
+      std::_Exit(3);
+  });
+  EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
+}
+
 TEST(Hardening, Defect8_HostileHostCallsReturnErrors) {
   ensureLocal();
   int64_t v[2] = {1, 2};

@@ -24,6 +24,7 @@
 #include "FakeDevice.h"
 #include "moert/moert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -194,6 +195,79 @@ template <typename T> void allGatherRound(FakeDevice &dev, int round) {
         tag + ": counters lack dispatch.payload with " + std::to_string(payload) +
             " bytes: " + counters);
 }
+/// Replicas chosen per batch (plan field replica_selection = 1) with a
+/// placement: rank r's slots hold experts 3r..3r+2 and a replica of expert
+/// 0, which every token chooses first. The gathered ids are slots, each of
+/// its choice's expert, and the busiest rank gets no more choices than any
+/// split can give it: expert 0 fills the ranks up like water.
+void perBatchGatherRound(FakeDevice &dev) {
+  const int rank = moert_rank(), ranks = moert_size();
+  const int64_t perRank = kExpertsPerRank + 1, slotCount = perRank * ranks;
+  const int64_t experts = kExpertsPerRank * ranks, rows = ranks * kSlots;
+  std::vector<int32_t> physToLog(static_cast<size_t>(slotCount));
+  for (int64_t p = 0; p < slotCount; ++p)
+    physToLog[size_t(p)] =
+        p % perRank < kExpertsPerRank ? int32_t(p / perRank * kExpertsPerRank + p % perRank) : 0;
+  std::vector<float> share(static_cast<size_t>(slotCount), 1.0f); // not read
+  auto expertAt = [&](int from, int64_t t, int64_t j) {
+    return j == 0 ? 0 : int32_t(1 + (from + 2 * t) % (experts - 1));
+  };
+  const int64_t tokens = tokensOn(rank);
+  std::vector<float> x(size_t(tokens * kHidden), 1.0f), weights(size_t(tokens * kTopK), 0.5f);
+  std::vector<int32_t> ids(size_t(tokens * kTopK));
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < kTopK; ++j)
+      ids[size_t(t * kTopK + j)] = expertAt(rank, t, j);
+  std::vector<int64_t> plan = {rows, kSlots, kSlots, 0, ranks, 0, 0, 0, 0, 0, 1};
+  float *dx = dev.produce(x), *dweights = dev.produce(weights);
+  int32_t *dids = dev.produce(ids), *dmap = dev.produce(physToLog);
+  float *dshare = dev.produce(share);
+  float *dreceived = dev.upload(std::vector<float>(size_t(rows * kHidden), 1.0f));
+  int32_t *dgids = dev.upload(std::vector<int32_t>(size_t(rows * kTopK), 7));
+  float *dgweights = dev.upload(std::vector<float>(size_t(rows * kTopK), 7.0f));
+  auto xm = memref2(dx, tokens, kHidden), im = memref2(dids, tokens, kTopK);
+  auto wm = memref2(dweights, tokens, kTopK);
+  auto mm = memref1(dmap, slotCount), sm = memref1(dshare, slotCount);
+  auto pm = memref1(plan.data(), int64_t(plan.size()));
+  auto rxm = memref2(dreceived, rows, kHidden), gim = memref2(dgids, rows, kTopK);
+  auto gwm = memref2(dgweights, rows, kTopK);
+  const int64_t handle = _mlir_ciface_moert_ep_gather_placed_into_f32(&xm, &im, &wm, &mm, &sm, &pm,
+                                                                      &rxm, &gim, &gwm, kStream);
+  std::vector<int32_t> gids = dev.download(dgids, size_t(rows * kTopK));
+  std::vector<int64_t> load(size_t(ranks), 0), fixed(size_t(ranks), 0);
+  int64_t replicated = 0;
+  for (int from = 0; from < ranks; ++from)
+    for (int64_t s = 0; s < kSlots; ++s)
+      for (int64_t j = 0; j < kTopK; ++j) {
+        const int32_t slot = gids[size_t((from * kSlots + s) * kTopK + j)];
+        const std::string where = "per batch: gathered_ids[" + std::to_string(from * kSlots + s) +
+                                  "," + std::to_string(j) + "] = " + std::to_string(slot);
+        if (s >= tokensOn(from)) {
+          check(slot == -1, where + " (a masked row)");
+          continue;
+        }
+        const int32_t expert = expertAt(from, s, j);
+        check(slot >= 0 && slot < slotCount && physToLog[size_t(slot)] == expert,
+              where + ", not a slot of expert " + std::to_string(expert));
+        if (slot >= 0 && slot < slotCount)
+          ++load[size_t(slot / perRank)];
+        if (expert == 0)
+          ++replicated;
+        else
+          ++fixed[size_t(expert / kExpertsPerRank)];
+      }
+  int64_t total = replicated, peak = 0, most = 0;
+  for (int r = 0; r < ranks; ++r) {
+    total += fixed[size_t(r)];
+    peak = std::max(peak, fixed[size_t(r)]);
+    most = std::max(most, load[size_t(r)]);
+  }
+  peak = std::max(peak, (total + ranks - 1) / ranks);
+  check(most == peak, "per batch: the busiest rank has " + std::to_string(most) +
+                          " choices, the least peak is " + std::to_string(peak));
+  returnAndCheck<float>(dev, handle, kHidden, 0, "per batch");
+}
+
 /// The FP8 form (moert_ep_gather_fp8_into_bf16): E4M3 bytes and their
 /// scales (f32 per 128, or UE8M0 bytes per 32: 3 per row at H = 96, so the
 /// masked rows' fill starts off 4-byte alignment) land in every rank's
@@ -303,6 +377,7 @@ int main(int argc, char **argv) {
       fp8GatherRound(dev, 1, round);
       fp8GatherRound(dev, 2, round);
     }
+    perBatchGatherRound(dev);
     hostCollectives();
   } else if (scenario == "host-buffers") {
     const int64_t rows = kSlots * moert_size();

@@ -1,19 +1,5 @@
 // RUN: moe-opt %s -split-input-file -verify-diagnostics --convert-moe-to-runtime="into-buffers=true all-gather-slots=true"
 
-// Tests that the all-gather exchange chooses replicas by the shares, not per batch.
-func.func @all_gather_per_batch(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
-                                %p: tensor<10xi32>, %s: tensor<10xf32>) -> tensor<?x64xf32> {
-  // expected-error @+1 {{convert-moe-to-runtime{all-gather-slots}: the all-gather dispatch chooses replicas by the placement's shares, not per batch}}
-  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w placement(%p, %s) per_batch_replicas
-      capacity = 8 ep = 2 max_tokens = 4 slots = 4
-    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<10xi32>, tensor<10xf32>)
-      -> (tensor<8x64xf32>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
-  %y = moe.ep_combine %r, %h : (tensor<8x64xf32>, i64) -> tensor<?x64xf32>
-  return %y : tensor<?x64xf32>
-}
-
-// -----
-
 // Tests that a static token count over the slots is an error, not an out-of-bounds slice.
 func.func @over_slots(%x: tensor<6x64xf32>, %ids: tensor<6x2xi32>, %w: tensor<6x2xf32>,
                       %er: tensor<8xi32>) -> tensor<6x64xf32> {

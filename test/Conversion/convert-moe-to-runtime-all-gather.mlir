@@ -140,3 +140,29 @@ func.func @decode_placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor
   %y = moe.ep_combine %r, %h : (tensor<8x64xf32>, i64) -> tensor<?x64xf32>
   return %y : tensor<?x64xf32>
 }
+
+// -----
+
+// Tests that with replicas chosen per batch the plan says so (its last field 1) and the gathered
+// ids are slots the runtime chose: this rank keeps those of its 5 slots (slot - rank * 5), with no
+// walk over the shares.
+// CHECK-LABEL: func.func @decode_per_batch
+// CHECK: arith.constant dense<[8, 4, 4, 0, 2, 0, 0, 0, 0, 0, 1]> : tensor<11xi64>
+// CHECK: %[[H:.+]] = call @moert_ep_gather_placed_into_f32({{.+}}) {moe.gather_slots = 4 : i64, moe.stream_operand}
+// CHECK: %[[RANK:.+]] = call @moert_rank() : () -> i32
+// CHECK: %[[SLOTS:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<10xi32>
+// CHECK: %[[PER:.+]] = arith.divui %[[SLOTS]], %c2
+// CHECK: %[[FIRST:.+]] = arith.muli %[[RANK]], %{{.+}} : i32
+// CHECK: linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<8x2xi32>, tensor<8x2xf32>)
+// CHECK-NOT: scf.for
+// CHECK: arith.subi %{{.+}}, %[[FIRST]]
+// CHECK: call @moert_ep_return_into_f32(%{{.+}}, %[[H]], %{{.+}}, %{{.+}}) {moe.stream_operand}
+func.func @decode_per_batch(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                            %p: tensor<10xi32>, %s: tensor<10xf32>) -> tensor<?x64xf32> {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w placement(%p, %s) per_batch_replicas
+      capacity = 8 ep = 2 max_tokens = 4 slots = 4
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<10xi32>, tensor<10xf32>)
+      -> (tensor<8x64xf32>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
+  %y = moe.ep_combine %r, %h : (tensor<8x64xf32>, i64) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}

@@ -441,9 +441,6 @@ std::optional<std::string> optionProblem() {
   if (epAllGather && target == Target::Cpu && !epIntoBuffers)
     return "--ep-all-gather on --target cpu needs --ep-into-buffers (it exchanges "
            "into the layer's buffers, as on a GPU)";
-  if (epAllGather && replicaSelection == "per-batch")
-    return "--ep-all-gather chooses replicas by the placement's shares: it takes no "
-           "--replica-selection=per-batch";
   if (epIntoBuffers && dispatchQuant != "none" && given(fp8Gemm) && fp8Gemm)
     return "--ep-into-buffers dequantizes an FP8 dispatch on receipt: it takes no "
            "--fp8-gemm=true";

@@ -338,9 +338,11 @@ struct ConvertMoEToRuntimePass
 
   /// Rank r owns experts [r*L, (r+1)*L), L = E / ranks (the runtime checks
   /// it): this rank's local ids of the gathered global ones, and their weights.
-  static std::pair<Value, Value> localChoices(ImplicitLocOpBuilder &b, EpDispatchOp op, Value ids,
+  /// With replicas chosen per batch (`byRank` phys_to_log) the runtime sent
+  /// slots instead: the same map, over slots (slot p on rank p / S).
+  static std::pair<Value, Value> localChoices(ImplicitLocOpBuilder &b, Value byRank, Value ids,
                                               Value weights, Value rank, Value ranks) {
-    Value experts = tensor::DimOp::create(b, op.getExpertRank(), 0);
+    Value experts = tensor::DimOp::create(b, byRank, 0);
     Value perRank =
         arith::IndexCastOp::create(b, b.getI32Type(), arith::DivUIOp::create(b, experts, ranks));
     Value first = arith::MulIOp::create(b, rank, perRank);
@@ -497,14 +499,12 @@ struct ConvertMoEToRuntimePass
   /// moert_ep_gather_[fp8_]into_*): every rank's block of S token rows with
   /// global ids, then this rank's view of them: local ids (id - rank*E/R
   /// where the expert is this rank's, else -1) and weights (0 where the id
-  /// is -1). With FP8 quantization the layer quantizes its rows, E4M3 codes
+  /// is -1; with a placement, the replica's slot by the shares, or the slot
+  /// the runtime chose per batch). With FP8 quantization the layer quantizes its rows, E4M3 codes
   /// and scales travel, and it dequantizes what it received.
   LogicalResult lowerGatherInto(EpDispatchOp op) {
     const int64_t slots = int64_t(*op.getSlots());
     const bool placed = static_cast<bool>(op.getPhysToLog());
-    if (op.getPerBatchReplicas())
-      return op.emitOpError("convert-moe-to-runtime{all-gather-slots}: the all-gather "
-                            "dispatch chooses replicas by the placement's shares, not per batch");
     if (op.getReceivedScales())
       return op.emitOpError("convert-moe-to-runtime{all-gather-slots}: FP8 codes for the "
                             "experts (received_scales) are not kept: the layer dequantizes "
@@ -572,8 +572,10 @@ struct ConvertMoEToRuntimePass
     Value weights = written(b, outs.back(), localWeights);
     Value rank = func::CallOp::create(b, *rankFn, ValueRange{}).getResult(0);
     Value ranks = arith::ConstantIndexOp::create(b, received.getDimSize(0) / slots);
-    auto local = placed ? localChoicesPlaced(b, op, ids, weights, rank, ranks)
-                        : localChoices(b, op, ids, weights, rank, ranks);
+    auto local = !placed ? localChoices(b, op.getExpertRank(), ids, weights, rank, ranks)
+                 : op.getPerBatchReplicas()
+                     ? localChoices(b, op.getPhysToLog(), ids, weights, rank, ranks)
+                     : localChoicesPlaced(b, op, ids, weights, rank, ranks);
     op.getReceived().replaceAllUsesWith(rows);
     op.getLocalIds().replaceAllUsesWith(local.first);
     op.getLocalWeights().replaceAllUsesWith(local.second);

@@ -274,7 +274,10 @@ int64_t _mlir_ciface_moert_ep_gather_fp8_into_bf16(
 /* Both with a placement (phys_to_log[P], replica_share[P] instead of
  * expert_rank; P = ranks x slots per rank): the layer chooses each
  * choice's replica (docs/Runtime.md); the runtime checks the placement and
- * the ids. */
+ * the ids. With replicas chosen per batch (plan replica_selection = 1) the
+ * runtime chooses instead: the ranks all-gather their choices per expert
+ * ("dispatch.expert_counts"), split them as the packed dispatch does, and
+ * gathered_ids holds slots, not experts (replica_share is not read). */
 int64_t _mlir_ciface_moert_ep_gather_placed_into_f32(
     moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights, moert_memref1d *phys_to_log,
     moert_memref1d *replica_share, moert_memref1d *plan, moert_memref2d *received,
