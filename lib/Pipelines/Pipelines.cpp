@@ -88,6 +88,23 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
   return addPipeline(pm, text);
 }
 
+/// Upstream's gpu-lower-to-nvvm-pipeline (its passes for these options),
+/// but for its last step, gpu-module-to-binary: moe-gpu-module-to-binary
+/// serializes the kernels in parallel.
+static std::string lowerToNVVM(const CudaPipelineOptions &options) {
+  return llvm::formatv(
+      "convert-nvgpu-to-nvvm,gpu-kernel-outlining,convert-vector-to-scf,convert-scf-to-cf,"
+      "convert-nvvm-to-llvm,convert-func-to-llvm,expand-strided-metadata,"
+      "nvvm-attach-target{{chip={0} features={1} O={3}},lower-affine,convert-arith-to-llvm,"
+      "convert-index-to-llvm{{index-bitwidth=64},canonicalize,cse,"
+      "gpu.module(convert-gpu-to-nvvm{{index-bitwidth=64},canonicalize,cse,"
+      "reconcile-unrealized-casts),"
+      "gpu-to-llvm,moe-gpu-module-to-binary{{format={2}},convert-math-to-llvm,canonicalize,cse,"
+      "reconcile-unrealized-casts",
+      options.chip.getValue(), options.features.getValue(), options.format.getValue(),
+      options.optLevel.getValue());
+}
+
 LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
                                      const CudaPipelineOptions &options) {
   // Upstream's NVVM serialization finds libdevice (for expf and friends)
@@ -116,29 +133,25 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
   // The host code only sizes buffers and launches: every buffer is a view of
   // the caller's device workspace (moe-gpu-host-abi), every loop nest a
   // kernel whose innermost dimension spreads over a block's threads.
-  std::string text =
-      llvm::formatv("{5}{10}{0},{6}func.func(convert-linalg-to-parallel-loops,"
-                    "moe-gpu-block-threads{{threads={7}},gpu-map-parallel-loops),"
-                    "convert-parallel-loops-to-gpu,canonicalize,{8}"
-                    "gpu-kernel-outlining,moe-gpu-kernel-registers,gpu-lower-to-nvvm-pipeline{{"
-                    "cubin-chip={1} cubin-features={2} "
-                    "cubin-format={3} opt-level={4}}{9}",
-                    kToBuffers, options.chip.getValue(), options.features.getValue(),
-                    options.format.getValue(), options.optLevel.getValue(),
-                    // Phase variants (moe-specialize-phase) are inlined into their entry,
-                    // whose one workspace serves both. Rows are padded to the tensor-core
-                    // GEMM's tiles of 16; the activation runs over them all, so that the
-                    // host reads no row count.
-                    options.hostABI ? "inline,moe-drop-phase-variants," +
-                                          toLinalg(options.dedupeTp, options.dispatchQuantization,
-                                                   /*fp8Gemm=*/false, toGpu, /*rowTile=*/16,
-                                                   /*activateAllRows=*/true, /*intoBuffers=*/true,
-                                                   options.epAllGather)
-                                    : toLinalg(/*dedupeTp=*/true, "none"),
-                    options.hostABI ? "moe-gpu-host-abi," : "", options.blockThreads.getValue(),
-                    options.hostABI ? "moe-gpu-host-check," : "",
-                    options.hostABI ? ",moe-gpu-launch-on-stream" : "",
-                    options.hostABI ? "moe-gpu-router-matmul," : "");
+  std::string text = llvm::formatv(
+      "{3}{6}{0},{4}func.func(convert-linalg-to-parallel-loops,"
+      "moe-gpu-block-threads{{threads={5}},gpu-map-parallel-loops),"
+      "convert-parallel-loops-to-gpu,canonicalize,{7}"
+      "gpu-kernel-outlining,moe-gpu-kernel-registers,{1}{2}",
+      kToBuffers, lowerToNVVM(options), options.hostABI ? ",moe-gpu-launch-on-stream" : "",
+      // Phase variants (moe-specialize-phase) are inlined into their entry,
+      // whose one workspace serves both. Rows are padded to the tensor-core
+      // GEMM's tiles of 16; the activation runs over them all, so that the
+      // host reads no row count.
+      options.hostABI
+          ? "inline,moe-drop-phase-variants," +
+                toLinalg(options.dedupeTp, options.dispatchQuantization,
+                         /*fp8Gemm=*/false, toGpu, /*rowTile=*/16,
+                         /*activateAllRows=*/true, /*intoBuffers=*/true, options.epAllGather)
+          : toLinalg(/*dedupeTp=*/true, "none"),
+      options.hostABI ? "moe-gpu-host-abi," : "", options.blockThreads.getValue(),
+      options.hostABI ? "moe-gpu-router-matmul," : "",
+      options.hostABI ? "moe-gpu-host-check," : "");
   return addPipeline(pm, text);
 }
 

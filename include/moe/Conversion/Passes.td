@@ -365,6 +365,23 @@ def MoEGPUKernelRegisters : Pass<"moe-gpu-kernel-registers", "::mlir::ModuleOp">
   let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
 }
 
+def MoEGPUModuleToBinary : Pass<"moe-gpu-module-to-binary", "::mlir::ModuleOp"> {
+  let summary = "gpu-module-to-binary with the kernels serialized in parallel";
+  let description = [{
+    What upstream `gpu-module-to-binary` does (each `gpu.module` becomes a
+    `gpu.binary` of one object per target), but the modules are serialized
+    (LLVM's NVPTX back end, then ptxas and fatbinary) on the context's
+    threads: a layer has 17-48 kernels, each its own module, and upstream
+    serializes them one after another (most of moe-compile's time for a
+    CUDA layer). The IR is changed on the calling thread afterwards, in the
+    modules' order, so the output does not depend on the threads.
+  }];
+  let options = [
+    Option<"format", "format", "std::string", "\"fatbin\"",
+           "What each object holds: llvm, isa (PTX), bin (cubin) or fatbin">,
+  ];
+}
+
 def MoEGPULaunchOnStream : Pass<"moe-gpu-launch-on-stream", "::mlir::ModuleOp"> {
   let summary = "Enqueues every kernel launch on the entry's stream argument";
   let description = [{
