@@ -371,7 +371,7 @@ def MoEGPUModuleToBinary : Pass<"moe-gpu-module-to-binary", "::mlir::ModuleOp"> 
     What upstream `gpu-module-to-binary` does (each `gpu.module` becomes a
     `gpu.binary` of one object per target), but the modules are serialized
     (LLVM's NVPTX back end, then ptxas and fatbinary) on the context's
-    threads: a layer has 17-48 kernels, each its own module, and upstream
+    threads: a layer has 17-52 kernels, each its own module, and upstream
     serializes them one after another (most of moe-compile's time for a
     CUDA layer). The IR is changed on the calling thread afterwards, in the
     modules' order, so the output does not depend on the threads.

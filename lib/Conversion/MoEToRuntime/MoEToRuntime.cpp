@@ -500,8 +500,9 @@ struct ConvertMoEToRuntimePass
   /// global ids, then this rank's view of them: local ids (id - rank*E/R
   /// where the expert is this rank's, else -1) and weights (0 where the id
   /// is -1; with a placement, the replica's slot by the shares, or the slot
-  /// the runtime chose per batch). With FP8 quantization the layer quantizes its rows, E4M3 codes
-  /// and scales travel, and it dequantizes what it received.
+  /// the runtime chose per batch). With FP8 quantization the layer
+  /// quantizes its rows, E4M3 codes and scales travel, and it dequantizes
+  /// what it received.
   LogicalResult lowerGatherInto(EpDispatchOp op) {
     const int64_t slots = int64_t(*op.getSlots());
     const bool placed = static_cast<bool>(op.getPhysToLog());
