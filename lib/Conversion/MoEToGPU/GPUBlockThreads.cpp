@@ -62,7 +62,7 @@ struct MoEGPUBlockThreadsPass
         b, loop.getLoc(), rotate(loop.getLowerBound()), rotate(loop.getUpperBound()),
         rotate(loop.getStep()), [&](OpBuilder &body, Location, ValueRange ivs) {
           IRMapping map;
-          ValueRange old = loop.getInductionVars();
+          SmallVector<Value> old = loop.getInductionVars();
           map.map(old[n - 1], ivs[0]);
           for (unsigned i = 0; i + 1 < n; ++i)
             map.map(old[i], ivs[i + 1]);
