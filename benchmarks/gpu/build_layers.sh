@@ -57,6 +57,12 @@ add qwen3-30b-a3b-bf16-ep2-allgather examples/full-size/qwen3-30b-a3b.json bf16 
 # FP8 rows by all-gather: the layer's kernels quantize before and dequantize after.
 add qwen3-30b-a3b-bf16-ep2-allgather-fp8 examples/full-size/qwen3-30b-a3b.json bf16 "1, 7" \
   --ep=2 --decode-max-tokens=8 --ep-all-gather --dispatch-quant=fp8-e4m3-g128
+# The prefill exchange packed by the layer's kernels (--ep-pack-in-layer):
+# destinations, grouping by rank and the returned rows' sums on the device.
+add deepseek-tiny-bf16-ep2-pack examples/deepseek-v3-tiny/config.json bf16 "0, 1, 64, 1000" \
+  --ep=2 --ep-pack-in-layer
+add qwen3-30b-a3b-bf16-ep2-pack examples/full-size/qwen3-30b-a3b.json bf16 "64, 1000" \
+  --ep=2 --ep-pack-in-layer
 # Both ranks one tensor-parallel group (the same tokens), each dispatching
 # half of them (the dedupe), then all-gathering the results.
 add deepseek-tiny-bf16-ep2-tp2 examples/deepseek-v3-tiny/config.json bf16 "1, 7, 64, 1000" \

@@ -15,10 +15,12 @@ namespace {
 /// passes in their place: TP dedupe before decomposition, quantization after.
 /// Workspaces are planned last, once quantization has fixed the row bytes.
 /// `intoBuffers`: the expert-parallel exchange fills static buffers that the
-/// layer allocates (a GPU's workspace) instead of returning the runtime's.
+/// layer allocates (a GPU's workspace) instead of returning the runtime's;
+/// `packInLayer`: the prefill exchange's rows are packed by the layer's own
+/// ops, which the strategy then lowers.
 std::string toLinalg(bool dedupeTp, StringRef quantization, bool fp8Gemm = true,
                      StringRef cpuStrategy = "", int64_t rowTile = 1, bool activateAllRows = false,
-                     bool intoBuffers = false, bool allGather = false) {
+                     bool intoBuffers = false, bool allGather = false, bool packInLayer = false) {
   std::string text = dedupeTp ? "moe-dedupe-tp-dispatch," : "";
   text += "moe-decompose-layer{row-tile=" + std::to_string(rowTile) +
           (activateAllRows ? " activate-all-rows=true" : "") +
@@ -26,11 +28,16 @@ std::string toLinalg(bool dedupeTp, StringRef quantization, bool fp8Gemm = true,
   if (quantization != "none")
     text += "moe-fuse-quant-dispatch{scheme=" + quantization.str() +
             " gemm-consumes-fp8=" + (fp8Gemm ? "true" : "false") + "},";
-  return text + "moe-plan-buffers," + cpuStrategy.str() +
-         "convert-moe-to-linalg,moe-verify-collectives,convert-moe-to-runtime" +
-         (intoBuffers
-              ? (allGather ? "{into-buffers=true all-gather-slots=true}," : "{into-buffers=true},")
-              : ",");
+  text += "moe-plan-buffers," + cpuStrategy.str() +
+          "convert-moe-to-linalg,moe-verify-collectives,convert-moe-to-runtime";
+  if (!intoBuffers)
+    return text + ",";
+  text += std::string("{into-buffers=true") + (allGather ? " all-gather-slots=true" : "") +
+          (packInLayer ? " pack-in-layer=true" : "") + "},";
+  // The packing's moe.dispatch and moe.combine.
+  if (packInLayer)
+    text += cpuStrategy.str() + "convert-moe-to-linalg,";
+  return text;
 }
 constexpr const char *kToBuffers =
     "canonicalize,cse,"
@@ -64,18 +71,18 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
       options.vectorWidth.getValue(), options.registerRows.getValue(),
       options.registerCols.getValue(), options.columnBlock.getValue(),
       options.packedMinRows.getValue(), options.bf16Dot.getValue());
-  std::string text =
-      toLinalg(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm, strategy,
-               options.rowTile,
-               /*activateAllRows=*/false, options.epIntoBuffers, options.epAllGather) +
-      kToBuffers +
-      ",buffer-deallocation-pipeline,"
-      "func.func(convert-linalg-to-parallel-loops),"
-      "moe-parallel-outer-loop,moe-approximate-activation-exp,"
-      "scf-forall-to-parallel,convert-scf-to-openmp,"
-      // Inlines the worksharing loops' alloca scopes (they hold no
-      // allocas), which the CFG lowering cannot split.
-      "canonicalize";
+  std::string text = toLinalg(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm,
+                              strategy, options.rowTile,
+                              /*activateAllRows=*/false, options.epIntoBuffers, options.epAllGather,
+                              options.epPackInLayer) +
+                     kToBuffers +
+                     ",buffer-deallocation-pipeline,"
+                     "func.func(convert-linalg-to-parallel-loops),"
+                     "moe-parallel-outer-loop,moe-approximate-activation-exp,"
+                     "scf-forall-to-parallel,convert-scf-to-openmp,"
+                     // Inlines the worksharing loops' alloca scopes (they hold no
+                     // allocas), which the CFG lowering cannot split.
+                     "canonicalize";
   if (options.lowerToLLVM)
     text += ",arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
             "arith-expand{include-bf16},convert-vector-to-scf,convert-scf-to-cf,"
@@ -122,12 +129,12 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       options.fp8Rows.getValue() ? "true" : "false");
   if (options.stopAfterHostABI) {
     // Bufferized entries with the GPU calling convention, before any kernel.
-    std::string text =
-        "inline,moe-drop-phase-variants," +
-        toLinalg(options.dedupeTp, options.dispatchQuantization,
-                 /*fp8Gemm=*/false, toGpu, /*rowTile=*/16,
-                 /*activateAllRows=*/true, /*intoBuffers=*/true, options.epAllGather) +
-        "moe-gpu-router-matmul," + kToBuffers + ",moe-gpu-host-abi";
+    std::string text = "inline,moe-drop-phase-variants," +
+                       toLinalg(options.dedupeTp, options.dispatchQuantization,
+                                /*fp8Gemm=*/false, toGpu, /*rowTile=*/16,
+                                /*activateAllRows=*/true, /*intoBuffers=*/true, options.epAllGather,
+                                options.epPackInLayer) +
+                       "moe-gpu-router-matmul," + kToBuffers + ",moe-gpu-host-abi";
     return addPipeline(pm, text);
   }
   // The host code only sizes buffers and launches: every buffer is a view of
@@ -143,12 +150,12 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       // whose one workspace serves both. Rows are padded to the tensor-core
       // GEMM's tiles of 16; the activation runs over them all, so that the
       // host reads no row count.
-      options.hostABI
-          ? "inline,moe-drop-phase-variants," +
-                toLinalg(options.dedupeTp, options.dispatchQuantization,
-                         /*fp8Gemm=*/false, toGpu, /*rowTile=*/16,
-                         /*activateAllRows=*/true, /*intoBuffers=*/true, options.epAllGather)
-          : toLinalg(/*dedupeTp=*/true, "none"),
+      options.hostABI ? "inline,moe-drop-phase-variants," +
+                            toLinalg(options.dedupeTp, options.dispatchQuantization,
+                                     /*fp8Gemm=*/false, toGpu, /*rowTile=*/16,
+                                     /*activateAllRows=*/true, /*intoBuffers=*/true,
+                                     options.epAllGather, options.epPackInLayer)
+                      : toLinalg(/*dedupeTp=*/true, "none"),
       options.hostABI ? "moe-gpu-host-abi," : "", options.blockThreads.getValue(),
       options.hostABI ? "moe-gpu-router-matmul," : "",
       options.hostABI ? "moe-gpu-host-check," : "");

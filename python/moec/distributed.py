@@ -117,7 +117,7 @@ def main(argv=None):
     expert_rows = (lambda rows: fp8.fake_quantize(quantization, rows)) if quantization else None
     ref = reference.layer(x, weights, plan, expert_rows)
     ids, _ = reference.route(x, weights["router_weight"], plan["routing"],
-                             weights.get("correction_bias"))
+                             weights.get("correction_bias"), weights.get("router_bias"))
     scale = float(np.max(np.abs(ref))) if ref.size else 1.0
     max_abs = float(np.max(np.abs(y - ref))) if ref.size else 0.0
     result = {

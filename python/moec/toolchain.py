@@ -29,7 +29,8 @@ def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
                    max_tokens_per_rank=4096, chunk_budget_bytes=0, tp=1, tp_dedupe=True,
                    dispatch_quant="none", decode_max_tokens=0, physical_experts=0,
                    fp8_gemm=True, row_tile=1, cpu="host", packed_min_rows=None,
-                   replica_selection="static", ep_into_buffers=False, ep_all_gather=False):
+                   replica_selection="static", ep_into_buffers=False, ep_all_gather=False,
+                   ep_pack_in_layer=False):
     """Compiles a config.json to a shared library; returns (library, plan)."""
     out_dir = Path(out_dir)
     stem = (f"{name}_{dtype}_ep{ep}_tp{tp}{'' if tp_dedupe else 'dup'}_{dispatch_quant}"
@@ -42,7 +43,8 @@ def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
             + ("" if cpu == "host" else f"_{cpu}")
             + ("" if packed_min_rows is None else f"_packed{packed_min_rows}")
             + ("_into" if ep_into_buffers else "")
-            + ("_allgather" if ep_all_gather else ""))
+            + ("_allgather" if ep_all_gather else "")
+            + ("_packinlayer" if ep_pack_in_layer else ""))
     library = out_dir / f"{stem}.so"
     plan_path = out_dir / f"{stem}.plan.json"
     subprocess.run([tool("moe-compile"), "--config", str(config), "--dtype", dtype,
@@ -61,6 +63,7 @@ def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
                       else ["--packed-min-rows", str(packed_min_rows)]),
                     *(["--ep-into-buffers"] if ep_into_buffers else []),
                     *(["--ep-all-gather"] if ep_all_gather else []),
+                    *(["--ep-pack-in-layer"] if ep_pack_in_layer else []),
                     "--plan", str(plan_path), "-o", str(library)],
                    check=True)
     return library, json.loads(plan_path.read_text())

@@ -9,8 +9,10 @@ using namespace moert;
 Status moert::gatherProblem(const GatherInput &in, int ranks) {
   if (in.expertRank && in.experts % ranks != 0) {
     MessageStream os;
-    os << "dispatch: the all-gather dispatch needs the " << in.experts
-       << " experts in equal blocks by rank, which " << ranks << " ranks do not divide";
+    os << "dispatch: a layer that maps global ids (the all-gather dispatch, or one packed by the "
+          "layer) needs the "
+       << in.experts << " experts in equal blocks by rank, which " << ranks
+       << " ranks do not divide";
     return os.str();
   }
   const int64_t local = in.experts / ranks;
@@ -18,8 +20,8 @@ Status moert::gatherProblem(const GatherInput &in, int ranks) {
     if (in.expertRank[e] != e / local) {
       MessageStream os;
       os << "dispatch: expert_rank[" << e << "] = " << in.expertRank[e]
-         << ", but the all-gather dispatch needs rank r to own experts [r*" << local << ", (r+1)*"
-         << local << ") (expected " << e / local << ")";
+         << ", but a layer that maps global ids needs rank r to own experts [r*" << local
+         << ", (r+1)*" << local << ") (expected " << e / local << ")";
       return os.str();
     }
   for (int64_t i = 0; i < in.tokens * in.topK; ++i)

@@ -71,6 +71,14 @@ struct Runtime {
     CallSignature signature;
   };
   std::unordered_map<int64_t, Gather> pendingGathers;
+  /// Dispatches packed by the layer awaiting their return, by handle
+  /// (negative, numbered with the all-gathers').
+  struct Packed {
+    std::vector<int64_t> sent, received; ///< rows to and from each rank
+    int64_t sendRows, capacity, hidden, elementBytes;
+    CallSignature signature;
+  };
+  std::unordered_map<int64_t, Packed> pendingPacked;
   int64_t lastGatherHandle = 0;
 };
 Runtime runtime;
@@ -778,6 +786,220 @@ void returnInto(const char *entry, moert_memref2d *partial, int64_t handle, moer
   staging.wait();
 }
 
+/// A buffer of the packed exchange: `rows` x `cols` elements.
+void checkShape(const char *entry, const char *collective, const moert_memref2d *m,
+                const char *name, int64_t rows, int64_t cols, int64_t elementBytes,
+                const char *why) {
+  if (Status e = checkMemref(m, "packed exchange", name, elementBytes))
+    fatal(collective, *e);
+  if (m->sizes[0] != rows || m->sizes[1] != cols)
+    fatal(collective, std::string(entry) + ": " + name + " is [" + std::to_string(m->sizes[0]) +
+                          ", " + std::to_string(m->sizes[1]) + "], the exchange needs [" +
+                          std::to_string(rows) + ", " + std::to_string(cols) + "] (" + why + ")");
+}
+
+/// The all-to-all of `parts` (rows grouped by rank, `sent[p]` of them to
+/// rank p, `received[p]` from it, in rank order), each part with its own
+/// row size; with nccl on the layer's stream (device buffers as they are),
+/// with mpi staged through the host where the buffers are on the device.
+struct ExchangePart {
+  const uint8_t *send;
+  uint8_t *recv;
+  const char *collective;
+  int64_t rowBytes;
+};
+void exchangeParts(Collectives &coll, const DeviceStaging &staging, void *stream,
+                   const std::vector<ExchangePart> &parts, const std::vector<int64_t> &sent,
+                   const std::vector<int64_t> &received) {
+  const bool nccl = std::strcmp(coll.backend(), "nccl") == 0;
+  int64_t sendRows = 0, recvRows = 0;
+  for (size_t p = 0; p < sent.size(); ++p)
+    sendRows += sent[p], recvRows += received[p]; // each within its buffer: checked
+  std::optional<Collectives::StreamScope> onLayer;
+  if (nccl || !staging.onDevice())
+    onLayer.emplace(coll, nccl ? stream : nullptr, parts.back().collective);
+  for (const ExchangePart &part : parts) {
+    std::vector<int64_t> sendBytes(sent.size()), recvBytes(sent.size());
+    for (size_t p = 0; p < sent.size(); ++p) {
+      sendBytes[p] = sent[p] * part.rowBytes;
+      recvBytes[p] = received[p] * part.rowBytes;
+    }
+    if (onLayer) {
+      if (Status e = coll.allToAllV(part.collective, part.send, sendBytes.data(), part.recv,
+                                    recvBytes.data()))
+        die(*e);
+      continue;
+    }
+    std::vector<uint8_t> out(size_t(sendRows * part.rowBytes)),
+        in(size_t(recvRows * part.rowBytes));
+    staging.copy(out.data(), part.send, sendRows * part.rowBytes);
+    staging.wait();
+    if (Status e = coll.allToAllV(part.collective, out.data(), sendBytes.data(), in.data(),
+                                  recvBytes.data()))
+      die(*e);
+    staging.copy(part.recv, in.data(), recvRows * part.rowBytes);
+    staging.wait();
+  }
+  if (onLayer)
+    if (Status e = onLayer->wait())
+      die(*e);
+}
+
+/// The prefill dispatch packed by the layer (pack-in-layer): rank p's rows
+/// are `rows[offsets[p], offsets[p+1])` with their route rows (k targets,
+/// then k weights); every rank's rows for this one land in `out` and
+/// `outRoute` in rank order, the route rows past them all ones (ids -1;
+/// the layer reads no weight there) and the rows past them not written.
+/// One host wait, for the offsets and the map; returns the handle for
+/// returnPackedInto.
+int64_t sendPackedInto(const char *entry, moert_memref2d *rows, moert_memref2d *route,
+                       moert_memref1d *offsets, GatherMap map, moert_memref1d *plan,
+                       moert_memref2d *out, moert_memref2d *outRoute, void *stream,
+                       int64_t elementBytes) {
+  Collectives &coll = collectivesOrDie(entry);
+  PhaseTimer timer{coll.counters(), "dispatch"};
+  const bool placed = map.physToLog != nullptr;
+  const char *first = "dispatch.counts";
+  for (auto [m, name, bytes] :
+       {std::tuple{rows, "rows", elementBytes}, std::tuple{route, "route", int64_t(4)}})
+    if (Status e = checkMemref(m, "packed exchange", name, bytes))
+      fatal(first, *e);
+  std::vector<std::tuple<moert_memref1d *, const char *, int64_t>> vectors = {
+      {offsets, "offsets", 4}, {plan, "plan", 8}};
+  if (placed)
+    vectors.insert(vectors.end(),
+                   {{map.physToLog, "phys_to_log", 4}, {map.share, "replica_share", 4}});
+  else
+    vectors.push_back({map.expertRank, "expert_rank", 4});
+  for (auto [m, name, bytes] : vectors)
+    if (Status e = checkMemref(m, "packed exchange", name, bytes))
+      fatal(first, *e);
+  PlanFields fields;
+  if (Status e = readPlan(static_cast<const int64_t *>(plan->aligned) + plan->offset,
+                          plan->sizes[0], fields))
+    fatal(first, *e);
+  const int64_t ranks = coll.size(), n = rows->sizes[0], h = rows->sizes[1];
+  const int64_t width = route->sizes[1], k = width / 2, capacity = fields.capacity;
+  if (fields.slots != 0 || fields.quantization != 0 || (fields.ranks && fields.ranks != ranks))
+    fatal(first, std::string(entry) +
+                     ": the packed dispatch needs the prefill layout without "
+                     "FP8 (plan slots " +
+                     std::to_string(fields.slots) + ", quantization " +
+                     std::to_string(fields.quantization) + ") and a plan for this group's " +
+                     std::to_string(ranks) + " ranks (plan ep " + std::to_string(fields.ranks) +
+                     ")");
+  if (width < 2 || width % 2 != 0 || k > limits::kMaxTopK || h > limits::kMaxHidden)
+    fatal(first, std::string(entry) + ": route rows of " + std::to_string(width) +
+                     " values (2k: k targets, k weights) and hidden size " + std::to_string(h) +
+                     " are outside the limits");
+  checkShape(entry, first, route, "route", n, width, 4, "a route row a row");
+  checkShape(entry, first, out, "received", capacity, h, elementBytes, "the plan's capacity");
+  checkShape(entry, first, outRoute, "received_route", capacity, width, 4, "the plan's capacity");
+  if (offsets->sizes[0] != ranks + 1)
+    fatal(first, std::string(entry) + ": offsets has " + std::to_string(offsets->sizes[0]) +
+                     " entries, the group's " + std::to_string(ranks) + " ranks need " +
+                     std::to_string(ranks + 1));
+  const DeviceStaging staging = exchangeStaging(entry, first, stream);
+  std::vector<uint8_t> offsetsHost, mapHost, shareHost;
+  moert_memref1d hoffsets = staged(staging, offsetsHost, *offsets, 4);
+  moert_memref1d hmap = staged(staging, mapHost, placed ? *map.physToLog : *map.expertRank, 4);
+  moert_memref1d hshare = placed ? staged(staging, shareHost, *map.share, 4) : moert_memref1d{};
+  staging.wait();
+  const int32_t *at = reinterpret_cast<const int32_t *>(dataOf(hoffsets, 4));
+  std::vector<int64_t> sent(static_cast<size_t>(ranks)), received(static_cast<size_t>(ranks));
+  for (int64_t p = 0; p < ranks; ++p) {
+    if (at[0] != 0 || at[p + 1] < at[p] || at[p + 1] > n)
+      fatal(first, std::string(entry) + ": offsets[" + std::to_string(p) +
+                       "] = " + std::to_string(at[p]) + ", offsets[" + std::to_string(p + 1) +
+                       "] = " + std::to_string(at[p + 1]) +
+                       ": the blocks must start at 0, not shrink, and end within the " +
+                       std::to_string(n) + " rows");
+    sent[p] = at[p + 1] - at[p];
+  }
+  GatherInput in; // the map only: no ids are read here
+  in.topK = k;
+  in.experts = hmap.sizes[0];
+  if (placed) {
+    Placement placement;
+    if (Status e = Placement::fromReplicas(reinterpret_cast<const int32_t *>(dataOf(hmap, 4)),
+                                           reinterpret_cast<const float *>(dataOf(hshare, 4)),
+                                           hmap.sizes[0], int(ranks), fields.experts, placement))
+      fatal(first, *e);
+    in.experts = placement.experts();
+  } else {
+    in.expertRank = reinterpret_cast<const int32_t *>(dataOf(hmap, 4));
+  }
+  if (Status e = gatherProblem(in, int(ranks)))
+    fatal(first, *e);
+  CallSignature signature;
+  signature.set(CallSignature::Hidden, h);
+  signature.set(CallSignature::TopK, k);
+  signature.set(CallSignature::Dtype, elementBytes);
+  signature.set(CallSignature::Ep, fields.ranks);
+  signature.set(CallSignature::Experts, in.experts);
+  signature.set(CallSignature::Entry, 8 | (placed ? 1 : 0)); // bit 3: packed by the layer
+  signature.set(CallSignature::PlanHash, int64_t(planHash(fields)));
+  Collectives::SignatureScope scope(coll, signature);
+  if (Status e = exchangeCounts(coll, sent.data(), received.data(), capacity))
+    die(*e);
+  int64_t arrived = 0;
+  for (int64_t count : received)
+    arrived += count; // at most the capacity: checked
+  uint8_t *routeOut = const_cast<uint8_t *>(dataOf(*outRoute, 4));
+  exchangeParts(coll, staging, stream,
+                {{dataOf(*rows, elementBytes), const_cast<uint8_t *>(dataOf(*out, elementBytes)),
+                  "dispatch.payload", h * elementBytes},
+                 {dataOf(*route, 4), routeOut, "dispatch.route", width * 4}},
+                sent, received);
+  staging.fill(routeOut + arrived * width * 4, 0xffffffffu, (capacity - arrived) * width * 4);
+  staging.wait();
+  Counters &counters = coll.counters();
+  if (!staging.onDevice()) { // the load of this rank's experts, where the host can see it
+    const int32_t *ids = reinterpret_cast<const int32_t *>(routeOut);
+    const int64_t perRank = in.experts / ranks;
+    int64_t here = 0;
+    for (int64_t r = 0; r < arrived; ++r)
+      here +=
+          choicesOfRank(ids + r * width, k, coll.rank(), placed ? hmap.sizes[0] / ranks : perRank);
+    counters.totals["expert_choices_received"] += here;
+  }
+  counters.totals["dispatch_rows_sent"] += at[ranks];
+  counters.totals["dispatch_payload_bytes_sent"] += at[ranks] * (h * elementBytes + width * 4);
+  counters.totals["dispatch_calls_prefill"] += 1;
+  const int64_t handle = -++runtime.lastGatherHandle;
+  runtime.pendingPacked[handle] = {sent, received, n, capacity, h, elementBytes, signature};
+  return handle;
+}
+
+/// The packed dispatch's return: the first received rows of `partial` go
+/// back to the ranks they came from, into `returned` in the send order.
+void returnPackedInto(const char *entry, moert_memref2d *partial, int64_t handle,
+                      moert_memref2d *returned, void *stream, int64_t elementBytes) {
+  Collectives &coll = collectivesOrDie(entry);
+  PhaseTimer timer{coll.counters(), "combine"};
+  auto found = runtime.pendingPacked.find(handle);
+  if (found == runtime.pendingPacked.end())
+    fatal("combine.payload", std::string(entry) + ": handle " + std::to_string(handle) +
+                                 " is not a packed dispatch awaiting its return");
+  const Runtime::Packed packed = std::move(found->second);
+  runtime.pendingPacked.erase(found);
+  if (elementBytes != packed.elementBytes)
+    fatal("combine.payload", std::string(entry) + ": the dispatch of handle " +
+                                 std::to_string(handle) + " moved " +
+                                 (packed.elementBytes == 2 ? "bf16" : "f32") + " rows");
+  checkShape(entry, "combine.payload", partial, "partial", packed.capacity, packed.hidden,
+             elementBytes, "the plan's capacity");
+  checkShape(entry, "combine.payload", returned, "returned", packed.sendRows, packed.hidden,
+             elementBytes, "the rows the dispatch sent");
+  const DeviceStaging staging = exchangeStaging(entry, "combine.payload", stream);
+  Collectives::SignatureScope scope(coll, packed.signature);
+  exchangeParts(
+      coll, staging, stream,
+      {{dataOf(*partial, elementBytes), const_cast<uint8_t *>(dataOf(*returned, elementBytes)),
+        "combine.payload", packed.hidden * elementBytes}},
+      packed.received, packed.sent);
+}
+
 /// $MOERT_TIMEOUT_MS: digits only, at least 1; values over the limit (one
 /// day) are clamped to it.
 Status parseTimeout(const char *text, int64_t &ms) {
@@ -1101,6 +1323,36 @@ MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_bf16, 2)
     guardFatal(#NAME, "combine.payload",                                                           \
                [&] { returnInto(#NAME, partial, handle, returned, stream, BYTES); });              \
   }
+#define MOERT_SEND_PACKED_INTO_ENTRY(NAME, BYTES, MAP_ARGS, MAP)                                   \
+  int64_t _mlir_ciface_##NAME(moert_memref2d *rows, moert_memref2d *route,                         \
+                              moert_memref1d *offsets, MAP_ARGS, moert_memref1d *plan,             \
+                              moert_memref2d *received, moert_memref2d *receivedRoute,             \
+                              void *stream) {                                                      \
+    int64_t handle = 0;                                                                            \
+    guardFatal(#NAME, "dispatch.counts", [&] {                                                     \
+      handle = sendPackedInto(#NAME, rows, route, offsets, MAP, plan, received, receivedRoute,     \
+                              stream, BYTES);                                                      \
+    });                                                                                            \
+    return handle;                                                                                 \
+  }
+#define MOERT_RETURN_PACKED_INTO_ENTRY(NAME, BYTES)                                                \
+  void _mlir_ciface_##NAME(moert_memref2d *partial, int64_t handle, moert_memref2d *returned,      \
+                           void *stream) {                                                         \
+    guardFatal(#NAME, "combine.payload",                                                           \
+               [&] { returnPackedInto(#NAME, partial, handle, returned, stream, BYTES); });        \
+  }
+#define MOERT_BY_RANK moert_memref1d *expertRank
+#define MOERT_PLACED moert_memref1d *physToLog, moert_memref1d *share
+MOERT_SEND_PACKED_INTO_ENTRY(moert_ep_send_packed_into_f32, 4, MOERT_BY_RANK,
+                             (GatherMap{expertRank, nullptr, nullptr}))
+MOERT_SEND_PACKED_INTO_ENTRY(moert_ep_send_packed_into_bf16, 2, MOERT_BY_RANK,
+                             (GatherMap{expertRank, nullptr, nullptr}))
+MOERT_SEND_PACKED_INTO_ENTRY(moert_ep_send_packed_placed_into_f32, 4, MOERT_PLACED,
+                             (GatherMap{nullptr, physToLog, share}))
+MOERT_SEND_PACKED_INTO_ENTRY(moert_ep_send_packed_placed_into_bf16, 2, MOERT_PLACED,
+                             (GatherMap{nullptr, physToLog, share}))
+MOERT_RETURN_PACKED_INTO_ENTRY(moert_ep_return_packed_into_f32, 4)
+MOERT_RETURN_PACKED_INTO_ENTRY(moert_ep_return_packed_into_bf16, 2)
 MOERT_GATHER_INTO_ENTRY(moert_ep_gather_into_f32, 4)
 MOERT_GATHER_INTO_ENTRY(moert_ep_gather_into_bf16, 2)
 MOERT_GATHER_FP8_INTO_ENTRY(moert_ep_gather_fp8_into_f32, 4)

@@ -218,6 +218,38 @@ Status moert::selectForBatch(Collectives &coll, const int32_t *expertIds, int64_
   return std::nullopt;
 }
 
+Status moert::exchangeCounts(Collectives &coll, const int64_t *sentRows, int64_t *receivedRows,
+                             int64_t capacity) {
+  const int ranks = coll.size();
+  std::vector<int64_t> countBytes(ranks, sizeof(int64_t));
+  if (Status e = coll.allToAllV("dispatch.counts", sentRows, countBytes.data(), receivedRows,
+                                countBytes.data()))
+    return e;
+  // A count is never trusted: it sizes what follows.
+  int64_t received = 0;
+  for (int p = 0; p < ranks; ++p)
+    if (receivedRows[p] < 0 || !checkedAdd(received, receivedRows[p], received)) {
+      MessageStream os;
+      os << "dispatch: rank " << p << " announced " << receivedRows[p] << " rows for rank "
+         << coll.rank() << " (the rows so far: " << received << ")";
+      return coll.failTogether("dispatch.capacity", os.str());
+    }
+  // Every rank learns every rank's load, so an overflow fails all of them
+  // with the same message, before any payload is written.
+  std::vector<int64_t> loads(ranks, 0);
+  loads[coll.rank()] = received;
+  if (Status e = coll.allReduce("dispatch.capacity", loads.data(), ranks, ReduceOp::Sum))
+    return e;
+  for (int r = 0; r < ranks; ++r)
+    if (loads[r] > capacity || loads[r] < 0) {
+      MessageStream os;
+      os << "dispatch: rank " << r << " would receive " << loads[r]
+         << " rows but the plan's capacity is " << capacity << " rows; nothing was written";
+      return os.str();
+    }
+  return std::nullopt;
+}
+
 Status ExpertParallel::dispatch(const DispatchInput &in,
                                 const DispatchAllocator &allocate,
                                 int64_t &rows, int64_t &handle) {
@@ -291,40 +323,10 @@ Status ExpertParallel::dispatch(const DispatchInput &in,
     return coll.failTogether("dispatch", outOfMemory("dispatch: routing", e));
   }
 
-  if (!in.slots) {
-    // Counts first: everyone learns how many rows it will receive.
-    std::vector<int64_t> countBytes(ranks, sizeof(int64_t));
-    if (Status e = coll.allToAllV("dispatch.counts", state.sentRows.data(),
-                                  countBytes.data(), state.receivedRows.data(),
-                                  countBytes.data()))
+  if (!in.slots) // counts first: everyone learns how many rows it will receive
+    if (Status e =
+            exchangeCounts(coll, state.sentRows.data(), state.receivedRows.data(), in.capacity))
       return e;
-    // A count is never trusted: it sizes what follows.
-    int64_t received = 0;
-    for (int p = 0; p < ranks; ++p)
-      if (state.receivedRows[p] < 0 ||
-          !checkedAdd(received, state.receivedRows[p], received)) {
-        MessageStream os;
-        os << "dispatch: rank " << p << " announced " << state.receivedRows[p]
-           << " rows for rank " << coll.rank() << " (the rows so far: " << received
-           << ")";
-        return coll.failTogether("dispatch.capacity", os.str());
-      }
-    // Every rank learns every rank's load, so an overflow fails all of them
-    // with the same message, before any payload is written.
-    std::vector<int64_t> loads(ranks, 0);
-    loads[coll.rank()] = received;
-    if (Status e = coll.allReduce("dispatch.capacity", loads.data(), ranks,
-                                  ReduceOp::Sum))
-      return e;
-    for (int r = 0; r < ranks; ++r)
-      if (loads[r] > in.capacity || loads[r] < 0) {
-        MessageStream os;
-        os << "dispatch: rank " << r << " would receive " << loads[r]
-           << " rows but the plan's capacity is " << in.capacity
-           << " rows; nothing was written";
-        return os.str();
-      }
-  }
   // Rows and bytes: rows are bounded by the capacity (checked above) or by
   // ranks x slots, but every product is checked all the same.
   int64_t sendRows = 0, recvRows = 0, sendTotal = 0, recvTotal = 0, expertTotal = 0;

@@ -133,6 +133,14 @@ Status selectForBatch(Collectives &coll, const int32_t *expertIds, int64_t choic
                       const Placement &placement, const char *nextCollective,
                       std::optional<BatchSelection> &selection, std::vector<int64_t> &before);
 
+/// The prefill layout's counts: this rank sends `sentRows[p]` rows to rank p
+/// ("dispatch.counts") and learns `receivedRows[p]`, what rank p sends here.
+/// A count is never trusted; every rank learns every rank's load
+/// ("dispatch.capacity"), so that a rank over `capacity` fails all of them
+/// with the same message before any payload moves.
+Status exchangeCounts(Collectives &coll, const int64_t *sentRows, int64_t *receivedRows,
+                      int64_t capacity);
+
 /// Element conversions for the payload types (f32, bf16).
 float loadElement(const uint8_t *p, int64_t elementBytes);
 void storeElement(uint8_t *p, int64_t elementBytes, float value);

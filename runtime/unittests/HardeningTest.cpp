@@ -1190,6 +1190,118 @@ TEST(Hardening, PerBatchAllGatherSendsSlotsAndSkipsMaskedChoices) {
   EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
 }
 
+/// A dispatch packed by the layer on one rank: 3 rows of which offsets
+/// send the first 2, k = 1 (route rows of 2), capacity 2.
+struct PackedCall : CCall {
+  float rows[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  float route[6] = {0, 0.5f, 0, 0.25f, 0, 0};
+  int32_t offsets[2] = {0, 2};
+  float rx[8] = {-7, -7, -7, -7, -7, -7, -7, -7};
+  float rroute[4] = {3, 3, 3, 3};
+  moert_memref2d rowsm = memref2(rows, 3, 4), routem = memref2(route, 3, 2),
+                 rxm = memref2(rx, 2, 4), rroutem = memref2(rroute, 2, 2);
+  moert_memref1d om = memref1(offsets, 2);
+  int64_t handle = 0;
+  void send() {
+    handle = _mlir_ciface_moert_ep_send_packed_into_f32(&rowsm, &routem, &om, &rm, &planm, &rxm,
+                                                        &rroutem, nullptr);
+  }
+};
+
+TEST(Hardening, PackedExchangeChecksOffsetsShapesAndHandles) {
+  expectEachFailsByName({
+      {"offsets not from 0",
+       "moert_ep_send_packed_into_f32: offsets[0] = 1, offsets[1] = 2: the blocks must start at "
+       "0, not shrink, and end within the 3 rows",
+       [] {
+         PackedCall c;
+         c.offsets[0] = 1;
+         c.send();
+       }},
+      {"offsets past the rows", "offsets[0] = 0, offsets[1] = 4: the blocks must start at 0",
+       [] {
+         PackedCall c;
+         c.offsets[1] = 4;
+         c.send();
+       }},
+      {"over the capacity", "rank 0 would receive 3 rows but the plan's capacity is 2 rows",
+       [] {
+         PackedCall c;
+         c.offsets[1] = 3;
+         c.send();
+       }},
+      {"received rows",
+       "moert_ep_send_packed_into_f32: received is [1, 4], the exchange needs [2, 4] (the "
+       "plan's capacity)",
+       [] {
+         PackedCall c;
+         c.rxm.sizes[0] = 1;
+         c.send();
+       }},
+      {"odd route rows", "route rows of 3 values (2k: k targets, k weights)",
+       [] {
+         PackedCall c;
+         c.routem = memref2(c.route, 2, 3);
+         c.send();
+       }},
+      {"decode plan", "the packed dispatch needs the prefill layout without FP8 (plan slots 2",
+       [] {
+         PackedCall c;
+         c.plan[MOERT_PLAN_SLOTS] = 2;
+         c.send();
+       }},
+      {"null offsets", "packed exchange: memref 'offsets' is a null descriptor",
+       [] {
+         PackedCall c;
+         _mlir_ciface_moert_ep_send_packed_into_f32(&c.rowsm, &c.routem, nullptr, &c.rm, &c.planm,
+                                                    &c.rxm, &c.rroutem, nullptr);
+       }},
+      {"return of another handle",
+       "moert_ep_return_packed_into_f32: handle -99 is not a packed dispatch awaiting its return",
+       [] {
+         PackedCall c;
+         c.send();
+         float back[12];
+         moert_memref2d backm = memref2(back, 3, 4);
+         _mlir_ciface_moert_ep_return_packed_into_f32(&c.rxm, -99, &backm, nullptr);
+       }},
+      {"returned rows",
+       "moert_ep_return_packed_into_f32: returned is [2, 4], the exchange needs [3, 4] (the rows "
+       "the dispatch sent)",
+       [] {
+         PackedCall c;
+         c.send();
+         float back[8];
+         moert_memref2d backm = memref2(back, 2, 4);
+         _mlir_ciface_moert_ep_return_packed_into_f32(&c.rxm, c.handle, &backm, nullptr);
+       }},
+  });
+}
+
+/// On one rank the packed exchange hands the sent rows back to itself: the
+/// first offsets[1] rows arrive, the route rows past them are all ones,
+/// and the return puts the partial rows back in the send order.
+TEST(Hardening, PackedExchangeOnOneRankRoundTrips) {
+  ensureLocal();
+  Ending e = runInChild([] {
+    PackedCall c;
+    c.offsets[1] = 1; // one row sent, one masked
+    c.send();
+    if (c.rx[0] != 1 || c.rx[3] != 4 || c.rx[4] != -7 || c.rroute[1] != 0.5f)
+      std::_Exit(3);
+    uint32_t bits;
+    std::memcpy(&bits, &c.rroute[2], 4);
+    if (bits != 0xffffffffu)
+      std::_Exit(4);
+    float partial[8] = {10, 20, 30, 40, 50, 60, 70, 80}, back[12] = {};
+    moert_memref2d pm = memref2(partial, 2, 4), bm = memref2(back, 3, 4);
+    _mlir_ciface_moert_ep_return_packed_into_f32(&pm, c.handle, &bm, nullptr);
+    if (back[0] != 10 || back[3] != 40 || back[4] != 0)
+      std::_Exit(5);
+  });
+  EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
+}
+
 TEST(Hardening, Defect8_HostileHostCallsReturnErrors) {
   ensureLocal();
   int64_t v[2] = {1, 2};

@@ -192,7 +192,7 @@ TEST(Staging, TheAllGatherExchangeRefusesWhatTheLayersMapCannotTake) {
     std::vector<int64_t> plan;
     const char *expected;
   } cases[] = {
-      {{0, 1}, {5, 5, 5, 0, 1, 0, 0, 0, 0}, "expert_rank[1] = 1, but the all-gather dispatch"},
+      {{0, 1}, {5, 5, 5, 0, 1, 0, 0, 0, 0}, "expert_rank[1] = 1, but a layer that maps global ids"},
       {{0, 0}, {5, 0, 0, 0, 1, 0, 0, 0, 0}, "needs the decode layout (plan slots > 0)"},
       {{0, 0}, {5, 5, 2, 0, 1, 0, 0, 0, 0}, "3 tokens but the plan allows at most 2"},
   };

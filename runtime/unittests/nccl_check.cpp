@@ -10,7 +10,9 @@
 //   f32 rows, twice each; every rank checks every block it received against
 //   the formula that made it on its rank, and the counters against the
 //   blocks' sizes; FP8 codes and scales (moert_ep_gather_fp8_into_bf16) the
-//   same way; then the host collectives (moert_allreduce_i64,
+//   same way; the exchange packed by the layer (moert_ep_send_packed_into_*
+//   and moert_ep_return_packed_into_*) with blocks of 0-2 rows a rank; then
+//   the host collectives (moert_allreduce_i64,
 //   moert_agree_max, moert_allgather, moert_barrier on host values);
 // - host-buffers: every rank must fail, naming why (the all-gather
 //   exchange on the nccl backend takes device buffers).
@@ -195,6 +197,153 @@ template <typename T> void allGatherRound(FakeDevice &dev, int round) {
         tag + ": counters lack dispatch.payload with " + std::to_string(payload) +
             " bytes: " + counters);
 }
+/// Rows rank `from` sends rank `to` in a packed round (0, 1 or 2).
+int64_t packedCount(int from, int to) { return (from + 2 * to) % 3; }
+
+/// The exchange packed by the layer (moert_ep_send_packed_into_* and
+/// moert_ep_return_packed_into_*) on device buffers: rank r's rows grouped
+/// by destination (some blocks empty, two unsent rows at the end), each
+/// with its route row; every rank checks the blocks it received in rank
+/// order, the route rows past them (all ones), the rows past them (not
+/// written), and the rows returned into its send order.
+template <typename T> void packedRound(FakeDevice &dev, int round) {
+  const bool bf = sizeof(T) == 2;
+  const int rank = moert_rank(), ranks = moert_size();
+  const int64_t experts = kExpertsPerRank * ranks, width = 2 * kTopK, capacity = 2 * ranks;
+  std::vector<int32_t> offsets(size_t(ranks + 1), 0);
+  for (int p = 0; p < ranks; ++p)
+    offsets[size_t(p + 1)] = offsets[size_t(p)] + int32_t(packedCount(rank, p));
+  const int64_t sent = offsets[size_t(ranks)], rows = sent + 2;
+  // Every rank computes every rank's offsets: the rows and route rows are
+  // formulas of (sender, its row).
+  auto offsetsOf = [&](int from) {
+    std::vector<int64_t> at(size_t(ranks + 1), 0);
+    for (int p = 0; p < ranks; ++p)
+      at[size_t(p + 1)] = at[size_t(p)] + packedCount(from, p);
+    return at;
+  };
+  auto targetOf = [&](int from, int64_t row) {
+    std::vector<int64_t> at = offsetsOf(from);
+    int to = 0;
+    while (to + 1 < ranks && row >= at[size_t(to + 1)])
+      ++to;
+    return int32_t(to * kExpertsPerRank + (from + row) % kExpertsPerRank);
+  };
+  auto routeOf = [&](int from, int64_t row, int64_t j) {
+    if (j < kTopK) {
+      const int32_t target = j == 0 ? targetOf(from, row) : -1;
+      float bits;
+      std::memcpy(&bits, &target, 4);
+      return bits;
+    }
+    return 0.25f * float(from + row + j);
+  };
+  std::vector<T> x = rowsOf<T>(rank, rows, round);
+  std::vector<float> route(size_t(rows * width));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < width; ++j)
+      route[size_t(r * width + j)] = routeOf(rank, r, j);
+  std::vector<int32_t> expertRank(static_cast<size_t>(experts));
+  for (int64_t e = 0; e < experts; ++e)
+    expertRank[size_t(e)] = int32_t(e / kExpertsPerRank);
+  std::vector<int64_t> plan = {capacity, 0, 0, 0, ranks, 0, 0, 0, 0, experts};
+
+  T *dx = dev.produce(x);
+  float *droute = dev.produce(route);
+  int32_t *doffsets = dev.produce(offsets), *drank = dev.produce(expertRank);
+  T *dreceived = dev.upload(std::vector<T>(size_t(capacity * kHidden), T(1)));
+  float *drroute = dev.upload(std::vector<float>(size_t(capacity * width), 7.0f));
+  auto xm = memref2(dx, rows, kHidden), rtm = memref2(droute, rows, width);
+  auto om = memref1(doffsets, ranks + 1), rm = memref1(drank, experts);
+  auto pm = memref1(plan.data(), int64_t(plan.size()));
+  auto rxm = memref2(dreceived, capacity, kHidden), rrm = memref2(drroute, capacity, width);
+  moert_counters_reset();
+  const int64_t handle = bf ? _mlir_ciface_moert_ep_send_packed_into_bf16(&xm, &rtm, &om, &rm, &pm,
+                                                                          &rxm, &rrm, kStream)
+                            : _mlir_ciface_moert_ep_send_packed_into_f32(&xm, &rtm, &om, &rm, &pm,
+                                                                         &rxm, &rrm, kStream);
+  const std::string tag =
+      std::string("packed ") + (bf ? "bf16" : "f32") + " round " + std::to_string(round);
+  std::vector<T> received = dev.download(dreceived, size_t(capacity * kHidden));
+  std::vector<float> rroute = dev.download(drroute, size_t(capacity * width));
+  int64_t at = 0;
+  std::vector<int64_t> startOn(static_cast<size_t>(ranks)); // where my rows start on each rank
+  for (int to = 0; to < ranks; ++to) {
+    int64_t before = 0;
+    for (int from = 0; from < rank; ++from)
+      before += packedCount(from, to);
+    startOn[size_t(to)] = before;
+  }
+  for (int from = 0; from < ranks; ++from) {
+    const int64_t first = offsetsOf(from)[size_t(rank)];
+    std::vector<T> theirs = rowsOf<T>(from, first + packedCount(from, rank), round);
+    for (int64_t i = 0; i < packedCount(from, rank); ++i, ++at) {
+      for (int64_t c = 0; c < kHidden; ++c)
+        check(received[size_t(at * kHidden + c)] == theirs[size_t((first + i) * kHidden + c)],
+              tag + ": received row " + std::to_string(at) + " col " + std::to_string(c));
+      for (int64_t j = 0; j < width; ++j) {
+        const float want = routeOf(from, first + i, j);
+        check(std::memcmp(&rroute[size_t(at * width + j)], &want, 4) == 0,
+              tag + ": received route " + std::to_string(at) + "," + std::to_string(j));
+      }
+    }
+  }
+  for (int64_t r = at; r < capacity; ++r) {
+    for (int64_t c = 0; c < kHidden; ++c)
+      check(received[size_t(r * kHidden + c)] == T(1),
+            tag + ": row " + std::to_string(r) + " past the received ones was written");
+    for (int64_t j = 0; j < width; ++j) {
+      uint32_t bits;
+      std::memcpy(&bits, &rroute[size_t(r * width + j)], 4);
+      check(bits == 0xffffffffu, tag + ": route row " + std::to_string(r) + " not masked");
+    }
+  }
+
+  // The return: rank p computed partial row q for the q-th row it received.
+  auto partialValue = [&](int computedBy, int64_t row, int64_t c) {
+    return value(computedBy + 11, row, c, round);
+  };
+  std::vector<T> partial(size_t(capacity * kHidden)), returned(size_t(rows * kHidden), T(3));
+  for (int64_t row = 0; row < capacity; ++row)
+    for (int64_t c = 0; c < kHidden; ++c) {
+      const float f = partialValue(rank, row, c);
+      if constexpr (sizeof(T) == 2)
+        partial[size_t(row * kHidden + c)] = bf16(f);
+      else
+        partial[size_t(row * kHidden + c)] = f;
+    }
+  T *dreturned = dev.upload(returned);
+  T *dpartial = dev.produce(partial);
+  auto partm = memref2(dpartial, capacity, kHidden), retm = memref2(dreturned, rows, kHidden);
+  if (bf)
+    _mlir_ciface_moert_ep_return_packed_into_bf16(&partm, handle, &retm, kStream);
+  else
+    _mlir_ciface_moert_ep_return_packed_into_f32(&partm, handle, &retm, kStream);
+  returned = dev.download(dreturned, returned.size());
+  for (int to = 0; to < ranks; ++to)
+    for (int64_t i = 0; i < packedCount(rank, to); ++i)
+      for (int64_t c = 0; c < kHidden; ++c) {
+        const int64_t row = offsets[size_t(to)] + i;
+        const float f = partialValue(to, startOn[size_t(to)] + i, c);
+        T want;
+        if constexpr (sizeof(T) == 2)
+          want = bf16(f);
+        else
+          want = f;
+        check(returned[size_t(row * kHidden + c)] == want,
+              tag + ": returned row " + std::to_string(row) + " col " + std::to_string(c));
+      }
+  for (int64_t row = sent; row < rows; ++row)
+    check(returned[size_t(row * kHidden)] == T(3),
+          tag + ": unsent row " + std::to_string(row) + " was written by the return");
+  std::vector<char> json(8192);
+  moert_counters_json(json.data(), int64_t(json.size()));
+  const std::string counters(json.data());
+  check(counters.find("\"dispatch.route\"") != std::string::npos &&
+            counters.find("\"dispatch.counts\"") != std::string::npos,
+        tag + ": counters lack dispatch.counts or dispatch.route: " + counters);
+}
+
 /// Replicas chosen per batch (plan field replica_selection = 1) with a
 /// placement: rank r's slots hold experts 3r..3r+2 and a replica of expert
 /// 0, which every token chooses first. The gathered ids are slots, each of
@@ -378,6 +527,10 @@ int main(int argc, char **argv) {
       fp8GatherRound(dev, 2, round);
     }
     perBatchGatherRound(dev);
+    for (int round = 0; round < 2; ++round) {
+      packedRound<uint16_t>(dev, round);
+      packedRound<float>(dev, round);
+    }
     hostCollectives();
   } else if (scenario == "host-buffers") {
     const int64_t rows = kSlots * moert_size();

@@ -10,7 +10,7 @@
 // CHECK-DAG: func.func private @moert_rank() -> i32
 // CHECK-DAG: #[[ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-DAG: #[[BLOCKS:.+]] = affine_map<(d0, d1, d2) -> (d2, d0, d1)>
-// NOINTO: convert-moe-to-runtime: all-gather-slots fills the layer's buffers: it needs into-buffers
+// NOINTO: convert-moe-to-runtime: all-gather-slots and pack-in-layer fill the layer's buffers: they need into-buffers
 // CHECK-LABEL: func.func @decode
 // CHECK: %[[X:.+]] = bufferization.to_buffer %{{.+}} read_only : tensor<?x?xbf16> to memref<?x?xbf16>
 // CHECK: arith.constant dense<[8, 4, 4, 0, 2, 0, 0, 0, 0]> : tensor<9xi64>

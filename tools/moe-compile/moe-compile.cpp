@@ -182,6 +182,15 @@ cl::opt<bool> epAllGather(
              "order. What the NCCL backend sends from device buffers; on "
              "--target cpu it needs --ep-into-buffers"),
     cl::init(false), cl::cat(category));
+cl::opt<bool>
+    epPackInLayer("ep-pack-in-layer",
+                  cl::desc("With --ep > 1: the prefill dispatch's rows are packed by the "
+                           "layer's own kernels (grouped by destination rank on the device) "
+                           "and the runtime moves the blocks, so that no row crosses to the "
+                           "host: what the NCCL backend sends from device buffers. Not with "
+                           "--dispatch-quant or --replica-selection=per-batch; on --target "
+                           "cpu it needs --ep-into-buffers"),
+                  cl::init(false), cl::cat(category));
 cl::opt<int64_t> packedMinRows(
     "packed-min-rows",
     cl::desc("Experts with at least this many rows in a call take the packed "
@@ -441,6 +450,17 @@ std::optional<std::string> optionProblem() {
   if (epAllGather && target == Target::Cpu && !epIntoBuffers)
     return "--ep-all-gather on --target cpu needs --ep-into-buffers (it exchanges "
            "into the layer's buffers, as on a GPU)";
+  if (epPackInLayer && layoutGiven && ep == 1)
+    return "--ep-pack-in-layer applies to an expert-parallel layer: it needs --ep > 1";
+  if (epPackInLayer && target == Target::Cpu && !epIntoBuffers)
+    return "--ep-pack-in-layer on --target cpu needs --ep-into-buffers (it exchanges "
+           "into the layer's buffers, as on a GPU)";
+  if (epPackInLayer && dispatchQuant != "none")
+    return "--ep-pack-in-layer moves the rows as they are: FP8 dispatches "
+           "(--dispatch-quant) are packed by the runtime";
+  if (epPackInLayer && replicaSelection != "static")
+    return "--ep-pack-in-layer chooses replicas by their shares: replicas chosen per "
+           "batch (--replica-selection) need every rank's counts before the rows are packed";
   if (epIntoBuffers && dispatchQuant != "none" && given(fp8Gemm) && fp8Gemm)
     return "--ep-into-buffers dequantizes an FP8 dispatch on receipt: it takes no "
            "--fp8-gemm=true";
@@ -654,6 +674,7 @@ void setCudaPipelineOptions(moe::CudaPipelineOptions &options) {
   options.fp8Rows = gpuFp8Rows;
   options.dedupeTp = !noTpDedupe;
   options.epAllGather = epAllGather;
+  options.epPackInLayer = epPackInLayer;
 }
 
 /// What the plan report says of a GPU library: its calling convention and
@@ -809,6 +830,7 @@ int compileLayer(const char *argv0) {
   cpuOptions.fp8Gemm = expertsReadCodes();
   cpuOptions.epIntoBuffers = epIntoBuffers;
   cpuOptions.epAllGather = epAllGather;
+  cpuOptions.epPackInLayer = epPackInLayer;
   moe::CudaPipelineOptions cudaOptions;
   setCudaPipelineOptions(cudaOptions);
   LogicalResult built = target == Target::Cpu ? moe::buildCpuPipeline(pm, cpuOptions)

@@ -175,6 +175,15 @@ def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
            "r (`moert_ep_return_into_*`) and a linalg op sums each token's "
            "rows in rank order. No packing and fixed sizes: what the NCCL "
            "backend can send from device buffers">,
+    Option<"packInLayer", "pack-in-layer", "bool", "false",
+           "With into-buffers: prefill dispatches (no slots) are packed by the "
+           "layer's own ops: moe.dispatch over the ranks groups each token's "
+           "row and its route (targets, weights) by destination rank, and "
+           "`moert_ep_send_packed_into_*` moves the blocks; the combine gets "
+           "the rows back in that order (`moert_ep_return_packed_into_*`) "
+           "and moe.combine sums them. No row crosses to the host: what the "
+           "NCCL backend sends from device buffers. The new moe ops need the "
+           "strategy and convert-moe-to-linalg to run again after this pass">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::tensor::TensorDialect",

@@ -68,6 +68,11 @@ struct CpuPipelineOptions : PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("With ep-into-buffers: decode-layout dispatches go by all-gather "
                      "(convert-moe-to-runtime{all-gather-slots})"),
       llvm::cl::init(false)};
+  Option<bool> epPackInLayer{
+      *this, "ep-pack-in-layer",
+      llvm::cl::desc("With ep-into-buffers: the layer packs the prefill dispatch's rows "
+                     "itself (convert-moe-to-runtime{pack-in-layer})"),
+      llvm::cl::init(false)};
   Option<bool> lowerToLLVM{*this, "lower-to-llvm",
                            llvm::cl::desc("Go down to the LLVM dialect (off: "
                                           "stop after bufferized loops)"),
@@ -92,6 +97,12 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
       llvm::cl::desc("Decode-layout dispatches go by all-gather "
                      "(convert-moe-to-runtime{all-gather-slots}): what the NCCL "
                      "backend can send from device buffers"),
+      llvm::cl::init(false)};
+  Option<bool> epPackInLayer{
+      *this, "ep-pack-in-layer",
+      llvm::cl::desc("Prefill dispatches are packed by the layer's kernels "
+                     "(convert-moe-to-runtime{pack-in-layer}): no row crosses to the "
+                     "host, what the NCCL backend sends from device buffers"),
       llvm::cl::init(false)};
   Option<std::string> prefillBlock{
       *this, "prefill-block",

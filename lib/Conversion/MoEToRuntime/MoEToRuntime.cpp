@@ -139,11 +139,15 @@ struct ConvertMoEToRuntimePass
     : moe::impl::ConvertMoEToRuntimeBase<ConvertMoEToRuntimePass> {
   using Base::Base;
 
+  /// Each packed dispatch's call (pack-in-layer) and the slot map of its
+  /// token rows, which its combine sums by.
+  DenseMap<Operation *, Value> packedSlots;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (allGatherSlots && !intoBuffers) {
-      module.emitError("convert-moe-to-runtime: all-gather-slots fills the layer's buffers: "
-                       "it needs into-buffers");
+    if ((allGatherSlots || packInLayer) && !intoBuffers) {
+      module.emitError("convert-moe-to-runtime: all-gather-slots and pack-in-layer fill the "
+                       "layer's buffers: they need into-buffers");
       return signalPassFailure();
     }
     // Each lowering erases its op; a failed one stops the walk.
@@ -320,6 +324,8 @@ struct ConvertMoEToRuntimePass
     auto dispatch = op.getHandle().getDefiningOp<func::CallOp>();
     if (dispatch && dispatch.getCallee().starts_with("moert_ep_gather_"))
       return lowerReturnInto(op, dispatch);
+    if (dispatch && dispatch.getCallee().starts_with("moert_ep_send_packed_"))
+      return lowerReturnPacked(op, dispatch);
     Value x = dispatch && dispatch->hasAttr(kStreamOperand)
                        ? dispatch.getOperand(0).getDefiningOp<bufferization::ToBufferOp>()
                        : Value();
@@ -395,11 +401,55 @@ struct ConvertMoEToRuntimePass
         .getResult(0);
   }
 
+  /// The replica of choice n (n = row*k + choice) of expert `id` (>= 0):
+  /// the first slot of the expert with a share whose cumulative share
+  /// (`upTo`) passes u = frac(n * 0.6180339887...), in 32-bit fixed point
+  /// (the same on every rank and device); the last slot with a share where
+  /// rounding leaves none; -1 for an expert without a slot.
+  static Value replicaOf(ImplicitLocOpBuilder &ib, Value physToLog, Value share, Value upTo,
+                         Value id, Value n) {
+    auto i32 = ib.getI32Type();
+    auto f32 = ib.getF32Type();
+    Value slotCount = tensor::DimOp::create(ib, physToLog, 0);
+    Value hashed = arith::MulIOp::create(
+        ib, n, arith::ConstantIntOp::create(ib, i32, int64_t(int32_t(0x9E3779B9u))));
+    Value top24 = arith::ShRUIOp::create(ib, hashed, arith::ConstantIntOp::create(ib, i32, 8));
+    Value u = arith::MulFOp::create(ib, arith::UIToFPOp::create(ib, f32, top24),
+                                    arith::ConstantOp::create(ib, ib.getF32FloatAttr(0x1p-24f)));
+    Value zeroF = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0.0f));
+    Value none = arith::ConstantIntOp::create(ib, i32, -1);
+    auto walk = scf::ForOp::create(
+        ib, arith::ConstantIndexOp::create(ib, 0), slotCount, arith::ConstantIndexOp::create(ib, 1),
+        ValueRange{none, none}, [&](OpBuilder &lb, Location loc, Value p, ValueRange acc) {
+          ImplicitLocOpBuilder l(loc, lb);
+          Value holds = arith::CmpIOp::create(l, arith::CmpIPredicate::eq,
+                                              tensor::ExtractOp::create(l, physToLog, p), id);
+          Value positive = arith::CmpFOp::create(l, arith::CmpFPredicate::OGT,
+                                                 tensor::ExtractOp::create(l, share, p), zeroF);
+          Value held = arith::AndIOp::create(l, holds, positive);
+          Value slot = arith::IndexCastOp::create(l, i32, p);
+          Value last = arith::SelectOp::create(l, held, slot, acc[1]);
+          Value unset = arith::CmpIOp::create(l, arith::CmpIPredicate::slt, acc[0], zeroInt(l));
+          Value passes = arith::CmpFOp::create(l, arith::CmpFPredicate::OLT, u,
+                                               tensor::ExtractOp::create(l, upTo, p));
+          Value take = arith::AndIOp::create(l, arith::AndIOp::create(l, unset, held), passes);
+          scf::YieldOp::create(l, ValueRange{arith::SelectOp::create(l, take, slot, acc[0]), last});
+        });
+    Value found =
+        arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, walk.getResult(0), zeroInt(ib));
+    return arith::SelectOp::create(ib, found, walk.getResult(0), walk.getResult(1));
+  }
+
+  /// n = row*k + choice, as an i32 (wrapping: only its hash matters).
+  static Value choiceNumber(ImplicitLocOpBuilder &ib, Value row, Value choice, int64_t topK) {
+    return arith::IndexCastOp::create(
+        ib, ib.getI32Type(),
+        arith::AddIOp::create(
+            ib, arith::MulIOp::create(ib, row, arith::ConstantIndexOp::create(ib, topK)), choice));
+  }
+
   /// With a placement (slot p on rank p / S, S = P / ranks): choice j of
-  /// gathered row g goes to the first replica of its expert with a share
-  /// whose cumulative share passes u = frac(n * 0.6180339887...) (n = g*k +
-  /// j, in 32-bit fixed point: the same on every rank and device; the last
-  /// replica with a share where rounding leaves none); this rank keeps it
+  /// gathered row g goes to replicaOf(n = g*k + j); this rank keeps it
   /// (local id p - rank*S) where that replica is one of its slots.
   static std::pair<Value, Value> localChoicesPlaced(ImplicitLocOpBuilder &b, EpDispatchOp op,
                                                     Value ids, Value weights, Value rank,
@@ -413,46 +463,8 @@ struct ConvertMoEToRuntimePass
     const int64_t topK = cast<RankedTensorType>(ids.getType()).getDimSize(1);
     return mapChoices(
         b, ids, weights, [&](ImplicitLocOpBuilder &ib, Value id, Value row, Value choice) {
-          auto i32 = ib.getI32Type();
-          auto f32 = ib.getF32Type();
-          Value n = arith::IndexCastOp::create(
-              ib, i32,
-              arith::AddIOp::create(
-                  ib, arith::MulIOp::create(ib, row, arith::ConstantIndexOp::create(ib, topK)),
-                  choice));
-          Value hashed = arith::MulIOp::create(
-              ib, n, arith::ConstantIntOp::create(ib, i32, int64_t(int32_t(0x9E3779B9u))));
-          Value top24 =
-              arith::ShRUIOp::create(ib, hashed, arith::ConstantIntOp::create(ib, i32, 8));
-          Value u =
-              arith::MulFOp::create(ib, arith::UIToFPOp::create(ib, f32, top24),
-                                    arith::ConstantOp::create(ib, ib.getF32FloatAttr(0x1p-24f)));
-          Value zeroF = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0.0f));
-          Value none = arith::ConstantIntOp::create(ib, i32, -1);
-          auto walk = scf::ForOp::create(
-              ib, arith::ConstantIndexOp::create(ib, 0), slotCount,
-              arith::ConstantIndexOp::create(ib, 1), ValueRange{none, none},
-              [&](OpBuilder &lb, Location loc, Value p, ValueRange acc) {
-                ImplicitLocOpBuilder l(loc, lb);
-                Value holds = arith::CmpIOp::create(l, arith::CmpIPredicate::eq,
-                                                    tensor::ExtractOp::create(l, physToLog, p), id);
-                Value positive = arith::CmpFOp::create(
-                    l, arith::CmpFPredicate::OGT, tensor::ExtractOp::create(l, share, p), zeroF);
-                Value held = arith::AndIOp::create(l, holds, positive);
-                Value slot = arith::IndexCastOp::create(l, i32, p);
-                Value last = arith::SelectOp::create(l, held, slot, acc[1]);
-                Value unset =
-                    arith::CmpIOp::create(l, arith::CmpIPredicate::slt, acc[0], zeroInt(l));
-                Value passes = arith::CmpFOp::create(l, arith::CmpFPredicate::OLT, u,
-                                                     tensor::ExtractOp::create(l, upTo, p));
-                Value take =
-                    arith::AndIOp::create(l, arith::AndIOp::create(l, unset, held), passes);
-                scf::YieldOp::create(
-                    l, ValueRange{arith::SelectOp::create(l, take, slot, acc[0]), last});
-              });
-          Value found =
-              arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, walk.getResult(0), zeroInt(ib));
-          Value chosen = arith::SelectOp::create(ib, found, walk.getResult(0), walk.getResult(1));
+          Value chosen =
+              replicaOf(ib, physToLog, share, upTo, id, choiceNumber(ib, row, choice, topK));
           Value offset = arith::SubIOp::create(ib, chosen, first);
           Value atLeast = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, offset, zeroInt(ib));
           Value below = arith::CmpIOp::create(ib, arith::CmpIPredicate::slt, offset, perRank);
@@ -476,9 +488,13 @@ struct ConvertMoEToRuntimePass
     auto weightsType = cast<RankedTensorType>(weights.getType());
     auto map = b.getMultiDimIdentityMap(2);
     SmallVector<utils::IteratorType> parallel(2, utils::IteratorType::parallel);
-    Value idsInit = tensor::EmptyOp::create(b, idsType.getShape(), idsType.getElementType());
+    SmallVector<Value> dynamic;
+    if (idsType.isDynamicDim(0))
+      dynamic.push_back(tensor::DimOp::create(b, ids, 0));
+    Value idsInit =
+        tensor::EmptyOp::create(b, idsType.getShape(), idsType.getElementType(), dynamic);
     Value weightsInit =
-        tensor::EmptyOp::create(b, weightsType.getShape(), weightsType.getElementType());
+        tensor::EmptyOp::create(b, weightsType.getShape(), weightsType.getElementType(), dynamic);
     auto local = linalg::GenericOp::create(
         b, TypeRange{idsType, weightsType}, ValueRange{ids, weights},
         ValueRange{idsInit, weightsInit}, SmallVector<AffineMap>(4, map), parallel,
@@ -585,6 +601,245 @@ struct ConvertMoEToRuntimePass
     return success();
   }
 
+  /// The destinations of a token's choices (`targets`: experts, or slots
+  /// with a placement; `perRank` of them a rank): choice j's rank, or -1
+  /// where it is masked, out of range, or an earlier choice of the token
+  /// goes to the same rank. One row per (token, destination rank).
+  static Value destinations(ImplicitLocOpBuilder &b, Value targets, Value perRank, int64_t ranks) {
+    auto type = cast<RankedTensorType>(targets.getType());
+    SmallVector<Value> dynamic;
+    if (type.isDynamicDim(0))
+      dynamic.push_back(tensor::DimOp::create(b, targets, 0));
+    Value init = tensor::EmptyOp::create(b, type.getShape(), b.getI32Type(), dynamic);
+    auto map = b.getMultiDimIdentityMap(2);
+    return linalg::GenericOp::create(
+               b, TypeRange{type}, ValueRange{targets}, ValueRange{init},
+               SmallVector<AffineMap>(2, map),
+               SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel),
+               [&](OpBuilder &nb, Location loc, ValueRange in) {
+                 ImplicitLocOpBuilder ib(loc, nb);
+                 Value limit = arith::MulIOp::create(
+                     ib, perRank, arith::ConstantIntOp::create(ib, ib.getI32Type(), ranks));
+                 auto rankOf = [&](ImplicitLocOpBuilder &l, Value target) -> Value {
+                   Value valid = arith::AndIOp::create(
+                       l, arith::CmpIOp::create(l, arith::CmpIPredicate::sge, target, zeroInt(l)),
+                       arith::CmpIOp::create(l, arith::CmpIPredicate::slt, target, limit));
+                   return arith::SelectOp::create(
+                       l, valid, arith::DivSIOp::create(l, target, perRank),
+                       arith::ConstantIntOp::create(l, l.getI32Type(), -1));
+                 };
+                 Value token = linalg::IndexOp::create(ib, 0);
+                 Value choice = linalg::IndexOp::create(ib, 1);
+                 Value mine = rankOf(ib, in[0]);
+                 Value no = arith::ConstantOp::create(ib, ib.getBoolAttr(false));
+                 auto seen = scf::ForOp::create(
+                     ib, arith::ConstantIndexOp::create(ib, 0), choice,
+                     arith::ConstantIndexOp::create(ib, 1), ValueRange{no},
+                     [&](OpBuilder &lb, Location l, Value j, ValueRange acc) {
+                       ImplicitLocOpBuilder lj(l, lb);
+                       Value other =
+                           rankOf(lj, tensor::ExtractOp::create(lj, targets, ValueRange{token, j}));
+                       Value same =
+                           arith::CmpIOp::create(lj, arith::CmpIPredicate::eq, other, mine);
+                       scf::YieldOp::create(lj, ValueRange{arith::OrIOp::create(lj, acc[0], same)});
+                     });
+                 Value none = arith::ConstantIntOp::create(ib, ib.getI32Type(), -1);
+                 linalg::YieldOp::create(
+                     ib, ValueRange{arith::SelectOp::create(ib, seen.getResult(0), none, mine)});
+               })
+        .getResult(0);
+  }
+
+  /// [T, 2k] f32: the bits of each token's targets, then its weights: what
+  /// travels with each of the token's rows.
+  static Value routeRows(ImplicitLocOpBuilder &b, Value targets, Value weights) {
+    auto type = cast<RankedTensorType>(targets.getType());
+    const int64_t topK = type.getDimSize(1);
+    SmallVector<Value> dynamic;
+    if (type.isDynamicDim(0))
+      dynamic.push_back(tensor::DimOp::create(b, targets, 0));
+    auto routeType = RankedTensorType::get({type.getDimSize(0), 2 * topK}, b.getF32Type());
+    Value init = tensor::EmptyOp::create(b, routeType.getShape(), b.getF32Type(), dynamic);
+    return linalg::GenericOp::create(
+               b, TypeRange{routeType}, ValueRange{}, ValueRange{init},
+               SmallVector<AffineMap>{b.getMultiDimIdentityMap(2)},
+               SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel),
+               [&](OpBuilder &nb, Location loc, ValueRange) {
+                 ImplicitLocOpBuilder ib(loc, nb);
+                 Value token = linalg::IndexOp::create(ib, 0);
+                 Value column = linalg::IndexOp::create(ib, 1);
+                 Value k = arith::ConstantIndexOp::create(ib, topK);
+                 Value isTarget = arith::CmpIOp::create(ib, arith::CmpIPredicate::ult, column, k);
+                 Value j = arith::SelectOp::create(ib, isTarget, column,
+                                                   arith::SubIOp::create(ib, column, k));
+                 Value target = arith::BitcastOp::create(
+                     ib, ib.getF32Type(),
+                     tensor::ExtractOp::create(ib, targets, ValueRange{token, j}));
+                 Value weight = tensor::ExtractOp::create(ib, weights, ValueRange{token, j});
+                 linalg::YieldOp::create(
+                     ib, ValueRange{arith::SelectOp::create(ib, isTarget, target, weight)});
+               })
+        .getResult(0);
+  }
+
+  /// The received route rows [C, 2k] as ids (i32) and weights.
+  static std::pair<Value, Value> splitRoute(ImplicitLocOpBuilder &b, Value route, int64_t topK) {
+    auto type = cast<RankedTensorType>(route.getType());
+    auto idsType = RankedTensorType::get({type.getDimSize(0), topK}, b.getI32Type());
+    auto weightsType = idsType.clone(b.getF32Type());
+    auto split = linalg::GenericOp::create(
+        b, TypeRange{idsType, weightsType}, ValueRange{},
+        ValueRange{tensor::EmptyOp::create(b, idsType.getShape(), b.getI32Type()),
+                   tensor::EmptyOp::create(b, weightsType.getShape(), b.getF32Type())},
+        SmallVector<AffineMap>(2, b.getMultiDimIdentityMap(2)),
+        SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel),
+        [&](OpBuilder &nb, Location loc, ValueRange) {
+          ImplicitLocOpBuilder ib(loc, nb);
+          Value row = linalg::IndexOp::create(ib, 0), j = linalg::IndexOp::create(ib, 1);
+          Value target = tensor::ExtractOp::create(ib, route, ValueRange{row, j});
+          Value weight = tensor::ExtractOp::create(
+              ib, route,
+              ValueRange{row,
+                         arith::AddIOp::create(ib, j, arith::ConstantIndexOp::create(ib, topK))});
+          linalg::YieldOp::create(
+              ib, ValueRange{arith::BitcastOp::create(ib, ib.getI32Type(), target), weight});
+        });
+    return {split.getResult(0), split.getResult(1)};
+  }
+
+  /// pack-in-layer: the prefill dispatch's rows packed by the layer's own
+  /// ops (on a GPU, kernels on its stream, with no host copy of a row):
+  /// each token's choices get their destination ranks (with a placement,
+  /// the replica by the shares as in the all-gather, n = t*k + j), two
+  /// moe.dispatch ops over the ranks group the token rows and their route
+  /// rows (targets and weights) by destination, and
+  /// moert_ep_send_packed_[placed_]into_* moves rank p's block
+  /// [offsets[p], offsets[p+1]) to rank p, where the rows arrive in rank
+  /// order; this rank maps the received targets to its own experts as the
+  /// all-gather does.
+  LogicalResult lowerPackedInto(EpDispatchOp op) {
+    auto fail = [&](const Twine &why) {
+      return op.emitOpError("convert-moe-to-runtime{pack-in-layer}: ") << why;
+    };
+    if (op.getQuantization())
+      return fail("FP8 dispatches are packed by the runtime, not yet by the layer");
+    if (op.getPerBatchReplicas())
+      return fail("replicas chosen per batch need every rank's counts before the rows "
+                  "are packed: the runtime packs those");
+    auto received = cast<RankedTensorType>(op.getReceived().getType());
+    auto xType = op.getX().getType();
+    const int64_t topK = op.getExpertIds().getType().getDimSize(1);
+    if (!received.hasStaticShape() || xType.isDynamicDim(1) || !op.getEp())
+      return fail("the received rows and hidden size must be static and the group's size (ep) "
+                  "known, got ")
+             << received;
+    const int64_t ranks = int64_t(*op.getEp());
+    const bool placed = static_cast<bool>(op.getPhysToLog());
+    ImplicitLocOpBuilder b(op.getLoc(), op);
+    auto i32 = b.getI32Type();
+    Value map = placed ? op.getPhysToLog() : op.getExpertRank();
+    Value perRank = arith::IndexCastOp::create(
+        b, i32,
+        arith::DivUIOp::create(b, tensor::DimOp::create(b, map, 0),
+                               arith::ConstantIndexOp::create(b, ranks)));
+    Value targets = op.getExpertIds();
+    if (placed) {
+      Value physToLog = op.getPhysToLog(), share = op.getReplicaShare();
+      Value upTo = cumulativeShares(b, physToLog, share);
+      targets = mapChoices(b, targets, op.getExpertWeights(),
+                           [&](ImplicitLocOpBuilder &ib, Value id, Value row, Value choice) {
+                             Value valid = arith::CmpIOp::create(ib, arith::CmpIPredicate::sge, id,
+                                                                 zeroInt(ib));
+                             Value slot = replicaOf(ib, physToLog, share, upTo, id,
+                                                    choiceNumber(ib, row, choice, topK));
+                             return std::make_pair(valid, slot);
+                           })
+                    .first;
+    }
+    Value dest = destinations(b, targets, perRank, ranks);
+    const int64_t tokens = xType.getDimSize(0);
+    const int64_t rows = ShapedType::isDynamic(tokens) ? ShapedType::kDynamic : tokens * topK;
+    auto pack = [&](Value in) {
+      auto type = cast<RankedTensorType>(in.getType());
+      return DispatchOp::create(
+          b, type.clone({rows, type.getDimSize(1)}), RankedTensorType::get({rows}, i32),
+          RankedTensorType::get({tokens, topK}, i32), RankedTensorType::get({ranks + 1}, i32), in,
+          dest, b.getI64IntegerAttr(ranks), IntegerAttr(), IntegerAttr());
+    };
+    DispatchOp sendRows = pack(op.getX());
+    DispatchOp sendRoute = pack(routeRows(b, targets, op.getExpertWeights()));
+    SmallVector<Value> args = {readBuffer(b, sendRows.getDispatched()),
+                               readBuffer(b, sendRoute.getDispatched()),
+                               readBuffer(b, sendRows.getExpertOffsets())};
+    if (placed)
+      args.append({readBuffer(b, op.getPhysToLog()), readBuffer(b, op.getReplicaShare())});
+    else
+      args.push_back(readBuffer(b, op.getExpertRank()));
+    args.push_back(readBuffer(b, buildPlan(b, op)));
+    auto routeType = RankedTensorType::get({received.getDimSize(0), 2 * topK}, b.getF32Type());
+    auto [rowsBuffer, rowsView] = writeBuffer(b, received);
+    auto [routeBuffer, routeView] = writeBuffer(b, routeType);
+    args.append({rowsView, routeView, nullStream(b)});
+    FailureOr<func::FuncOp> callee = declare(
+        op,
+        std::string("moert_ep_send_packed_") + (placed ? "placed_" : "") + "into_" + suffix(xType),
+        b.getFunctionType(ValueRange(args).getTypes(), {b.getI64Type()}));
+    FailureOr<func::FuncOp> rankFn =
+        declare(op, "moert_rank", b.getFunctionType({}, {i32}), /*cInterface=*/false);
+    if (failed(callee) || failed(rankFn))
+      return failure();
+    auto call = func::CallOp::create(b, *callee, args);
+    call->setAttr(kStreamOperand, b.getUnitAttr());
+    packedSlots[call] = sendRows.getSlot();
+    auto [ids, weights] = splitRoute(b, written(b, routeBuffer, routeType), topK);
+    Value rank = func::CallOp::create(b, *rankFn, ValueRange{}).getResult(0);
+    auto local = localChoices(b, map, ids, weights, rank, arith::ConstantIndexOp::create(b, ranks));
+    op.getReceived().replaceAllUsesWith(written(b, rowsBuffer, received));
+    op.getLocalIds().replaceAllUsesWith(castTo(b, local.first, op.getLocalIds().getType()));
+    op.getLocalWeights().replaceAllUsesWith(
+        castTo(b, local.second, op.getLocalWeights().getType()));
+    op.getHandle().replaceAllUsesWith(call.getResult(0));
+    op.erase();
+    return success();
+  }
+
+  /// The packed dispatch's combine: the partial rows go back the way they
+  /// came (moert_ep_return_packed_into_*) into the send order, and each
+  /// token sums its rows (one a destination rank; moe.combine with weight
+  /// 1, in choice order, f32, rounded once).
+  LogicalResult lowerReturnPacked(EpCombineOp op, func::CallOp send) {
+    auto slot = packedSlots.find(send);
+    auto sent = send.getOperand(0).getDefiningOp<bufferization::ToBufferOp>();
+    if (slot == packedSlots.end() || !sent)
+      return op.emitOpError("convert-moe-to-runtime{pack-in-layer}: the handle is not a "
+                            "packed dispatch's");
+    ImplicitLocOpBuilder b(op.getLoc(), op);
+    auto type = cast<RankedTensorType>(op.getType());
+    auto returnedType =
+        RankedTensorType::get({ShapedType::kDynamic, type.getDimSize(1)}, type.getElementType());
+    auto [buffer, view] = writeBuffer(b, returnedType, {memref::DimOp::create(b, sent, 0)});
+    SmallVector<Value> args = {readBuffer(b, op.getPartial()), op.getHandle(), view, nullStream(b)};
+    FailureOr<func::FuncOp> callee = declare(op, "moert_ep_return_packed_into_" + suffix(type),
+                                             b.getFunctionType(ValueRange(args).getTypes(), {}));
+    if (failed(callee))
+      return failure();
+    func::CallOp::create(b, *callee, args)->setAttr(kStreamOperand, b.getUnitAttr());
+    Value returned = written(b, buffer, returnedType);
+    auto slotType = cast<RankedTensorType>(slot->second.getType());
+    SmallVector<Value> dynamic;
+    if (slotType.isDynamicDim(0))
+      dynamic.push_back(tensor::DimOp::create(b, slot->second, 0));
+    Value ones =
+        linalg::FillOp::create(
+            b, arith::ConstantOp::create(b, b.getF32FloatAttr(1.0f)).getResult(),
+            tensor::EmptyOp::create(b, slotType.getShape(), b.getF32Type(), dynamic).getResult())
+            .getResult(0);
+    Value y = CombineOp::create(b, type, returned, slot->second, ones);
+    op.getResult().replaceAllUsesWith(y);
+    op.erase();
+    return success();
+  }
+
   /// The all-gather dispatch's combine: block r of the partial rows back to
   /// rank r, then each of this rank's tokens sums its ranks' rows in rank
   /// order (f32, rounded once).
@@ -670,6 +925,8 @@ struct ConvertMoEToRuntimePass
   LogicalResult lowerDispatch(EpDispatchOp op) {
     if (intoBuffers && allGatherSlots && op.getSlots())
       return lowerGatherInto(op);
+    if (intoBuffers && packInLayer && !op.getSlots())
+      return lowerPackedInto(op);
     if (intoBuffers)
       return lowerDispatchInto(op);
     if (!op.getSlots() && !op.getReceived().getType().isDynamicDim(0))

@@ -301,6 +301,45 @@ void _mlir_ciface_moert_ep_return_into_f32(moert_memref2d *partial, int64_t hand
 void _mlir_ciface_moert_ep_return_into_bf16(moert_memref2d *partial, int64_t handle,
                                             moert_memref2d *returned, void *stream);
 
+/* The prefill dispatch packed by the layer (moe-compile --ep-pack-in-layer;
+ * plan slots 0, no quantization, rank r owning experts [r*E/R, (r+1)*E/R)
+ * or, placed, slots [r*P/R, (r+1)*P/R)): the layer's own kernels grouped its
+ * rows by destination rank, rank p's block `rows[offsets[p], offsets[p+1])`
+ * of `rows[N, H]`, each with its route row in `route[N, 2k]` (the token's k
+ * targets, global experts or slots, as the bits of f32, then its k
+ * weights). The ranks exchange their counts and check them against the
+ * capacity as the packed dispatch does, then every rank's block for this
+ * one lands in `received[C, H]` and `received_route[C, 2k]` (C = the
+ * plan's capacity) in rank order; the route rows past them are all ones
+ * (ids -1), the rows past them are not written. The host reads only the
+ * offsets and the map (one wait); with the nccl backend the blocks move
+ * between device buffers on the layer's stream. Returns the handle for
+ * moert_ep_return_packed_into_*, which sends the first received rows of
+ * `partial[C, H]` back to their ranks, into `returned[N, H]` in the send
+ * order (the layer sums each token's rows). */
+int64_t _mlir_ciface_moert_ep_send_packed_into_f32(moert_memref2d *rows, moert_memref2d *route,
+                                                   moert_memref1d *offsets,
+                                                   moert_memref1d *expert_rank,
+                                                   moert_memref1d *plan, moert_memref2d *received,
+                                                   moert_memref2d *received_route, void *stream);
+int64_t _mlir_ciface_moert_ep_send_packed_into_bf16(moert_memref2d *rows, moert_memref2d *route,
+                                                    moert_memref1d *offsets,
+                                                    moert_memref1d *expert_rank,
+                                                    moert_memref1d *plan, moert_memref2d *received,
+                                                    moert_memref2d *received_route, void *stream);
+int64_t _mlir_ciface_moert_ep_send_packed_placed_into_f32(
+    moert_memref2d *rows, moert_memref2d *route, moert_memref1d *offsets,
+    moert_memref1d *phys_to_log, moert_memref1d *replica_share, moert_memref1d *plan,
+    moert_memref2d *received, moert_memref2d *received_route, void *stream);
+int64_t _mlir_ciface_moert_ep_send_packed_placed_into_bf16(
+    moert_memref2d *rows, moert_memref2d *route, moert_memref1d *offsets,
+    moert_memref1d *phys_to_log, moert_memref1d *replica_share, moert_memref1d *plan,
+    moert_memref2d *received, moert_memref2d *received_route, void *stream);
+void _mlir_ciface_moert_ep_return_packed_into_f32(moert_memref2d *partial, int64_t handle,
+                                                  moert_memref2d *returned, void *stream);
+void _mlir_ciface_moert_ep_return_packed_into_bf16(moert_memref2d *partial, int64_t handle,
+                                                   moert_memref2d *returned, void *stream);
+
 /* Test hooks: the row quantization dispatch uses. scheme 1 = fp8g128 (scales:
  * n/128 f32), 2 = fp8g32ue8m0 (scales: n/32 bytes, 2^(byte-127)); n must be a
  * multiple of the group size. q holds n E4M3 (e4m3fn) bytes. No runtime
