@@ -467,6 +467,45 @@ def section_ep_exchange(args, work, report):
           "rank's checksum equal within 1e-5")
 
 
+def section_ep_pack(args, work, report):
+    """The prefill exchange's two packings side by side: by the runtime on the
+    host (moert_ep_dispatch_into_*) and by the layer's own ops
+    (--ep-pack-in-layer), on the same ranks and tokens, both into the layer's
+    buffers."""
+    most = max(args.pack_tokens)
+    print(f"\n== prefill exchange on MPI ranks: packed by the runtime vs by the layer "
+          f"(--ep-into-buffers, f32, 1 thread per rank); whole-call ms, the slowest rank's "
+          f"median ==")
+    rows = []
+    report["ep_pack"] = []
+    for name in args.layers:
+        for ranks in args.ep_ranks:
+            libs = {form: compile_config(LAYERS[name], work, "f32", name=f"p{form}_{name}",
+                                         ep=ranks, max_tokens_per_rank=most,
+                                         ep_into_buffers=True,
+                                         ep_pack_in_layer=form == "layer")[0]
+                    for form in ("runtime", "layer")}
+            for tokens in args.pack_tokens:
+                got = {form: run_ep(lib, Path(lib).with_suffix(".plan.json"), ranks, 1, tokens,
+                                    args, work, f"p{form}-{name}-{ranks}-{tokens}")
+                       for form, lib in libs.items()}
+                slowest = {f: max(r["call"]["median_s"] for r in res) for f, res in got.items()}
+                moved = {f: max(r["dispatch_s"] + r["combine_s"] for r in res)
+                         for f, res in got.items()}
+                same = all(abs(a["checksum"] - b["checksum"]) <= 1e-5 * max(abs(a["checksum"]), 1)
+                           for a, b in zip(got["runtime"], got["layer"]))
+                report["ep_pack"].append({"layer": name, "ranks": ranks, "tokens": tokens,
+                                          "per_rank": got})
+                rows.append([name, ranks, tokens, ms(slowest["runtime"]), ms(slowest["layer"]),
+                             ratio(slowest["layer"], slowest["runtime"]), ms(moved["runtime"]),
+                             ms(moved["layer"]), "yes" if same else "NO"])
+    print(table(["layer", "ranks", "tokens/rank", "runtime", "layer", "layer/runtime",
+                 "runtime d+c", "layer d+c", "same y"], rows))
+    print("   d+c = the runtime's dispatch + combine phase seconds (the layer's packing and "
+          "sums are compiled ops, counted in the call, not in d+c); same y = each rank's "
+          "checksum equal within 1e-5")
+
+
 def expert_flops_per_choice(plan):
     """FLOPs of one (token, expert) pair in the routed experts: gate, up, down."""
     return 6 * plan["hidden_size"] * plan["intermediate_size"]
@@ -578,6 +617,8 @@ def main(argv=None):
     parser.add_argument("--ep-tokens", type=int, default=512, help="tokens per rank")
     parser.add_argument("--exchange-tokens", type=ints, default=[1, 8, 32],
                         help="tokens per rank of the decode exchange comparison (the most: slots)")
+    parser.add_argument("--pack-tokens", type=ints, default=[32, 256],
+                        help="tokens per rank of the prefill packing comparison")
     parser.add_argument("--decode-max-tokens", type=int, default=0,
                         help="passed to moe-compile (a decode variant)")
     parser.add_argument("--seed", type=int, default=0)
@@ -624,7 +665,8 @@ def main(argv=None):
         sections = [("layers", section_layers, args.skip_layers),
                     ("routing", section_routing, args.skip_routing),
                     ("ep", section_ep, args.skip_ep),
-                    ("ep-exchange", section_ep_exchange, args.skip_ep)]
+                    ("ep-exchange", section_ep_exchange, args.skip_ep),
+                    ("ep-pack", section_ep_pack, args.skip_ep)]
         failed = []
         for name, section, skip in sections:
             if skip:

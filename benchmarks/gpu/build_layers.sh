@@ -63,6 +63,8 @@ add deepseek-tiny-bf16-ep2-pack examples/deepseek-v3-tiny/config.json bf16 "0, 1
   --ep=2 --ep-pack-in-layer
 add qwen3-30b-a3b-bf16-ep2-pack examples/full-size/qwen3-30b-a3b.json bf16 "64, 1000" \
   --ep=2 --ep-pack-in-layer
+add qwen3-30b-a3b-bf16-ep2-pack-fp8 examples/full-size/qwen3-30b-a3b.json bf16 "64, 1000" \
+  --ep=2 --ep-pack-in-layer --dispatch-quant=fp8-e4m3-g128
 # Both ranks one tensor-parallel group (the same tokens), each dispatching
 # half of them (the dedupe), then all-gathering the results.
 add deepseek-tiny-bf16-ep2-tp2 examples/deepseek-v3-tiny/config.json bf16 "1, 7, 64, 1000" \

@@ -852,16 +852,16 @@ void exchangeParts(Collectives &coll, const DeviceStaging &staging, void *stream
 /// the layer reads no weight there) and the rows past them not written.
 /// One host wait, for the offsets and the map; returns the handle for
 /// returnPackedInto.
-int64_t sendPackedInto(const char *entry, moert_memref2d *rows, moert_memref2d *route,
+int64_t sendPackedInto(const char *entry, GatherRows rows, moert_memref2d *route,
                        moert_memref1d *offsets, GatherMap map, moert_memref1d *plan,
-                       moert_memref2d *out, moert_memref2d *outRoute, void *stream,
-                       int64_t elementBytes) {
+                       moert_memref2d *outRoute, void *stream, int64_t elementBytes) {
   Collectives &coll = collectivesOrDie(entry);
   PhaseTimer timer{coll.counters(), "dispatch"};
-  const bool placed = map.physToLog != nullptr;
+  const bool placed = map.physToLog != nullptr, fp8 = rows.scales != nullptr;
+  const int64_t xBytes = fp8 ? 1 : elementBytes;
   const char *first = "dispatch.counts";
   for (auto [m, name, bytes] :
-       {std::tuple{rows, "rows", elementBytes}, std::tuple{route, "route", int64_t(4)}})
+       {std::tuple{rows.x, "rows", xBytes}, std::tuple{route, "route", int64_t(4)}})
     if (Status e = checkMemref(m, "packed exchange", name, bytes))
       fatal(first, *e);
   std::vector<std::tuple<moert_memref1d *, const char *, int64_t>> vectors = {
@@ -878,22 +878,33 @@ int64_t sendPackedInto(const char *entry, moert_memref2d *rows, moert_memref2d *
   if (Status e = readPlan(static_cast<const int64_t *>(plan->aligned) + plan->offset,
                           plan->sizes[0], fields))
     fatal(first, *e);
-  const int64_t ranks = coll.size(), n = rows->sizes[0], h = rows->sizes[1];
+  const int64_t ranks = coll.size(), n = rows.x->sizes[0], h = rows.x->sizes[1];
   const int64_t width = route->sizes[1], k = width / 2, capacity = fields.capacity;
-  if (fields.slots != 0 || fields.quantization != 0 || (fields.ranks && fields.ranks != ranks))
-    fatal(first, std::string(entry) +
-                     ": the packed dispatch needs the prefill layout without "
-                     "FP8 (plan slots " +
-                     std::to_string(fields.slots) + ", quantization " +
-                     std::to_string(fields.quantization) + ") and a plan for this group's " +
-                     std::to_string(ranks) + " ranks (plan ep " + std::to_string(fields.ranks) +
-                     ")");
+  if (fields.slots != 0 || (fields.ranks && fields.ranks != ranks))
+    fatal(first,
+          std::string(entry) + ": the packed dispatch needs the prefill layout (plan slots " +
+              std::to_string(fields.slots) + ") and a plan for this group's " +
+              std::to_string(ranks) + " ranks (plan ep " + std::to_string(fields.ranks) + ")");
+  if ((fields.quantization != 0) != fp8)
+    fatal(first, std::string(entry) + (fp8 ? ": FP8 codes, but the plan has no quantization"
+                                           : ": the plan quantizes to FP8; its rows go by "
+                                             "moert_ep_send_packed_*fp8_into_*"));
   if (width < 2 || width % 2 != 0 || k > limits::kMaxTopK || h > limits::kMaxHidden)
     fatal(first, std::string(entry) + ": route rows of " + std::to_string(width) +
                      " values (2k: k targets, k weights) and hidden size " + std::to_string(h) +
                      " are outside the limits");
+  const int64_t group = fp8 ? quantGroupSize(QuantScheme(fields.quantization)) : 1;
+  const int64_t scaleBytes = fields.quantization == 1 ? 4 : 1, groups = h / group;
+  if (h % group != 0)
+    fatal(first, std::string(entry) + ": hidden size " + std::to_string(h) +
+                     " is not a multiple of the FP8 group of " + std::to_string(group));
   checkShape(entry, first, route, "route", n, width, 4, "a route row a row");
-  checkShape(entry, first, out, "received", capacity, h, elementBytes, "the plan's capacity");
+  checkShape(entry, first, rows.out, "received", capacity, h, xBytes, "the plan's capacity");
+  if (fp8) {
+    checkShape(entry, first, rows.scales, "scales", n, groups, scaleBytes, "a row's groups");
+    checkShape(entry, first, rows.outScales, "received_scales", capacity, groups, scaleBytes,
+               "the plan's capacity");
+  }
   checkShape(entry, first, outRoute, "received_route", capacity, width, 4, "the plan's capacity");
   if (offsets->sizes[0] != ranks + 1)
     fatal(first, std::string(entry) + ": offsets has " + std::to_string(offsets->sizes[0]) +
@@ -946,11 +957,15 @@ int64_t sendPackedInto(const char *entry, moert_memref2d *rows, moert_memref2d *
   for (int64_t count : received)
     arrived += count; // at most the capacity: checked
   uint8_t *routeOut = const_cast<uint8_t *>(dataOf(*outRoute, 4));
-  exchangeParts(coll, staging, stream,
-                {{dataOf(*rows, elementBytes), const_cast<uint8_t *>(dataOf(*out, elementBytes)),
-                  "dispatch.payload", h * elementBytes},
-                 {dataOf(*route, 4), routeOut, "dispatch.route", width * 4}},
-                sent, received);
+  std::vector<ExchangePart> parts = {{dataOf(*rows.x, xBytes),
+                                      const_cast<uint8_t *>(dataOf(*rows.out, xBytes)),
+                                      "dispatch.payload", h * xBytes}};
+  if (fp8)
+    parts.push_back({dataOf(*rows.scales, scaleBytes),
+                     const_cast<uint8_t *>(dataOf(*rows.outScales, scaleBytes)), "dispatch.scales",
+                     groups * scaleBytes});
+  parts.push_back({dataOf(*route, 4), routeOut, "dispatch.route", width * 4});
+  exchangeParts(coll, staging, stream, parts, sent, received);
   staging.fill(routeOut + arrived * width * 4, 0xffffffffu, (capacity - arrived) * width * 4);
   staging.wait();
   Counters &counters = coll.counters();
@@ -964,7 +979,9 @@ int64_t sendPackedInto(const char *entry, moert_memref2d *rows, moert_memref2d *
     counters.totals["expert_choices_received"] += here;
   }
   counters.totals["dispatch_rows_sent"] += at[ranks];
-  counters.totals["dispatch_payload_bytes_sent"] += at[ranks] * (h * elementBytes + width * 4);
+  counters.totals["dispatch_payload_bytes_sent"] +=
+      at[ranks] * (h * xBytes + (fp8 ? groups * scaleBytes : 0) + width * 4);
+  counters.totals["dispatch_quantization"] = fields.quantization;
   counters.totals["dispatch_calls_prefill"] += 1;
   const int64_t handle = -++runtime.lastGatherHandle;
   runtime.pendingPacked[handle] = {sent, received, n, capacity, h, elementBytes, signature};
@@ -1330,8 +1347,20 @@ MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_bf16, 2)
                               void *stream) {                                                      \
     int64_t handle = 0;                                                                            \
     guardFatal(#NAME, "dispatch.counts", [&] {                                                     \
-      handle = sendPackedInto(#NAME, rows, route, offsets, MAP, plan, received, receivedRoute,     \
-                              stream, BYTES);                                                      \
+      handle = sendPackedInto(#NAME, GatherRows{rows, nullptr, received, nullptr}, route, offsets, \
+                              MAP, plan, receivedRoute, stream, BYTES);                            \
+    });                                                                                            \
+    return handle;                                                                                 \
+  }
+#define MOERT_SEND_PACKED_FP8_INTO_ENTRY(NAME, BYTES, MAP_ARGS, MAP)                               \
+  int64_t _mlir_ciface_##NAME(                                                                     \
+      moert_memref2d *codes, moert_memref2d *scales, moert_memref2d *route,                        \
+      moert_memref1d *offsets, MAP_ARGS, moert_memref1d *plan, moert_memref2d *receivedCodes,      \
+      moert_memref2d *receivedScales, moert_memref2d *receivedRoute, void *stream) {               \
+    int64_t handle = 0;                                                                            \
+    guardFatal(#NAME, "dispatch.counts", [&] {                                                     \
+      handle = sendPackedInto(#NAME, GatherRows{codes, scales, receivedCodes, receivedScales},     \
+                              route, offsets, MAP, plan, receivedRoute, stream, BYTES);            \
     });                                                                                            \
     return handle;                                                                                 \
   }
@@ -1351,6 +1380,14 @@ MOERT_SEND_PACKED_INTO_ENTRY(moert_ep_send_packed_placed_into_f32, 4, MOERT_PLAC
                              (GatherMap{nullptr, physToLog, share}))
 MOERT_SEND_PACKED_INTO_ENTRY(moert_ep_send_packed_placed_into_bf16, 2, MOERT_PLACED,
                              (GatherMap{nullptr, physToLog, share}))
+MOERT_SEND_PACKED_FP8_INTO_ENTRY(moert_ep_send_packed_fp8_into_f32, 4, MOERT_BY_RANK,
+                                 (GatherMap{expertRank, nullptr, nullptr}))
+MOERT_SEND_PACKED_FP8_INTO_ENTRY(moert_ep_send_packed_fp8_into_bf16, 2, MOERT_BY_RANK,
+                                 (GatherMap{expertRank, nullptr, nullptr}))
+MOERT_SEND_PACKED_FP8_INTO_ENTRY(moert_ep_send_packed_placed_fp8_into_f32, 4, MOERT_PLACED,
+                                 (GatherMap{nullptr, physToLog, share}))
+MOERT_SEND_PACKED_FP8_INTO_ENTRY(moert_ep_send_packed_placed_fp8_into_bf16, 2, MOERT_PLACED,
+                                 (GatherMap{nullptr, physToLog, share}))
 MOERT_RETURN_PACKED_INTO_ENTRY(moert_ep_return_packed_into_f32, 4)
 MOERT_RETURN_PACKED_INTO_ENTRY(moert_ep_return_packed_into_bf16, 2)
 MOERT_GATHER_INTO_ENTRY(moert_ep_gather_into_f32, 4)

@@ -23,12 +23,12 @@
 // CHECK: scf.for
 // CHECK: tensor.extract %[[IDS]]
 // CHECK: arith.ori
-// CHECK: %[[ROWS:[^,]+]], %{{[^,]+}}, %[[SLOT:[^,]+]], %[[OFFT:[^ ]+]] = moe.dispatch %[[X]], %[[DEST]] num_experts = 2 : (tensor<?x64xbf16>, tensor<?x2xi32>) -> (tensor<?x64xbf16>, tensor<?xi32>, tensor<?x2xi32>, tensor<3xi32>)
 // CHECK: %[[ROUTE:.+]] = linalg.generic {{.+}} outs(%{{.+}} : tensor<?x4xf32>)
 // CHECK: arith.bitcast %{{.+}} : i32 to f32
-// CHECK: %[[SENTROUTE:[^,]+]], {{.+}} = moe.dispatch %[[ROUTE]], %[[DEST]] num_experts = 2 : (tensor<?x4xf32>, tensor<?x2xi32>) -> (tensor<?x4xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<3xi32>)
+// CHECK: %[[ROWS:[^,]+]], %{{[^,]+}}, %[[SLOT:[^,]+]], %[[OFFT:[^ ]+]] = moe.dispatch %[[X]], %[[DEST]] num_experts = 2 : (tensor<?x64xbf16>, tensor<?x2xi32>) -> (tensor<?x64xbf16>, tensor<?xi32>, tensor<?x2xi32>, tensor<3xi32>)
 // CHECK: tensor.cast %[[ROWS]]
 // CHECK: %[[SR:.+]] = bufferization.to_buffer %{{.+}} read_only
+// CHECK: %[[SENTROUTE:[^,]+]], {{.+}} = moe.dispatch %[[ROUTE]], %[[DEST]] num_experts = 2 : (tensor<?x4xf32>, tensor<?x2xi32>) -> (tensor<?x4xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<3xi32>)
 // CHECK: tensor.cast %[[SENTROUTE]]
 // CHECK: %[[SRR:.+]] = bufferization.to_buffer %{{.+}} read_only
 // CHECK: tensor.cast %[[OFFT]] : tensor<3xi32> to tensor<?xi32>
@@ -83,6 +83,31 @@ func.func @placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf3
       -> (tensor<32x64xf32>, tensor<32x2xi32>, tensor<32x2xf32>, i64)
   %y = moe.ep_combine %r, %h : (tensor<32x64xf32>, i64) -> tensor<?x64xf32>
   return %y : tensor<?x64xf32>
+}
+
+// -----
+
+// Tests that FP8 rows (groups of 128, f32 scales) are quantized by the layer once per token and
+// their codes and scales packed like the rows, then dequantized on receipt.
+// CHECK-LABEL: func.func @fp8
+// CHECK: moe.dispatch %{{.+}}, %[[FDEST:.+]] num_experts = 2 : (tensor<?x256xi8>, tensor<?x2xi32>)
+// CHECK: moe.dispatch %{{.+}}, %[[FDEST]] num_experts = 2 : (tensor<?x2xf32>, tensor<?x2xi32>)
+// CHECK: moe.dispatch %{{.+}}, %[[FDEST]] num_experts = 2 : (tensor<?x4xf32>, tensor<?x2xi32>)
+// CHECK: %[[RC:.+]] = memref.alloc() : memref<32x256xi8>
+// CHECK: %[[RS:.+]] = memref.alloc() : memref<32x2xf32>
+// CHECK: call @moert_ep_send_packed_fp8_into_f32(
+// CHECK: bufferization.to_tensor %[[RC]]
+// CHECK: bufferization.to_tensor %[[RS]]
+// CHECK: arith.mulf
+// CHECK: call @moert_ep_return_packed_into_f32(
+func.func @fp8(%x: tensor<?x256xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+               %er: tensor<8xi32>) -> tensor<?x256xf32> {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 32 ep = 2 max_tokens = 16
+      quantization fp8_e4m3_g128
+    : (tensor<?x256xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<32x256xf32>, tensor<32x2xi32>, tensor<32x2xf32>, i64)
+  %y = moe.ep_combine %r, %h : (tensor<32x256xf32>, i64) -> tensor<?x256xf32>
+  return %y : tensor<?x256xf32>
 }
 
 // -----

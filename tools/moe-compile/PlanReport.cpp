@@ -14,8 +14,9 @@ namespace json = llvm::json;
 
 namespace {
 /// One phase's dispatch: its layout, static workspaces and bytes on the wire.
-/// `allGather`: the decode layout's exchange by all-gather, whose rows carry
-/// i32 ids (moe-compile --ep-all-gather).
+/// `allGather`: rows that carry i32 ids: the decode layout's exchange by
+/// all-gather (moe-compile --ep-all-gather), or the prefill rows packed by
+/// the layer (--ep-pack-in-layer).
 json::Object phaseReport(const moe::LayerShape &shape, moe::DispatchBounds bounds,
                          llvm::StringRef layoutText, bool allGather = false) {
   json::Array workspaces;
@@ -52,7 +53,8 @@ llvm::Expected<json::Value>
 moe_compile::planReport(ModuleOp module, const moe::MoELayerConfig &config,
                         const moe::ParallelLayout &layout, llvm::StringRef elementType,
                         llvm::StringRef dispatchQuantization, bool expertsReadCodes, bool dedupeTp,
-                        llvm::StringRef funcName, int64_t decodeMaxTokens, bool allGather) {
+                        llvm::StringRef funcName, int64_t decodeMaxTokens, bool allGather,
+                        bool packInLayer) {
   json::Object plan =
       *moe::layerPlan(config, layout, elementType, funcName).getAsObject();
 
@@ -146,10 +148,17 @@ moe_compile::planReport(ModuleOp module, const moe::MoELayerConfig &config,
   bounds.capacity = bounds.maxTokens * layout.ep;
   if (auto problem = moe::checkDispatchBounds(bounds))
     return planError(*problem);
-  json::Object phases{
-      {"prefill", phaseReport(shape, bounds,
-                              "counts first, then packed rows; experts see "
-                              "expert-contiguous rows")}};
+  const bool packed = packInLayer && layout.ep > 1;
+  json::Object prefill = phaseReport(shape, bounds,
+                                     "counts first, then packed rows; experts see "
+                                     "expert-contiguous rows",
+                                     packed);
+  if (packed)
+    prefill["exchange"] = "packed by the layer: its ops group each token's row and route (k "
+                          "targets as i32, k weights) by destination rank, the runtime reads "
+                          "only the ranks' offsets and moves the blocks; the rows return in "
+                          "send order and the layer sums each token's";
+  json::Object phases{{"prefill", std::move(prefill)}};
   if (decodeMaxTokens > 0) {
     moe::DispatchBounds decodeBounds = bounds;
     decodeBounds.maxTokens =

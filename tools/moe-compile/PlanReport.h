@@ -17,7 +17,7 @@ llvm::Expected<llvm::json::Value>
 planReport(mlir::ModuleOp module, const mlir::moe::MoELayerConfig &config,
            const mlir::moe::ParallelLayout &layout, llvm::StringRef elementType,
            llvm::StringRef dispatchQuantization, bool expertsReadCodes, bool dedupeTp,
-           llvm::StringRef funcName, int64_t decodeMaxTokens, bool allGather);
+           llvm::StringRef funcName, int64_t decodeMaxTokens, bool allGather, bool packInLayer);
 
 } // namespace moe_compile
 

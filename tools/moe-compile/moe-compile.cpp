@@ -455,9 +455,6 @@ std::optional<std::string> optionProblem() {
   if (epPackInLayer && target == Target::Cpu && !epIntoBuffers)
     return "--ep-pack-in-layer on --target cpu needs --ep-into-buffers (it exchanges "
            "into the layer's buffers, as on a GPU)";
-  if (epPackInLayer && dispatchQuant != "none")
-    return "--ep-pack-in-layer moves the rows as they are: FP8 dispatches "
-           "(--dispatch-quant) are packed by the runtime";
   if (epPackInLayer && replicaSelection != "static")
     return "--ep-pack-in-layer chooses replicas by their shares: replicas chosen per "
            "batch (--replica-selection) need every rank's counts before the rows are packed";
@@ -800,7 +797,7 @@ int compileLayer(const char *argv0) {
   if (!planFile.empty()) {
     llvm::Expected<llvm::json::Value> report = moe_compile::planReport(
         *module, *config, layout(), dtype, dispatchQuant, expertsReadCodes(), !noTpDedupe, entry,
-        decodeMaxTokens, epAllGather);
+        decodeMaxTokens, epAllGather, epPackInLayer);
     if (!report)
       return fail(llvm::toString(report.takeError()));
     if (target == Target::Cpu)

@@ -710,19 +710,21 @@ struct ConvertMoEToRuntimePass
   /// pack-in-layer: the prefill dispatch's rows packed by the layer's own
   /// ops (on a GPU, kernels on its stream, with no host copy of a row):
   /// each token's choices get their destination ranks (with a placement,
-  /// the replica by the shares as in the all-gather, n = t*k + j), two
-  /// moe.dispatch ops over the ranks group the token rows and their route
-  /// rows (targets and weights) by destination, and
-  /// moert_ep_send_packed_[placed_]into_* moves rank p's block
+  /// the replica by the shares as in the all-gather, n = t*k + j),
+  /// moe.dispatch ops over the ranks group the token rows (with FP8, their
+  /// codes and scales, quantized here) and their route rows (targets and
+  /// weights) by destination, and
+  /// moert_ep_send_packed_[placed_][fp8_]into_* moves rank p's block
   /// [offsets[p], offsets[p+1]) to rank p, where the rows arrive in rank
-  /// order; this rank maps the received targets to its own experts as the
-  /// all-gather does.
+  /// order; this rank dequantizes what it received and maps the received
+  /// targets to its own experts as the all-gather does.
   LogicalResult lowerPackedInto(EpDispatchOp op) {
     auto fail = [&](const Twine &why) {
       return op.emitOpError("convert-moe-to-runtime{pack-in-layer}: ") << why;
     };
-    if (op.getQuantization())
-      return fail("FP8 dispatches are packed by the runtime, not yet by the layer");
+    if (op.getReceivedScales())
+      return fail("FP8 codes for the experts (received_scales) are not kept: the layer "
+                  "dequantizes what it received (gemm-consumes-fp8=false)");
     if (op.getPerBatchReplicas())
       return fail("replicas chosen per batch need every rank's counts before the rows "
                   "are packed: the runtime packs those");
@@ -758,43 +760,69 @@ struct ConvertMoEToRuntimePass
     }
     Value dest = destinations(b, targets, perRank, ranks);
     const int64_t tokens = xType.getDimSize(0);
-    const int64_t rows = ShapedType::isDynamic(tokens) ? ShapedType::kDynamic : tokens * topK;
+    const int64_t packedRows = ShapedType::isDynamic(tokens) ? ShapedType::kDynamic : tokens * topK;
     auto pack = [&](Value in) {
       auto type = cast<RankedTensorType>(in.getType());
       return DispatchOp::create(
-          b, type.clone({rows, type.getDimSize(1)}), RankedTensorType::get({rows}, i32),
+          b, type.clone({packedRows, type.getDimSize(1)}), RankedTensorType::get({packedRows}, i32),
           RankedTensorType::get({tokens, topK}, i32), RankedTensorType::get({ranks + 1}, i32), in,
           dest, b.getI64IntegerAttr(ranks), IntegerAttr(), IntegerAttr());
     };
-    DispatchOp sendRows = pack(op.getX());
-    DispatchOp sendRoute = pack(routeRows(b, targets, op.getExpertWeights()));
-    SmallVector<Value> args = {readBuffer(b, sendRows.getDispatched()),
-                               readBuffer(b, sendRoute.getDispatched()),
-                               readBuffer(b, sendRows.getExpertOffsets())};
+    // What travels a row: the token's row, or its E4M3 codes and scales
+    // (quantized here, once per token), then its route row.
+    std::optional<DispatchQuantization> quantization = op.getQuantization();
+    SmallVector<Value> payload = {op.getX()};
+    SmallVector<RankedTensorType> receivedTypes = {received};
+    if (quantization) {
+      auto [codes, scales] = quantizeRows(b, op.getX(), *quantization);
+      payload = {codes, scales};
+      receivedTypes = {received.clone(b.getI8Type()),
+                       RankedTensorType::get({received.getDimSize(0),
+                                              received.getDimSize(1) / quantGroup(*quantization)},
+                                             scaleElementType(b, *quantization))};
+    }
+    payload.push_back(routeRows(b, targets, op.getExpertWeights()));
+    receivedTypes.push_back(
+        RankedTensorType::get({received.getDimSize(0), 2 * topK}, b.getF32Type()));
+    SmallVector<DispatchOp> packed;
+    SmallVector<Value> args;
+    for (Value part : payload) {
+      packed.push_back(pack(part));
+      args.push_back(readBuffer(b, packed.back().getDispatched()));
+    }
+    args.push_back(readBuffer(b, packed.front().getExpertOffsets()));
     if (placed)
       args.append({readBuffer(b, op.getPhysToLog()), readBuffer(b, op.getReplicaShare())});
     else
       args.push_back(readBuffer(b, op.getExpertRank()));
     args.push_back(readBuffer(b, buildPlan(b, op)));
-    auto routeType = RankedTensorType::get({received.getDimSize(0), 2 * topK}, b.getF32Type());
-    auto [rowsBuffer, rowsView] = writeBuffer(b, received);
-    auto [routeBuffer, routeView] = writeBuffer(b, routeType);
-    args.append({rowsView, routeView, nullStream(b)});
-    FailureOr<func::FuncOp> callee = declare(
-        op,
-        std::string("moert_ep_send_packed_") + (placed ? "placed_" : "") + "into_" + suffix(xType),
-        b.getFunctionType(ValueRange(args).getTypes(), {b.getI64Type()}));
+    SmallVector<Value> outs;
+    for (RankedTensorType type : receivedTypes) {
+      auto [buffer, view] = writeBuffer(b, type);
+      outs.push_back(buffer);
+      args.push_back(view);
+    }
+    args.push_back(nullStream(b));
+    FailureOr<func::FuncOp> callee =
+        declare(op,
+                std::string("moert_ep_send_packed_") + (placed ? "placed_" : "") +
+                    (quantization ? "fp8_" : "") + "into_" + suffix(xType),
+                b.getFunctionType(ValueRange(args).getTypes(), {b.getI64Type()}));
     FailureOr<func::FuncOp> rankFn =
         declare(op, "moert_rank", b.getFunctionType({}, {i32}), /*cInterface=*/false);
     if (failed(callee) || failed(rankFn))
       return failure();
     auto call = func::CallOp::create(b, *callee, args);
     call->setAttr(kStreamOperand, b.getUnitAttr());
-    packedSlots[call] = sendRows.getSlot();
-    auto [ids, weights] = splitRoute(b, written(b, routeBuffer, routeType), topK);
+    packedSlots[call] = packed.front().getSlot();
+    auto [ids, weights] = splitRoute(b, written(b, outs.back(), receivedTypes.back()), topK);
     Value rank = func::CallOp::create(b, *rankFn, ValueRange{}).getResult(0);
     auto local = localChoices(b, map, ids, weights, rank, arith::ConstantIndexOp::create(b, ranks));
-    op.getReceived().replaceAllUsesWith(written(b, rowsBuffer, received));
+    Value rows = written(b, outs[0], receivedTypes[0]);
+    if (quantization)
+      rows =
+          dequantizeRows(b, rows, written(b, outs[1], receivedTypes[1]), *quantization, received);
+    op.getReceived().replaceAllUsesWith(rows);
     op.getLocalIds().replaceAllUsesWith(castTo(b, local.first, op.getLocalIds().getType()));
     op.getLocalWeights().replaceAllUsesWith(
         castTo(b, local.second, op.getLocalWeights().getType()));

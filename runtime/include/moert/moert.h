@@ -302,7 +302,7 @@ void _mlir_ciface_moert_ep_return_into_bf16(moert_memref2d *partial, int64_t han
                                             moert_memref2d *returned, void *stream);
 
 /* The prefill dispatch packed by the layer (moe-compile --ep-pack-in-layer;
- * plan slots 0, no quantization, rank r owning experts [r*E/R, (r+1)*E/R)
+ * plan slots 0, no quantization (FP8: below), rank r owning experts [r*E/R, (r+1)*E/R)
  * or, placed, slots [r*P/R, (r+1)*P/R)): the layer's own kernels grouped its
  * rows by destination rank, rank p's block `rows[offsets[p], offsets[p+1])`
  * of `rows[N, H]`, each with its route row in `route[N, 2k]` (the token's k
@@ -335,6 +335,28 @@ int64_t _mlir_ciface_moert_ep_send_packed_placed_into_bf16(
     moert_memref2d *rows, moert_memref2d *route, moert_memref1d *offsets,
     moert_memref1d *phys_to_log, moert_memref1d *replica_share, moert_memref1d *plan,
     moert_memref2d *received, moert_memref2d *received_route, void *stream);
+/* With FP8 quantization (plan quantization 1 or 2) the layer quantizes its
+ * rows itself: the E4M3 `codes[N, H]` and their `scales[N, H/group]` travel
+ * (a third block, `dispatch.scales`) into `received_codes` and
+ * `received_scales`, which the layer dequantizes (docs/FP8Dispatch.md). */
+int64_t _mlir_ciface_moert_ep_send_packed_fp8_into_f32(
+    moert_memref2d *codes, moert_memref2d *scales, moert_memref2d *route, moert_memref1d *offsets,
+    moert_memref1d *expert_rank, moert_memref1d *plan, moert_memref2d *received_codes,
+    moert_memref2d *received_scales, moert_memref2d *received_route, void *stream);
+int64_t _mlir_ciface_moert_ep_send_packed_fp8_into_bf16(
+    moert_memref2d *codes, moert_memref2d *scales, moert_memref2d *route, moert_memref1d *offsets,
+    moert_memref1d *expert_rank, moert_memref1d *plan, moert_memref2d *received_codes,
+    moert_memref2d *received_scales, moert_memref2d *received_route, void *stream);
+int64_t _mlir_ciface_moert_ep_send_packed_placed_fp8_into_f32(
+    moert_memref2d *codes, moert_memref2d *scales, moert_memref2d *route, moert_memref1d *offsets,
+    moert_memref1d *phys_to_log, moert_memref1d *replica_share, moert_memref1d *plan,
+    moert_memref2d *received_codes, moert_memref2d *received_scales, moert_memref2d *received_route,
+    void *stream);
+int64_t _mlir_ciface_moert_ep_send_packed_placed_fp8_into_bf16(
+    moert_memref2d *codes, moert_memref2d *scales, moert_memref2d *route, moert_memref1d *offsets,
+    moert_memref1d *phys_to_log, moert_memref1d *replica_share, moert_memref1d *plan,
+    moert_memref2d *received_codes, moert_memref2d *received_scales, moert_memref2d *received_route,
+    void *stream);
 void _mlir_ciface_moert_ep_return_packed_into_f32(moert_memref2d *partial, int64_t handle,
                                                   moert_memref2d *returned, void *stream);
 void _mlir_ciface_moert_ep_return_packed_into_bf16(moert_memref2d *partial, int64_t handle,
