@@ -1244,10 +1244,18 @@ TEST(Hardening, PackedExchangeChecksOffsetsShapesAndHandles) {
          c.routem = memref2(c.route, 2, 3);
          c.send();
        }},
-      {"decode plan", "the packed dispatch needs the prefill layout without FP8 (plan slots 2",
+      {"decode plan", "the packed dispatch needs the prefill layout (plan slots 2)",
        [] {
          PackedCall c;
          c.plan[MOERT_PLAN_SLOTS] = 2;
+         c.send();
+       }},
+      {"FP8 plan, plain rows",
+       "moert_ep_send_packed_into_f32: the plan quantizes to FP8; its rows go by "
+       "moert_ep_send_packed_*fp8_into_*",
+       [] {
+         PackedCall c;
+         c.plan[MOERT_PLAN_QUANTIZATION] = 1;
          c.send();
        }},
       {"null offsets", "packed exchange: memref 'offsets' is a null descriptor",
