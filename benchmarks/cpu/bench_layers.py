@@ -430,6 +430,41 @@ def ep_one(name, ranks, args, work, report, rows):
                      else "n/a"])
 
 
+def compare_exchanges(args, work, report, key, forms, tokens_list, compile_args):
+    """Two forms of a layer's exchange side by side on the same ranks and
+    tokens: `forms` maps each form's name to its compile_config options (on
+    top of `compile_args`); prints whole-call and exchange-phase times of the
+    slowest rank and whether every rank's output is the same."""
+    first, second = forms
+    rows = []
+    report[key] = []
+    for name in args.layers:
+        for ranks in args.ep_ranks:
+            libs = {form: compile_config(LAYERS[name], work, "f32",
+                                         name=f"{key}_{form.replace('-', '_')}_{name}",
+                                         ep=ranks, **compile_args, **options)[0]
+                    for form, options in forms.items()}
+            for tokens in tokens_list:
+                got = {form: run_ep(lib, Path(lib).with_suffix(".plan.json"), ranks, 1, tokens,
+                                    args, work, f"{key}{form}-{name}-{ranks}-{tokens}")
+                       for form, lib in libs.items()}
+                slowest = {f: max(r["call"]["median_s"] for r in res) for f, res in got.items()}
+                moved = {f: max(r["dispatch_s"] + r["combine_s"] for r in res)
+                         for f, res in got.items()}
+                same = all(abs(a["checksum"] - b["checksum"]) <= 1e-5 * max(abs(a["checksum"]), 1)
+                           for a, b in zip(got[first], got[second]))
+                report[key].append({"layer": name, "ranks": ranks, "tokens": tokens,
+                                    "per_rank": got})
+                rows.append([name, ranks, tokens, ms(slowest[first]), ms(slowest[second]),
+                             ratio(slowest[second], slowest[first]), ms(moved[first]),
+                             ms(moved[second]), "yes" if same else "NO"])
+    print(table(["layer", "ranks", "tokens/rank", first, second, f"{second}/{first}",
+                 f"{first} d+c", f"{second} d+c", "same y"], rows))
+    print("   d+c = the runtime's dispatch + combine phase seconds (what the layer computes "
+          "itself, the gather's id map and rank-order sum or the packing and sums, is counted "
+          "in the call, not in d+c); same y = each rank's checksum equal within 1e-5")
+
+
 def section_ep_exchange(args, work, report):
     """The decode layout's two exchanges side by side: packed on the host
     (moert_ep_dispatch_into_*) and the all-gather form (--ep-all-gather), on
@@ -437,34 +472,11 @@ def section_ep_exchange(args, work, report):
     slots = max(args.exchange_tokens)
     print(f"\n== decode exchange on MPI ranks: packed vs all-gather (--ep-into-buffers, "
           f"{slots} slots, f32, 1 thread per rank); whole-call ms, the slowest rank's median ==")
-    rows = []
-    report["ep_exchange"] = []
-    for name in args.layers:
-        for ranks in args.ep_ranks:
-            libs = {form: compile_config(LAYERS[name], work, "f32", name=f"x{form}_{name}",
-                                         ep=ranks, max_tokens_per_rank=slots,
-                                         decode_max_tokens=slots, ep_into_buffers=True,
-                                         ep_all_gather=form == "gather")[0]
-                    for form in ("packed", "gather")}
-            for tokens in args.exchange_tokens:
-                got = {form: run_ep(lib, Path(lib).with_suffix(".plan.json"), ranks, 1, tokens,
-                                    args, work, f"x{form}-{name}-{ranks}-{tokens}")
-                       for form, lib in libs.items()}
-                slowest = {f: max(r["call"]["median_s"] for r in res) for f, res in got.items()}
-                moved = {f: max(r["dispatch_s"] + r["combine_s"] for r in res)
-                         for f, res in got.items()}
-                same = all(abs(a["checksum"] - b["checksum"]) <= 1e-5 * max(abs(a["checksum"]), 1)
-                           for a, b in zip(got["packed"], got["gather"]))
-                report["ep_exchange"].append({"layer": name, "ranks": ranks, "tokens": tokens,
-                                              "per_rank": got})
-                rows.append([name, ranks, tokens, ms(slowest["packed"]), ms(slowest["gather"]),
-                             ratio(slowest["gather"], slowest["packed"]), ms(moved["packed"]),
-                             ms(moved["gather"]), "yes" if same else "NO"])
-    print(table(["layer", "ranks", "tokens/rank", "packed", "all-gather", "gather/packed",
-                 "packed d+c", "gather d+c", "same y"], rows))
-    print("   d+c = the runtime's dispatch + combine phase seconds (the gather's id map and "
-          "rank-order sum are compiled ops, counted in the call, not in d+c); same y = each "
-          "rank's checksum equal within 1e-5")
+    compare_exchanges(args, work, report, "ep_exchange",
+                      {"packed": {}, "all-gather": {"ep_all_gather": True}},
+                      args.exchange_tokens,
+                      dict(max_tokens_per_rank=slots, decode_max_tokens=slots,
+                           ep_into_buffers=True))
 
 
 def section_ep_pack(args, work, report):
@@ -472,38 +484,12 @@ def section_ep_pack(args, work, report):
     host (moert_ep_dispatch_into_*) and by the layer's own ops
     (--ep-pack-in-layer), on the same ranks and tokens, both into the layer's
     buffers."""
-    most = max(args.pack_tokens)
-    print(f"\n== prefill exchange on MPI ranks: packed by the runtime vs by the layer "
-          f"(--ep-into-buffers, f32, 1 thread per rank); whole-call ms, the slowest rank's "
-          f"median ==")
-    rows = []
-    report["ep_pack"] = []
-    for name in args.layers:
-        for ranks in args.ep_ranks:
-            libs = {form: compile_config(LAYERS[name], work, "f32", name=f"p{form}_{name}",
-                                         ep=ranks, max_tokens_per_rank=most,
-                                         ep_into_buffers=True,
-                                         ep_pack_in_layer=form == "layer")[0]
-                    for form in ("runtime", "layer")}
-            for tokens in args.pack_tokens:
-                got = {form: run_ep(lib, Path(lib).with_suffix(".plan.json"), ranks, 1, tokens,
-                                    args, work, f"p{form}-{name}-{ranks}-{tokens}")
-                       for form, lib in libs.items()}
-                slowest = {f: max(r["call"]["median_s"] for r in res) for f, res in got.items()}
-                moved = {f: max(r["dispatch_s"] + r["combine_s"] for r in res)
-                         for f, res in got.items()}
-                same = all(abs(a["checksum"] - b["checksum"]) <= 1e-5 * max(abs(a["checksum"]), 1)
-                           for a, b in zip(got["runtime"], got["layer"]))
-                report["ep_pack"].append({"layer": name, "ranks": ranks, "tokens": tokens,
-                                          "per_rank": got})
-                rows.append([name, ranks, tokens, ms(slowest["runtime"]), ms(slowest["layer"]),
-                             ratio(slowest["layer"], slowest["runtime"]), ms(moved["runtime"]),
-                             ms(moved["layer"]), "yes" if same else "NO"])
-    print(table(["layer", "ranks", "tokens/rank", "runtime", "layer", "layer/runtime",
-                 "runtime d+c", "layer d+c", "same y"], rows))
-    print("   d+c = the runtime's dispatch + combine phase seconds (the layer's packing and "
-          "sums are compiled ops, counted in the call, not in d+c); same y = each rank's "
-          "checksum equal within 1e-5")
+    print("\n== prefill exchange on MPI ranks: packed by the runtime vs by the layer "
+          "(--ep-into-buffers, f32, 1 thread per rank); whole-call ms, the slowest rank's "
+          "median ==")
+    compare_exchanges(args, work, report, "ep_pack",
+                      {"runtime": {}, "layer": {"ep_pack_in_layer": True}}, args.pack_tokens,
+                      dict(max_tokens_per_rank=max(args.pack_tokens), ep_into_buffers=True))
 
 
 def expert_flops_per_choice(plan):
@@ -619,6 +605,8 @@ def main(argv=None):
                         help="tokens per rank of the decode exchange comparison (the most: slots)")
     parser.add_argument("--pack-tokens", type=ints, default=[32, 256],
                         help="tokens per rank of the prefill packing comparison")
+    parser.add_argument("--only-ep-pack", action="store_true",
+                        help="of the EP sections, only the prefill packing comparison")
     parser.add_argument("--decode-max-tokens", type=int, default=0,
                         help="passed to moe-compile (a decode variant)")
     parser.add_argument("--seed", type=int, default=0)
@@ -664,8 +652,8 @@ def main(argv=None):
         work.mkdir(parents=True, exist_ok=True)
         sections = [("layers", section_layers, args.skip_layers),
                     ("routing", section_routing, args.skip_routing),
-                    ("ep", section_ep, args.skip_ep),
-                    ("ep-exchange", section_ep_exchange, args.skip_ep),
+                    ("ep", section_ep, args.skip_ep or args.only_ep_pack),
+                    ("ep-exchange", section_ep_exchange, args.skip_ep or args.only_ep_pack),
                     ("ep-pack", section_ep_pack, args.skip_ep)]
         failed = []
         for name, section, skip in sections:

@@ -271,6 +271,28 @@ struct ConvertMoEToRuntimePass
     return castTo(b, plan, erased(type));
   }
 
+  /// The rest of an exchange's arguments after its rows: the expert map
+  /// (phys_to_log and replica_share, or expert_rank), the plan, a new buffer
+  /// for the runtime to fill for each of `outTypes` (returned), and the
+  /// stream.
+  static SmallVector<Value> appendMapPlanAndOuts(ImplicitLocOpBuilder &b, EpDispatchOp op,
+                                                 SmallVector<Value> &args,
+                                                 ArrayRef<RankedTensorType> outTypes) {
+    if (op.getPhysToLog())
+      args.append({readBuffer(b, op.getPhysToLog()), readBuffer(b, op.getReplicaShare())});
+    else
+      args.push_back(readBuffer(b, op.getExpertRank()));
+    args.push_back(readBuffer(b, buildPlan(b, op)));
+    SmallVector<Value> outs;
+    for (RankedTensorType type : outTypes) {
+      auto [buffer, view] = writeBuffer(b, type);
+      outs.push_back(buffer);
+      args.push_back(view);
+    }
+    args.push_back(nullStream(b));
+    return outs;
+  }
+
   /// The dispatch into buffers this function allocates (static rows):
   /// `moert_ep_dispatch[_placed]_into_<dtype>`, which returns the handle.
   LogicalResult lowerDispatchInto(EpDispatchOp op) {
@@ -288,21 +310,11 @@ struct ConvertMoEToRuntimePass
     const bool placed = static_cast<bool>(op.getPhysToLog());
     SmallVector<Value> args = {readBuffer(b, op.getX()), readBuffer(b, op.getExpertIds()),
                                readBuffer(b, op.getExpertWeights())};
-    if (placed) {
-      args.push_back(readBuffer(b, op.getPhysToLog()));
-      args.push_back(readBuffer(b, op.getReplicaShare()));
-    } else {
-      args.push_back(readBuffer(b, op.getExpertRank()));
-    }
-    args.push_back(readBuffer(b, buildPlan(b, op)));
     SmallVector<Value> results = {op.getReceived(), op.getLocalIds(), op.getLocalWeights()};
-    SmallVector<Value> outs;
-    for (Value result : results) {
-      auto [buffer, view] = writeBuffer(b, cast<RankedTensorType>(result.getType()));
-      outs.push_back(buffer);
-      args.push_back(view);
-    }
-    args.push_back(nullStream(b));
+    SmallVector<RankedTensorType> types;
+    for (Value result : results)
+      types.push_back(cast<RankedTensorType>(result.getType()));
+    SmallVector<Value> outs = appendMapPlanAndOuts(b, op, args, types);
     FailureOr<func::FuncOp> callee = declare(
         op,
         std::string("moert_ep_dispatch_") + (placed ? "placed_" : "") + "into_" +
@@ -555,19 +567,8 @@ struct ConvertMoEToRuntimePass
       gatheredTypes = {received};
     }
     args.append({readBuffer(b, op.getExpertIds()), readBuffer(b, op.getExpertWeights())});
-    if (placed)
-      args.append({readBuffer(b, op.getPhysToLog()), readBuffer(b, op.getReplicaShare())});
-    else
-      args.push_back(readBuffer(b, op.getExpertRank()));
-    args.push_back(readBuffer(b, buildPlan(b, op)));
     gatheredTypes.append({localIds, localWeights});
-    SmallVector<Value> outs;
-    for (RankedTensorType type : gatheredTypes) {
-      auto [buffer, view] = writeBuffer(b, type);
-      outs.push_back(buffer);
-      args.push_back(view);
-    }
-    args.push_back(nullStream(b));
+    SmallVector<Value> outs = appendMapPlanAndOuts(b, op, args, gatheredTypes);
     FailureOr<func::FuncOp> callee =
         declare(op,
                 std::string("moert_ep_gather_") + (placed ? "placed_" : "") +
@@ -791,18 +792,7 @@ struct ConvertMoEToRuntimePass
       args.push_back(readBuffer(b, packed.back().getDispatched()));
     }
     args.push_back(readBuffer(b, packed.front().getExpertOffsets()));
-    if (placed)
-      args.append({readBuffer(b, op.getPhysToLog()), readBuffer(b, op.getReplicaShare())});
-    else
-      args.push_back(readBuffer(b, op.getExpertRank()));
-    args.push_back(readBuffer(b, buildPlan(b, op)));
-    SmallVector<Value> outs;
-    for (RankedTensorType type : receivedTypes) {
-      auto [buffer, view] = writeBuffer(b, type);
-      outs.push_back(buffer);
-      args.push_back(view);
-    }
-    args.push_back(nullStream(b));
+    SmallVector<Value> outs = appendMapPlanAndOuts(b, op, args, receivedTypes);
     FailureOr<func::FuncOp> callee =
         declare(op,
                 std::string("moert_ep_send_packed_") + (placed ? "placed_" : "") +
