@@ -847,11 +847,12 @@ void exchangeParts(Collectives &coll, const DeviceStaging &staging, void *stream
 
 /// The prefill dispatch packed by the layer (pack-in-layer): rank p's rows
 /// are `rows[offsets[p], offsets[p+1])` with their route rows (k targets,
-/// then k weights); every rank's rows for this one land in `out` and
-/// `outRoute` in rank order, the route rows past them all ones (ids -1;
-/// the layer reads no weight there) and the rows past them not written.
-/// One host wait, for the offsets and the map; returns the handle for
-/// returnPackedInto.
+/// then k weights; with FP8, codes and scales); every rank's rows for this
+/// one land in `rows.out` (`rows.outScales`) and `outRoute` in rank order,
+/// the route rows past them all ones (ids -1; the layer reads no weight
+/// there) and the rows past them not written. The host waits for the
+/// offsets and the map, and for the blocks against the timeout; returns
+/// the handle for returnPackedInto.
 int64_t sendPackedInto(const char *entry, GatherRows rows, moert_memref2d *route,
                        moert_memref1d *offsets, GatherMap map, moert_memref1d *plan,
                        moert_memref2d *outRoute, void *stream, int64_t elementBytes) {
@@ -957,6 +958,9 @@ int64_t sendPackedInto(const char *entry, GatherRows rows, moert_memref2d *route
   for (int64_t count : received)
     arrived += count; // at most the capacity: checked
   uint8_t *routeOut = const_cast<uint8_t *>(dataOf(*outRoute, 4));
+  // The masked tail first: on the layer's stream before the blocks land
+  // (they do not overlap), so that one wait covers both.
+  staging.fill(routeOut + arrived * width * 4, 0xffffffffu, (capacity - arrived) * width * 4);
   std::vector<ExchangePart> parts = {{dataOf(*rows.x, xBytes),
                                       const_cast<uint8_t *>(dataOf(*rows.out, xBytes)),
                                       "dispatch.payload", h * xBytes}};
@@ -966,8 +970,6 @@ int64_t sendPackedInto(const char *entry, GatherRows rows, moert_memref2d *route
                      groups * scaleBytes});
   parts.push_back({dataOf(*route, 4), routeOut, "dispatch.route", width * 4});
   exchangeParts(coll, staging, stream, parts, sent, received);
-  staging.fill(routeOut + arrived * width * 4, 0xffffffffu, (capacity - arrived) * width * 4);
-  staging.wait();
   Counters &counters = coll.counters();
   if (!staging.onDevice()) { // the load of this rank's experts, where the host can see it
     const int32_t *ids = reinterpret_cast<const int32_t *>(routeOut);

@@ -313,7 +313,8 @@ void _mlir_ciface_moert_ep_return_into_bf16(moert_memref2d *partial, int64_t han
  * plan's capacity) in rank order; the route rows past them are all ones
  * (ids -1), the rows past them are not written. The host reads only the
  * offsets and the map (one wait); with the nccl backend the blocks move
- * between device buffers on the layer's stream. Returns the handle for
+ * between device buffers on the layer's stream, and the host waits for them
+ * against the timeout. Returns the handle for
  * moert_ep_return_packed_into_*, which sends the first received rows of
  * `partial[C, H]` back to their ranks, into `returned[N, H]` in the send
  * order (the layer sums each token's rows). */
