@@ -144,3 +144,16 @@ def test_fp8_rows_quantized_by_the_layer(tmp_path, quant):
         check_counts(results, 2, plan["experts"])
         sent[q] = sum(r["counters"]["totals"]["dispatch_payload_bytes_sent"] for r in results)
     assert sent[quant] < 0.3 * sent["none"], sent
+
+
+def test_tensor_parallel_dedupe(tmp_path):
+    """Groups of 2 ranks hold the same tokens and each packs and sends its slice; the
+    tensor-parallel gather puts the whole output back on both."""
+    config = ROOT / "examples" / "deepseek-v3-tiny" / "config.json"
+    library, plan = compile_config(config, tmp_path, ep=4, tp=2, max_tokens_per_rank=18,
+                                   ep_into_buffers=True, ep_pack_in_layer=True)
+    assert plan["tensor_parallel"]["dedupe"] == "slice"
+    assert calls_packed_entries(library, "f32")
+    results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", 4, 12,
+                                       3, "uniform", main_job.TOLERANCE["f32"], tmp_path, tp=2)
+    check(results, done, 4)
