@@ -44,15 +44,16 @@ def write_placement(tmp_path, ranks):
     return path
 
 
-def compile_layer(tmp_path, ranks, selection, all_gather=False):
+def compile_layer(tmp_path, ranks, selection, all_gather=False, pack=False):
     config = tmp_path / "config.json"
     config.write_text(json.dumps(CONFIG))
     library, plan = compile_config(config, tmp_path, ep=ranks,
                                    max_tokens_per_rank=TOKENS + 3 * ranks,
                                    physical_experts=len(PLACEMENTS[ranks]),
                                    decode_max_tokens=DECODE_TOKENS,
-                                   replica_selection=selection, ep_into_buffers=all_gather,
-                                   ep_all_gather=all_gather)
+                                   replica_selection=selection,
+                                   ep_into_buffers=all_gather or pack, ep_all_gather=all_gather,
+                                   ep_pack_in_layer=pack)
     return library, tmp_path / f"{library.stem}.plan.json", plan
 
 
@@ -99,18 +100,26 @@ def least_peak(phy2log, ranks, counts):
     # The all-gather exchange: the ranks send each choice's slot; received
     # choices are counted from the slots gathered from every rank.
     (2, "one-expert", "decode", True), (4, "uniform", "decode", True),
-    (4, "one-expert", "decode", True)])
+    (4, "one-expert", "decode", True),
+    # Packed by the layer: the runtime chooses the slots, the layer packs by them.
+    (2, "one-expert", "prefill", "pack"), (4, "uniform", "prefill", "pack"),
+    (4, "one-expert", "prefill", "pack")])
 def test_per_batch_selection_balances_the_batch_as_computed(tmp_path, ranks, scenario, phase,
                                                             all_gather):
+    pack = all_gather == "pack"
+    all_gather = all_gather is True
     placement = write_placement(tmp_path, ranks)
     # Uneven on purpose; decode: at most DECODE_TOKENS per rank.
     token_counts = ([TOKENS + 3 * r for r in range(ranks)] if phase == "prefill"
                     else [DECODE_TOKENS, 1, 5, DECODE_TOKENS][:ranks])
     static_library, static_plan_path, _ = compile_layer(tmp_path, ranks, "static")
     batch_library, batch_plan_path, plan = compile_layer(tmp_path, ranks, "per-batch",
-                                                         all_gather)
+                                                         all_gather, pack)
     if all_gather:
         assert b"moert_ep_gather_placed_into_f32" in batch_library.read_bytes()
+    if pack:
+        assert b"moert_ep_select_slots_into" in batch_library.read_bytes()
+        assert b"moert_ep_send_packed_placed_into_f32" in batch_library.read_bytes()
     assert plan["layout"]["replica_selection"] == "per_batch"
 
     static = run(tmp_path, ranks, static_library, static_plan_path, placement, scenario, token_counts)

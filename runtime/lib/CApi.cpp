@@ -990,6 +990,69 @@ int64_t sendPackedInto(const char *entry, GatherRows rows, moert_memref2d *route
   return handle;
 }
 
+/// Replicas chosen per batch for a dispatch the layer packs: the ranks
+/// all-gather their choices per expert and split the batch (selectForBatch,
+/// as the runtime's own packing does), and this rank's choices' slots go
+/// into `slots[T, k]` (-1 for a masked choice), which the layer packs by.
+void selectSlotsInto(const char *entry, moert_memref2d *ids, moert_memref1d *physToLog,
+                     moert_memref1d *plan, moert_memref2d *slots, void *stream) {
+  Collectives &coll = collectivesOrDie(entry);
+  PhaseTimer timer{coll.counters(), "dispatch"};
+  const char *first = "dispatch.expert_counts";
+  if (Status e = checkMemref(ids, "replica selection", "expert_ids", 4))
+    fatal(first, *e);
+  for (auto [m, name, bytes] :
+       {std::tuple{physToLog, "phys_to_log", int64_t(4)}, std::tuple{plan, "plan", int64_t(8)}})
+    if (Status e = checkMemref(m, "replica selection", name, bytes))
+      fatal(first, *e);
+  PlanFields fields;
+  if (Status e = readPlan(static_cast<const int64_t *>(plan->aligned) + plan->offset,
+                          plan->sizes[0], fields))
+    fatal(first, *e);
+  if (fields.replicaSelection != 1)
+    fatal(first, std::string(entry) +
+                     ": the plan does not choose replicas per batch "
+                     "(replica_selection " +
+                     std::to_string(fields.replicaSelection) + ")");
+  const int64_t t = ids->sizes[0], k = ids->sizes[1], ranks = coll.size();
+  checkShape(entry, first, slots, "slots", t, k, 4, "one a choice");
+  const DeviceStaging staging = exchangeStaging(entry, first, stream);
+  std::vector<uint8_t> idsHost, mapHost;
+  moert_memref2d hids = staged(staging, idsHost, *ids, 4);
+  moert_memref1d hmap = staged(staging, mapHost, *physToLog, 4);
+  staging.wait();
+  Placement placement;
+  if (Status e =
+          Placement::fromReplicas(reinterpret_cast<const int32_t *>(dataOf(hmap, 4)), nullptr,
+                                  hmap.sizes[0], int(ranks), fields.experts, placement))
+    fatal(first, *e);
+  GatherInput in;
+  in.tokens = t;
+  in.topK = k;
+  in.expertIds = reinterpret_cast<const int32_t *>(dataOf(hids, 4));
+  in.experts = placement.experts();
+  if (Status e = gatherProblem(in, int(ranks)))
+    fatal(first, *e);
+  CallSignature signature;
+  signature.set(CallSignature::TopK, k);
+  signature.set(CallSignature::Ep, fields.ranks);
+  signature.set(CallSignature::Experts, in.experts);
+  signature.set(CallSignature::Entry, 8 | 1); // a placed dispatch packed by the layer
+  signature.set(CallSignature::PlanHash, int64_t(planHash(fields)));
+  Collectives::SignatureScope scope(coll, signature);
+  std::optional<BatchSelection> selection;
+  std::vector<int64_t> before;
+  if (Status e = selectForBatch(coll, in.expertIds, t * k, placement, "dispatch.counts", selection,
+                                before))
+    die(*e);
+  std::vector<int32_t> chosen(static_cast<size_t>(t * k));
+  SlotCursor cursor(placement, *selection, before);
+  for (int64_t i = 0; i < t * k; ++i)
+    chosen[size_t(i)] = in.expertIds[i] < 0 ? -1 : cursor.next(in.expertIds[i]);
+  staging.copy(const_cast<uint8_t *>(dataOf(*slots, 4)), chosen.data(), t * k * 4);
+  staging.wait(); // `chosen` is freed on return
+}
+
 /// The packed dispatch's return: the first received rows of `partial` go
 /// back to the ranks they came from, into `returned` in the send order.
 void returnPackedInto(const char *entry, moert_memref2d *partial, int64_t handle,
@@ -1372,6 +1435,13 @@ MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_bf16, 2)
     guardFatal(#NAME, "combine.payload",                                                           \
                [&] { returnPackedInto(#NAME, partial, handle, returned, stream, BYTES); });        \
   }
+void _mlir_ciface_moert_ep_select_slots_into(moert_memref2d *ids, moert_memref1d *physToLog,
+                                             moert_memref1d *plan, moert_memref2d *slots,
+                                             void *stream) {
+  guardFatal("moert_ep_select_slots_into", "dispatch.expert_counts", [&] {
+    selectSlotsInto("moert_ep_select_slots_into", ids, physToLog, plan, slots, stream);
+  });
+}
 #define MOERT_BY_RANK moert_memref1d *expertRank
 #define MOERT_PLACED moert_memref1d *physToLog, moert_memref1d *share
 MOERT_SEND_PACKED_INTO_ENTRY(moert_ep_send_packed_into_f32, 4, MOERT_BY_RANK,

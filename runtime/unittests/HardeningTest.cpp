@@ -1258,6 +1258,26 @@ TEST(Hardening, PackedExchangeChecksOffsetsShapesAndHandles) {
          c.plan[MOERT_PLAN_QUANTIZATION] = 1;
          c.send();
        }},
+      {"slots without per-batch selection",
+       "moert_ep_select_slots_into: the plan does not choose replicas per batch "
+       "(replica_selection 0)",
+       [] {
+         PackedCall c;
+         int32_t slots[2];
+         moert_memref2d sm = memref2(slots, 2, 1);
+         _mlir_ciface_moert_ep_select_slots_into(&c.im, &c.pm, &c.planm, &sm, nullptr);
+       }},
+      {"slots of another shape",
+       "moert_ep_select_slots_into: slots is [1, 1], the exchange needs [2, 1] (one a choice)",
+       [] {
+         PackedCall c;
+         c.plan[MOERT_PLAN_EXPERTS] = 2;
+         c.plan[MOERT_PLAN_REPLICA_SELECTION] = 1;
+         c.planm = memref1(c.plan, MOERT_PLAN_REPLICA_SELECTION + 1);
+         int32_t slots[1];
+         moert_memref2d sm = memref2(slots, 1, 1);
+         _mlir_ciface_moert_ep_select_slots_into(&c.im, &c.pm, &c.planm, &sm, nullptr);
+       }},
       {"null offsets", "packed exchange: memref 'offsets' is a null descriptor",
        [] {
          PackedCall c;
@@ -1306,6 +1326,28 @@ TEST(Hardening, PackedExchangeOnOneRankRoundTrips) {
     _mlir_ciface_moert_ep_return_packed_into_f32(&pm, c.handle, &bm, nullptr);
     if (back[0] != 10 || back[3] != 40 || back[4] != 0)
       std::_Exit(5);
+  });
+  EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
+}
+
+/// Replicas chosen per batch for the layer's packing, on one rank: every
+/// choice's slot is one of its expert's, a masked choice stays -1.
+TEST(Hardening, SelectSlotsGivesEachChoiceASlotOfItsExpert) {
+  ensureLocal();
+  Ending e = runInChild([] {
+    CCall c;
+    int32_t physToLog[3] = {0, 1, 1}; // expert 1 on slots 1 and 2
+    c.pm = memref1(physToLog, 3);
+    c.plan[MOERT_PLAN_EXPERTS] = 2;
+    c.plan[MOERT_PLAN_REPLICA_SELECTION] = 1;
+    c.planm = memref1(c.plan, MOERT_PLAN_REPLICA_SELECTION + 1);
+    c.ids[0] = 1;
+    c.ids[1] = -1;
+    int32_t slots[2] = {7, 7};
+    moert_memref2d sm = memref2(slots, 2, 1);
+    _mlir_ciface_moert_ep_select_slots_into(&c.im, &c.pm, &c.planm, &sm, nullptr);
+    if ((slots[0] != 1 && slots[0] != 2) || slots[1] != -1)
+      std::_Exit(3);
   });
   EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
 }

@@ -16,20 +16,6 @@ func.func @codes(%x: tensor<?x256xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf3
 
 // -----
 
-// Tests that replicas chosen per batch are refused: they need every rank's counts first.
-func.func @per_batch(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
-                     %p2l: tensor<6xi32>, %share: tensor<6xf32>) -> tensor<?x64xf32> {
-  // expected-error @+1 {{convert-moe-to-runtime{pack-in-layer}: replicas chosen per batch need every rank's counts before the rows are packed: the runtime packs those}}
-  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w placement(%p2l, %share) per_batch_replicas
-      capacity = 32 ep = 2 max_tokens = 16
-    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<6xi32>, tensor<6xf32>)
-      -> (tensor<32x64xf32>, tensor<32x2xi32>, tensor<32x2xf32>, i64)
-  %y = moe.ep_combine %r, %h : (tensor<32x64xf32>, i64) -> tensor<?x64xf32>
-  return %y : tensor<?x64xf32>
-}
-
-// -----
-
 // Tests that a dispatch without the group's size is refused: the packing groups rows by rank.
 func.func @no_ep(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
                  %er: tensor<8xi32>) -> tensor<?x64xf32> {

@@ -87,6 +87,28 @@ func.func @placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf3
 
 // -----
 
+// Tests that with replicas chosen per batch the runtime chooses each choice's slot first
+// (moert_ep_select_slots_into, into a buffer of the ids' shape) and the layer packs by those.
+// CHECK-LABEL: func.func @per_batch
+// CHECK: %[[SEL:.+]] = memref.alloc(%{{.+}}) : memref<?x2xi32>
+// CHECK: arith.constant dense<[32, 16, 0, 0, 2, 0, 0, 0, 0, 0, 1]> : tensor<11xi64>
+// CHECK: call @moert_ep_select_slots_into({{.+}}) {moe.stream_operand}
+// CHECK: %[[SLOTS:.+]] = bufferization.to_tensor %[[SEL]] restrict writable
+// CHECK: linalg.generic {{.+}} ins(%[[SLOTS]] : tensor<?x2xi32>)
+// CHECK: moe.dispatch %{{.+}}, %{{.+}} num_experts = 2 : (tensor<?x64xf32>, tensor<?x2xi32>)
+// CHECK: call @moert_ep_send_packed_placed_into_f32(
+func.func @per_batch(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                     %p2l: tensor<6xi32>, %share: tensor<6xf32>) -> tensor<?x64xf32> {
+  %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w placement(%p2l, %share) per_batch_replicas
+      capacity = 32 ep = 2 max_tokens = 16
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<6xi32>, tensor<6xf32>)
+      -> (tensor<32x64xf32>, tensor<32x2xi32>, tensor<32x2xf32>, i64)
+  %y = moe.ep_combine %r, %h : (tensor<32x64xf32>, i64) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
 // Tests that FP8 rows (groups of 128, f32 scales) are quantized by the layer once per token and
 // their codes and scales packed like the rows, then dequantized on receipt.
 // CHECK-LABEL: func.func @fp8

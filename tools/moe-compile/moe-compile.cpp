@@ -455,9 +455,6 @@ std::optional<std::string> optionProblem() {
   if (epPackInLayer && target == Target::Cpu && !epIntoBuffers)
     return "--ep-pack-in-layer on --target cpu needs --ep-into-buffers (it exchanges "
            "into the layer's buffers, as on a GPU)";
-  if (epPackInLayer && replicaSelection != "static")
-    return "--ep-pack-in-layer chooses replicas by their shares: replicas chosen per "
-           "batch (--replica-selection) need every rank's counts before the rows are packed";
   if (epIntoBuffers && dispatchQuant != "none" && given(fp8Gemm) && fp8Gemm)
     return "--ep-into-buffers dequantizes an FP8 dispatch on receipt: it takes no "
            "--fp8-gemm=true";

@@ -711,7 +711,8 @@ struct ConvertMoEToRuntimePass
   /// pack-in-layer: the prefill dispatch's rows packed by the layer's own
   /// ops (on a GPU, kernels on its stream, with no host copy of a row):
   /// each token's choices get their destination ranks (with a placement,
-  /// the replica by the shares as in the all-gather, n = t*k + j),
+  /// the replica by the shares as in the all-gather, n = t*k + j, or the
+  /// one the runtime chose for this batch: moert_ep_select_slots_into),
   /// moe.dispatch ops over the ranks group the token rows (with FP8, their
   /// codes and scales, quantized here) and their route rows (targets and
   /// weights) by destination, and
@@ -726,9 +727,6 @@ struct ConvertMoEToRuntimePass
     if (op.getReceivedScales())
       return fail("FP8 codes for the experts (received_scales) are not kept: the layer "
                   "dequantizes what it received (gemm-consumes-fp8=false)");
-    if (op.getPerBatchReplicas())
-      return fail("replicas chosen per batch need every rank's counts before the rows "
-                  "are packed: the runtime packs those");
     auto received = cast<RankedTensorType>(op.getReceived().getType());
     auto xType = op.getX().getType();
     const int64_t topK = op.getExpertIds().getType().getDimSize(1);
@@ -746,7 +744,21 @@ struct ConvertMoEToRuntimePass
         arith::DivUIOp::create(b, tensor::DimOp::create(b, map, 0),
                                arith::ConstantIndexOp::create(b, ranks)));
     Value targets = op.getExpertIds();
-    if (placed) {
+    if (op.getPerBatchReplicas()) { // the runtime splits the batch first
+      auto idsType = op.getExpertIds().getType();
+      SmallVector<Value> dynamic;
+      if (idsType.isDynamicDim(0))
+        dynamic.push_back(tensor::DimOp::create(b, targets, 0));
+      auto [buffer, view] = writeBuffer(b, idsType, dynamic);
+      SmallVector<Value> args = {readBuffer(b, targets), readBuffer(b, op.getPhysToLog()),
+                                 readBuffer(b, buildPlan(b, op)), view, nullStream(b)};
+      FailureOr<func::FuncOp> select = declare(op, "moert_ep_select_slots_into",
+                                               b.getFunctionType(ValueRange(args).getTypes(), {}));
+      if (failed(select))
+        return failure();
+      func::CallOp::create(b, *select, args)->setAttr(kStreamOperand, b.getUnitAttr());
+      targets = written(b, buffer, idsType);
+    } else if (placed) {
       Value physToLog = op.getPhysToLog(), share = op.getReplicaShare();
       Value upTo = cumulativeShares(b, physToLog, share);
       targets = mapChoices(b, targets, op.getExpertWeights(),

@@ -358,6 +358,16 @@ int64_t _mlir_ciface_moert_ep_send_packed_placed_fp8_into_bf16(
     moert_memref1d *phys_to_log, moert_memref1d *replica_share, moert_memref1d *plan,
     moert_memref2d *received_codes, moert_memref2d *received_scales, moert_memref2d *received_route,
     void *stream);
+/* Replicas chosen per batch for a dispatch the layer packs (plan
+ * replica_selection 1): the ranks all-gather their choices per expert
+ * (`dispatch.expert_counts`), every rank computes the same split of the
+ * batch, and this rank's choices' slots go into `slots[T, k]` (-1 for a
+ * masked choice), which the layer then packs by and sends with
+ * moert_ep_send_packed_placed_*. Device buffers with a non-null stream (one
+ * host wait for the ids). */
+void _mlir_ciface_moert_ep_select_slots_into(moert_memref2d *expert_ids,
+                                             moert_memref1d *phys_to_log, moert_memref1d *plan,
+                                             moert_memref2d *slots, void *stream);
 void _mlir_ciface_moert_ep_return_packed_into_f32(moert_memref2d *partial, int64_t handle,
                                                   moert_memref2d *returned, void *stream);
 void _mlir_ciface_moert_ep_return_packed_into_bf16(moert_memref2d *partial, int64_t handle,
