@@ -187,9 +187,11 @@ cl::opt<bool>
                   cl::desc("With --ep > 1: the prefill dispatch's rows are packed by the "
                            "layer's own kernels (grouped by destination rank on the device) "
                            "and the runtime moves the blocks, so that no row crosses to the "
-                           "host: what the NCCL backend sends from device buffers. Not with "
-                           "--dispatch-quant or --replica-selection=per-batch; on --target "
-                           "cpu it needs --ep-into-buffers"),
+                           "host: what the NCCL backend sends from device buffers. With "
+                           "--dispatch-quant the layer quantizes its rows and dequantizes "
+                           "what it received; with --replica-selection=per-batch the "
+                           "runtime splits the batch first. On --target cpu it needs "
+                           "--ep-into-buffers"),
                   cl::init(false), cl::cat(category));
 cl::opt<int64_t> packedMinRows(
     "packed-min-rows",
