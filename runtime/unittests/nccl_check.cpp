@@ -11,7 +11,8 @@
 //   the formula that made it on its rank, and the counters against the
 //   blocks' sizes; FP8 codes and scales (moert_ep_gather_fp8_into_bf16) the
 //   same way; the exchange packed by the layer (moert_ep_send_packed_into_*
-//   and moert_ep_return_packed_into_*) with blocks of 0-2 rows a rank; then
+//   and moert_ep_return_packed_into_*) with blocks of 0-2 rows a rank, and
+//   its replicas chosen per batch (moert_ep_select_slots_into); then
 //   the host collectives (moert_allreduce_i64,
 //   moert_agree_max, moert_allgather, moert_barrier on host values);
 // - host-buffers: every rank must fail, naming why (the all-gather
@@ -344,6 +345,37 @@ template <typename T> void packedRound(FakeDevice &dev, int round) {
         tag + ": counters lack dispatch.counts or dispatch.route: " + counters);
 }
 
+/// The per-batch rounds' placement: rank r's slots hold experts 3r..3r+2
+/// and a replica of expert 0.
+std::vector<int32_t> replicatedPlacement(int ranks) {
+  const int64_t perRank = kExpertsPerRank + 1, slotCount = perRank * ranks;
+  std::vector<int32_t> physToLog(static_cast<size_t>(slotCount));
+  for (int64_t p = 0; p < slotCount; ++p)
+    physToLog[size_t(p)] =
+        p % perRank < kExpertsPerRank ? int32_t(p / perRank * kExpertsPerRank + p % perRank) : 0;
+  return physToLog;
+}
+/// Choice j of token t on rank `from` in the per-batch rounds: expert 0
+/// first, then another.
+int32_t perBatchExpert(int from, int64_t t, int64_t j, int64_t experts) {
+  return j == 0 ? 0 : int32_t(1 + (from + 2 * t) % (experts - 1));
+}
+/// The busiest rank's choices (`load`) against the least peak any split of
+/// expert 0's `replicated` choices gives, with `fixed` choices per rank.
+void checkLeastPeak(const std::vector<int64_t> &load, const std::vector<int64_t> &fixed,
+                    int64_t replicated, const std::string &tag) {
+  const int64_t ranks = int64_t(load.size());
+  int64_t total = replicated, peak = 0, most = 0;
+  for (int64_t r = 0; r < ranks; ++r) {
+    total += fixed[size_t(r)];
+    peak = std::max(peak, fixed[size_t(r)]);
+    most = std::max(most, load[size_t(r)]);
+  }
+  peak = std::max(peak, (total + ranks - 1) / ranks);
+  check(most == peak, tag + ": the busiest rank has " + std::to_string(most) +
+                          " choices, the least peak is " + std::to_string(peak));
+}
+
 /// Replicas chosen per batch (plan field replica_selection = 1) with a
 /// placement: rank r's slots hold experts 3r..3r+2 and a replica of expert
 /// 0, which every token chooses first. The gathered ids are slots, each of
@@ -353,13 +385,10 @@ void perBatchGatherRound(FakeDevice &dev) {
   const int rank = moert_rank(), ranks = moert_size();
   const int64_t perRank = kExpertsPerRank + 1, slotCount = perRank * ranks;
   const int64_t experts = kExpertsPerRank * ranks, rows = ranks * kSlots;
-  std::vector<int32_t> physToLog(static_cast<size_t>(slotCount));
-  for (int64_t p = 0; p < slotCount; ++p)
-    physToLog[size_t(p)] =
-        p % perRank < kExpertsPerRank ? int32_t(p / perRank * kExpertsPerRank + p % perRank) : 0;
+  const std::vector<int32_t> physToLog = replicatedPlacement(ranks);
   std::vector<float> share(static_cast<size_t>(slotCount), 1.0f); // not read
   auto expertAt = [&](int from, int64_t t, int64_t j) {
-    return j == 0 ? 0 : int32_t(1 + (from + 2 * t) % (experts - 1));
+    return perBatchExpert(from, t, j, experts);
   };
   const int64_t tokens = tokensOn(rank);
   std::vector<float> x(size_t(tokens * kHidden), 1.0f), weights(size_t(tokens * kTopK), 0.5f);
@@ -405,16 +434,46 @@ void perBatchGatherRound(FakeDevice &dev) {
         else
           ++fixed[size_t(expert / kExpertsPerRank)];
       }
-  int64_t total = replicated, peak = 0, most = 0;
-  for (int r = 0; r < ranks; ++r) {
-    total += fixed[size_t(r)];
-    peak = std::max(peak, fixed[size_t(r)]);
-    most = std::max(most, load[size_t(r)]);
-  }
-  peak = std::max(peak, (total + ranks - 1) / ranks);
-  check(most == peak, "per batch: the busiest rank has " + std::to_string(most) +
-                          " choices, the least peak is " + std::to_string(peak));
+  checkLeastPeak(load, fixed, replicated, "per batch");
   returnAndCheck<float>(dev, handle, kHidden, 0, "per batch");
+}
+
+/// Replicas chosen per batch for the layer's packing
+/// (moert_ep_select_slots_into) on device buffers: every slot names its
+/// choice's expert, and over all ranks the busiest rank is at the least
+/// peak.
+void selectSlotsRound(FakeDevice &dev) {
+  const int rank = moert_rank(), ranks = moert_size();
+  const int64_t perRank = kExpertsPerRank + 1, slotCount = perRank * ranks;
+  const int64_t experts = kExpertsPerRank * ranks, tokens = tokensOn(rank);
+  const std::vector<int32_t> physToLog = replicatedPlacement(ranks);
+  std::vector<int32_t> ids(size_t(tokens * kTopK));
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < kTopK; ++j)
+      ids[size_t(t * kTopK + j)] = perBatchExpert(rank, t, j, experts);
+  std::vector<int64_t> plan = {ranks * kSlots, 0, 0, 0, ranks, 0, 0, 0, 0, 0, 1};
+  int32_t *dids = dev.produce(ids), *dmap = dev.produce(physToLog);
+  int32_t *dslots = dev.upload(std::vector<int32_t>(size_t(tokens * kTopK), 7));
+  auto im = memref2(dids, tokens, kTopK), slm = memref2(dslots, tokens, kTopK);
+  auto mm = memref1(dmap, slotCount), pm = memref1(plan.data(), int64_t(plan.size()));
+  _mlir_ciface_moert_ep_select_slots_into(&im, &mm, &pm, &slm, kStream);
+  std::vector<int32_t> slots = dev.download(dslots, size_t(tokens * kTopK));
+  // Per rank: its load, its fixed choices; then expert 0's choices; summed over the ranks.
+  std::vector<int64_t> counts(size_t(2 * ranks + 1), 0);
+  for (int64_t i = 0; i < tokens * kTopK; ++i) {
+    const int32_t slot = slots[size_t(i)], expert = ids[size_t(i)];
+    check(slot >= 0 && slot < slotCount && physToLog[size_t(slot)] == expert,
+          "select slots: slots[" + std::to_string(i) + "] = " + std::to_string(slot) +
+              ", not a slot of expert " + std::to_string(expert));
+    if (slot >= 0 && slot < slotCount)
+      ++counts[size_t(slot / perRank)];
+    ++counts[expert == 0 ? size_t(2 * ranks) : size_t(ranks + expert / kExpertsPerRank)];
+  }
+  check(moert_allreduce_i64("check.select_slots", counts.data(), int64_t(counts.size()), 0) == 0,
+        "select slots: the counts' all-reduce");
+  checkLeastPeak(std::vector<int64_t>(counts.begin(), counts.begin() + ranks),
+                 std::vector<int64_t>(counts.begin() + ranks, counts.begin() + 2 * ranks),
+                 counts[size_t(2 * ranks)], "select slots");
 }
 
 /// The FP8 form (moert_ep_gather_fp8_into_bf16): E4M3 bytes and their
@@ -527,6 +586,7 @@ int main(int argc, char **argv) {
       fp8GatherRound(dev, 2, round);
     }
     perBatchGatherRound(dev);
+    selectSlotsRound(dev);
     for (int round = 0; round < 2; ++round) {
       packedRound<uint16_t>(dev, round);
       packedRound<float>(dev, round);
