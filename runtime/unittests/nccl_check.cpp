@@ -73,18 +73,28 @@ int32_t expertOf(int rank, int64_t t, int64_t j, int ranks) {
   return int32_t((rank + 2 * t + 5 * j) % (kExpertsPerRank * ranks));
 }
 
+/// `f` as a row element: bf16 (uint16_t) or f32.
+template <typename T> T element(float f) {
+  if constexpr (sizeof(T) == 2)
+    return bf16(f);
+  else
+    return f;
+}
+
 /// Rows of `rank` (t < tokens) or of its block (r < slots) as elements.
-template <typename T> std::vector<T> rowsOf(int rank, int64_t count, int round) {
-  std::vector<T> rows(size_t(count * kHidden));
+template <typename T>
+std::vector<T> rowsOf(int rank, int64_t count, int round, int64_t hidden = kHidden) {
+  std::vector<T> rows(size_t(count * hidden));
   for (int64_t r = 0; r < count; ++r)
-    for (int64_t c = 0; c < kHidden; ++c) {
-      float f = value(rank, r, c, round);
-      if constexpr (sizeof(T) == 2)
-        rows[size_t(r * kHidden + c)] = bf16(f);
-      else
-        rows[size_t(r * kHidden + c)] = f;
-    }
+    for (int64_t c = 0; c < hidden; ++c)
+      rows[size_t(r * hidden + c)] = element<T>(value(rank, r, c, round));
   return rows;
+}
+
+/// The partial rows rank `computedBy` returns in a combine, row `row` of
+/// its buffer.
+float partialValue(int computedBy, int64_t row, int64_t col, int round) {
+  return value(computedBy + 11, row, col, round);
 }
 
 /// The combine's exchange after a gather: block r of the partial rows goes
@@ -96,18 +106,8 @@ void returnAndCheck(FakeDevice &dev, int64_t handle, int64_t hidden, int round,
   const int rank = moert_rank(), ranks = moert_size();
   const int64_t rows = ranks * kSlots;
   const bool bf = sizeof(T) == 2;
-  std::vector<T> partial(size_t(rows * hidden)), returned(size_t(rows * hidden), T(3));
-  auto partialValue = [&](int computedBy, int64_t row, int64_t c) {
-    return value(computedBy + 11, row, c, round);
-  };
-  for (int64_t row = 0; row < rows; ++row)
-    for (int64_t c = 0; c < hidden; ++c) {
-      float f = partialValue(rank, row, c);
-      if constexpr (sizeof(T) == 2)
-        partial[size_t(row * hidden + c)] = bf16(f);
-      else
-        partial[size_t(row * hidden + c)] = f;
-    }
+  std::vector<T> partial = rowsOf<T>(rank + 11, rows, round, hidden);
+  std::vector<T> returned(size_t(rows * hidden), T(3));
   T *dreturned = dev.upload(returned); // (the test's copies run the stream's work)
   T *dpartial = dev.produce(partial);
   auto partm = memref2(dpartial, rows, hidden), retm = memref2(dreturned, rows, hidden);
@@ -120,12 +120,7 @@ void returnAndCheck(FakeDevice &dev, int64_t handle, int64_t hidden, int round,
     for (int64_t s = 0; s < kSlots; ++s)
       for (int64_t c = 0; c < hidden; ++c) {
         const int64_t row = from * kSlots + s;
-        float f = partialValue(from, rank * kSlots + s, c);
-        T want;
-        if constexpr (sizeof(T) == 2)
-          want = bf16(f);
-        else
-          want = f;
+        const T want = element<T>(partialValue(from, rank * kSlots + s, c, round));
         check(returned[size_t(row * hidden + c)] == want,
               tag + ": returned row " + std::to_string(row) + " col " + std::to_string(c));
       }
@@ -301,18 +296,8 @@ template <typename T> void packedRound(FakeDevice &dev, int round) {
   }
 
   // The return: rank p computed partial row q for the q-th row it received.
-  auto partialValue = [&](int computedBy, int64_t row, int64_t c) {
-    return value(computedBy + 11, row, c, round);
-  };
-  std::vector<T> partial(size_t(capacity * kHidden)), returned(size_t(rows * kHidden), T(3));
-  for (int64_t row = 0; row < capacity; ++row)
-    for (int64_t c = 0; c < kHidden; ++c) {
-      const float f = partialValue(rank, row, c);
-      if constexpr (sizeof(T) == 2)
-        partial[size_t(row * kHidden + c)] = bf16(f);
-      else
-        partial[size_t(row * kHidden + c)] = f;
-    }
+  std::vector<T> partial = rowsOf<T>(rank + 11, capacity, round);
+  std::vector<T> returned(size_t(rows * kHidden), T(3));
   T *dreturned = dev.upload(returned);
   T *dpartial = dev.produce(partial);
   auto partm = memref2(dpartial, capacity, kHidden), retm = memref2(dreturned, rows, kHidden);
@@ -325,12 +310,7 @@ template <typename T> void packedRound(FakeDevice &dev, int round) {
     for (int64_t i = 0; i < packedCount(rank, to); ++i)
       for (int64_t c = 0; c < kHidden; ++c) {
         const int64_t row = offsets[size_t(to)] + i;
-        const float f = partialValue(to, startOn[size_t(to)] + i, c);
-        T want;
-        if constexpr (sizeof(T) == 2)
-          want = bf16(f);
-        else
-          want = f;
+        const T want = element<T>(partialValue(to, startOn[size_t(to)] + i, c, round));
         check(returned[size_t(row * kHidden + c)] == want,
               tag + ": returned row " + std::to_string(row) + " col " + std::to_string(c));
       }
