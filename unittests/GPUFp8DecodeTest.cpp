@@ -58,6 +58,35 @@ OwningOpRef<ModuleOp> buildDecoder(MLIRContext &ctx) {
   return module;
 }
 
+/// decodeRows(codes: memref<1x256xi8>, scales: memref<1x2xf32>, out:
+/// memref<128xi32>): out[4i..4i+4) are loadRow8 of codes[0, 8i..8i+8) with
+/// their group's scale (groups of 128), as the decode form reads an FP8
+/// dispatch's rows.
+OwningOpRef<ModuleOp> buildRowDecoder(MLIRContext &ctx) {
+  OpBuilder b(&ctx);
+  Location loc = b.getUnknownLoc();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  auto codesType = MemRefType::get({1, 256}, b.getI8Type());
+  auto scalesType = MemRefType::get({1, 2}, b.getF32Type());
+  auto outType = MemRefType::get({128}, b.getI32Type());
+  auto func = func::FuncOp::create(b, loc, "decodeRows",
+                                   b.getFunctionType({codesType, scalesType, outType}, {}));
+  func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  b.setInsertionPointToStart(func.addEntryBlock());
+  moe::gemm::Kernel kernel{{b, loc}, func.getArgument(0), {}, {}, {}, {}, {}, 0, 0, 256};
+  kernel.codeScales = func.getArgument(1);
+  kernel.codeGroup = 128;
+  Value out = func.getArgument(2);
+  for (int64_t run = 0; run < 32; ++run) {
+    SmallVector<Value> regs = kernel.loadRow8(kernel.idx(0), kernel.idx(8 * run));
+    for (int64_t i = 0; i < 4; ++i)
+      memref::StoreOp::create(b, loc, regs[i], out, ValueRange{kernel.idx(4 * run + i)});
+  }
+  func::ReturnOp::create(b, loc);
+  return module;
+}
+
 /// The value of the bf16 with bits `bits`.
 double bf16Value(uint16_t bits) {
   uint32_t wide = uint32_t(bits) << 16;
@@ -66,21 +95,11 @@ double bf16Value(uint16_t bits) {
   return f;
 }
 
-TEST(GPUFp8Decode, EveryCodeBecomesItsExactBf16) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  DialectRegistry registry;
-  registry.insert<arith::ArithDialect, func::FuncDialect, memref::MemRefDialect,
-                  vector::VectorDialect, LLVM::LLVMDialect>();
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
-  OwningOpRef<ModuleOp> module = buildDecoder(ctx);
-  ASSERT_TRUE(succeeded(verify(*module)));
-
-  // The bf16 multiply runs as f32 (exact either way: a power of two); the
-  // rest is lowered as the GPU pipeline lowers it.
+/// Builds `module` (from `build`) for this CPU: the bf16 arithmetic runs
+/// as f32 (the decoding's bf16 multiply by a power of two is exact either
+/// way) and truncf to bf16 rounds to nearest even, as cvt.rn does on the
+/// GPU; the rest is lowered as the GPU pipeline lowers it.
+std::unique_ptr<ExecutionEngine> jit(MLIRContext &ctx, ModuleOp module) {
   PassManager pm(&ctx);
   arith::ArithEmulateUnsupportedFloatsOptions emulate;
   emulate.sourceTypeStrs = {"bf16"};
@@ -93,10 +112,44 @@ TEST(GPUFp8Decode, EveryCodeBecomesItsExactBf16) {
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
-  ASSERT_TRUE(succeeded(pm.run(*module)));
+  if (failed(pm.run(module)))
+    return nullptr;
+  auto engine = ExecutionEngine::create(module);
+  if (!engine) {
+    llvm::consumeError(engine.takeError());
+    return nullptr;
+  }
+  return std::move(*engine);
+}
 
-  auto engine = ExecutionEngine::create(*module);
-  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+struct GPUFp8Decode : ::testing::Test {
+  void SetUp() override {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    registry.insert<arith::ArithDialect, func::FuncDialect, memref::MemRefDialect,
+                    vector::VectorDialect, LLVM::LLVMDialect>();
+    registerBuiltinDialectTranslation(registry);
+    registerLLVMDialectTranslation(registry);
+    ctx = std::make_unique<MLIRContext>(registry);
+    ctx->loadAllAvailableDialects();
+  }
+  DialectRegistry registry;
+  std::unique_ptr<MLIRContext> ctx;
+};
+
+/// f32 `v` rounded to the nearest bf16, ties to even (finite `v`).
+double roundedToBf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits += 0x7fff + ((bits >> 16) & 1);
+  return bf16Value(static_cast<uint16_t>(bits >> 16));
+}
+
+TEST_F(GPUFp8Decode, EveryCodeBecomesItsExactBf16) {
+  OwningOpRef<ModuleOp> module = buildDecoder(*ctx);
+  ASSERT_TRUE(succeeded(verify(*module)));
+  std::unique_ptr<ExecutionEngine> engine = jit(*ctx, *module);
+  ASSERT_TRUE(engine);
   // Every code at an even and at an odd place (each half of a register).
   for (int shift : {0, 1}) {
     alignas(8) uint8_t codes[256];
@@ -108,7 +161,7 @@ TEST(GPUFp8Decode, EveryCodeBecomesItsExactBf16) {
     auto *codesArg = &codesRef;
     auto *wordsArg = &wordsRef;
     void *args[] = {&codesArg, &wordsArg};
-    ASSERT_FALSE(bool((*engine)->invokePacked("_mlir_ciface_decode", args)));
+    ASSERT_FALSE(bool(engine->invokePacked("_mlir_ciface_decode", args)));
     for (int at = 0; at < 256; ++at) {
       llvm::APFloat expected(llvm::APFloat::Float8E4M3FN(), llvm::APInt(8, codes[at]));
       if (expected.isNaN()) // 0x7F and 0xFF: not valid weights.
@@ -120,6 +173,44 @@ TEST(GPUFp8Decode, EveryCodeBecomesItsExactBf16) {
       EXPECT_EQ(got, expected.convertToDouble()) << "code 0x" << std::hex << int(codes[at]);
       EXPECT_EQ(std::signbit(got), expected.isNegative())
           << "code 0x" << std::hex << int(codes[at]);
+    }
+  }
+}
+
+/// Every code of an FP8 dispatch's row, with each of its two groups' scales
+/// (one whose products need rounding, one tiny enough for f32 subnormals),
+/// becomes bf16(f32(code) * scale): what a receiver that dequantizes to bf16
+/// would give the GEMM.
+TEST_F(GPUFp8Decode, EveryRowCodeBecomesItsScaledBf16) {
+  OwningOpRef<ModuleOp> module = buildRowDecoder(*ctx);
+  ASSERT_TRUE(succeeded(verify(*module)));
+  std::unique_ptr<ExecutionEngine> engine = jit(*ctx, *module);
+  ASSERT_TRUE(engine);
+  for (float scale : {0.3711f, 1.0f / 448.0f, 1e-37f}) {
+    alignas(8) uint8_t codes[256];
+    for (int at = 0; at < 256; ++at)
+      codes[at] = static_cast<uint8_t>(at);
+    float scales[2] = {scale, -2.5f * scale};
+    alignas(8) int32_t words[128];
+    StridedMemRefType<uint8_t, 2> codesRef{codes, codes, 0, {1, 256}, {256, 1}};
+    StridedMemRefType<float, 2> scalesRef{scales, scales, 0, {1, 2}, {2, 1}};
+    StridedMemRefType<int32_t, 1> wordsRef{words, words, 0, {128}, {1}};
+    auto *codesArg = &codesRef;
+    auto *scalesArg = &scalesRef;
+    auto *wordsArg = &wordsRef;
+    void *args[] = {&codesArg, &scalesArg, &wordsArg};
+    ASSERT_FALSE(bool(engine->invokePacked("_mlir_ciface_decodeRows", args)));
+    for (int at = 0; at < 256; ++at) {
+      llvm::APFloat code(llvm::APFloat::Float8E4M3FN(), llvm::APInt(8, codes[at]));
+      auto bits = static_cast<uint16_t>(uint32_t(words[at / 2]) >> (16 * (at % 2)));
+      double got = bf16Value(bits);
+      if (code.isNaN()) {
+        EXPECT_TRUE(std::isnan(got)) << "code 0x" << std::hex << at;
+        continue;
+      }
+      float product = static_cast<float>(code.convertToDouble()) * scales[at / 128];
+      EXPECT_EQ(got, roundedToBf16(product)) << "code 0x" << std::hex << at << " scale " << scale;
+      EXPECT_EQ(std::signbit(got), std::signbit(product)) << "code 0x" << std::hex << at;
     }
   }
 }

@@ -65,6 +65,10 @@ add qwen3-30b-a3b-bf16-ep2-pack examples/full-size/qwen3-30b-a3b.json bf16 "64, 
   --ep=2 --ep-pack-in-layer
 add qwen3-30b-a3b-bf16-ep2-pack-fp8 examples/full-size/qwen3-30b-a3b.json bf16 "64, 1000" \
   --ep=2 --ep-pack-in-layer --dispatch-quant=fp8-e4m3-g128
+# An FP8 dispatch (g128) read as it came: with FP8 weights and --gpu-fp8-rows the gate/up GEMM
+# multiplies the received E4M3 codes by its scales (every rank holds 128 FP8 experts).
+add deepseek-v3-fp8-rows-ep2-codes examples/full-size/deepseek-v3.json bf16 "7, 1000" \
+  --ep=2 --decode-max-tokens=8 --gpu-fp8-rows --dispatch-quant=fp8-e4m3-g128
 # Both ranks one tensor-parallel group (the same tokens), each dispatching
 # half of them (the dedupe), then all-gathering the results.
 add deepseek-tiny-bf16-ep2-tp2 examples/deepseek-v3-tiny/config.json bf16 "1, 7, 64, 1000" \

@@ -130,8 +130,8 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
   if (options.stopAfterHostABI) {
     // Bufferized entries with the GPU calling convention, before any kernel.
     std::string text = "inline,moe-drop-phase-variants," +
-                       toLinalg(options.dedupeTp, options.dispatchQuantization,
-                                /*fp8Gemm=*/false, toGpu, /*rowTile=*/16,
+                       toLinalg(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm,
+                                toGpu, /*rowTile=*/16,
                                 /*activateAllRows=*/true, /*intoBuffers=*/true, options.epAllGather,
                                 options.epPackInLayer) +
                        "moe-gpu-router-matmul," + kToBuffers + ",moe-gpu-host-abi";
@@ -152,7 +152,7 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       // host reads no row count.
       options.hostABI ? "inline,moe-drop-phase-variants," +
                             toLinalg(options.dedupeTp, options.dispatchQuantization,
-                                     /*fp8Gemm=*/false, toGpu, /*rowTile=*/16,
+                                     options.fp8Gemm, toGpu, /*rowTile=*/16,
                                      /*activateAllRows=*/true, /*intoBuffers=*/true,
                                      options.epAllGather, options.epPackInLayer)
                       : toLinalg(/*dedupeTp=*/true, "none"),

@@ -90,9 +90,12 @@ def test_a_placement_with_replicas_chosen_per_batch(tmp_path):
     check(results, done, ranks)
 
 
+@pytest.mark.parametrize("codes", [False, True], ids=["dequantized", "codes"])
 @pytest.mark.parametrize("quant", ["fp8-e4m3-g128", "fp8-e4m3-g32-ue8m0"])
-def test_fp8_dispatch_dequantized_on_receipt(tmp_path, quant):
-    """The GPU's FP8 dispatch: E4M3 rows on the wire, bf16/f32 rows in the buffers."""
+def test_fp8_dispatch_into_buffers(tmp_path, quant, codes):
+    """The GPU's FP8 dispatch: E4M3 rows on the wire; in the buffers the rows
+    dequantized on receipt, or (codes) the codes and f32 scales that the gate/up
+    GEMM reads as they are (moert_ep_dispatch_fp8_into_*)."""
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"model_type": "qwen3_moe", "hidden_size": 256,
                                   "moe_intermediate_size": 32, "num_experts": 8,
@@ -100,8 +103,10 @@ def test_fp8_dispatch_dequantized_on_receipt(tmp_path, quant):
     runs = {}
     for q in ("none", quant):
         library, plan = compile_config(config, tmp_path, ep=2, max_tokens_per_rank=18,
-                                       dispatch_quant=q, fp8_gemm=q == "none",
+                                       dispatch_quant=q, fp8_gemm=q == "none" or codes,
                                        ep_into_buffers=True)
+        entry = b"moert_ep_dispatch_fp8_into_f32"
+        assert (entry in library.read_bytes()) == (q != "none" and codes)
         # The reference's experts see the rows the FP8 dispatch delivers: f32's tolerance.
         results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", 2,
                                            12, 5, "uniform", main_job.TOLERANCE["f32"], tmp_path,
@@ -110,7 +115,9 @@ def test_fp8_dispatch_dequantized_on_receipt(tmp_path, quant):
         runs[q] = (plan, results)
     plan, fp8 = runs[quant]
     assert plan["wire_bytes_per_token"]["quantization"] == quant
-    assert "dequantized from the FP8 rows on receipt" in plan["wire_bytes_per_token"]["experts_receive"]
+    receive = plan["wire_bytes_per_token"]["experts_receive"]
+    assert ("read by the gate/up grouped GEMM" if codes
+            else "dequantized from the FP8 rows on receipt") in receive, receive
     sent = [sum(r["counters"]["totals"]["dispatch_payload_bytes_sent"] for r in rs)
             for _, rs in (runs["none"], runs[quant])]
     assert sent[1] < 0.3 * sent[0]  # 1 byte per element plus scales instead of 4

@@ -121,11 +121,13 @@ def test_a_placement_with_replicas(tmp_path):
     assert 0.4 < received[2] / per_expert[12:15].sum() < 0.6, (received, per_expert.tolist())
 
 
+@pytest.mark.parametrize("codes", [False, True], ids=["dequantized", "codes"])
 @pytest.mark.parametrize("quant", ["fp8-e4m3-g128", "fp8-e4m3-g32-ue8m0"])
-def test_fp8_rows_quantized_by_the_layer(tmp_path, quant):
+def test_fp8_rows_quantized_by_the_layer(tmp_path, quant, codes):
     """The layer quantizes each token's row once, E4M3 codes and scales travel packed, and
-    the receiver dequantizes them: the reference's experts see the rows the FP8 dispatch
-    delivers (moec.fp8, ml_dtypes' E4M3), and the rows cost a quarter of f32's bytes."""
+    the receiver dequantizes them, or (codes) its gate/up GEMM reads them as they came: the
+    reference's experts see the rows the FP8 dispatch delivers (moec.fp8, ml_dtypes'
+    E4M3), and the rows cost a quarter of f32's bytes."""
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"model_type": "qwen3_moe", "hidden_size": 256,
                                   "moe_intermediate_size": 32, "num_experts": 8,
@@ -133,8 +135,11 @@ def test_fp8_rows_quantized_by_the_layer(tmp_path, quant):
     sent = {}
     for q in ("none", quant):
         library, plan = compile_config(config, tmp_path, ep=2, max_tokens_per_rank=18,
-                                       dispatch_quant=q, fp8_gemm=q == "none",
+                                       dispatch_quant=q, fp8_gemm=q == "none" or codes,
                                        ep_into_buffers=True, ep_pack_in_layer=True)
+        if q != "none":
+            receive = plan["wire_bytes_per_token"]["experts_receive"]
+            assert ("read by the gate/up grouped GEMM" in receive) == codes, receive
         assert calls_packed_entries(library, "f32") == (q == "none")
         assert (b"moert_ep_send_packed_fp8_into_f32" in library.read_bytes()) == (q != "none")
         results, done = main_job.run_ranks(library, tmp_path / f"{library.stem}.plan.json", 2,

@@ -225,15 +225,18 @@ def test_the_layer_chooses_replicas_by_their_shares(tmp_path, local_runtime):
     assert np.allclose(counts, [0.25, 0.5, 0.25], atol=0.06), counts
 
 
-@pytest.mark.parametrize("quant", ["none", "fp8-e4m3-g32-ue8m0"])
-def test_a_placement_in_the_all_gather_exchange(tmp_path, quant):
+@pytest.mark.parametrize("quant,codes", [("none", False), ("fp8-e4m3-g32-ue8m0", False),
+                                         ("fp8-e4m3-g32-ue8m0", True), ("fp8-e4m3-g128", True)])
+def test_a_placement_in_the_all_gather_exchange(tmp_path, quant, codes):
     """ep 2, 8 experts on 10 slots (experts 0 and 1 twice): every rank's output as
-    the reference's, whichever replica each choice went to."""
+    the reference's, whichever replica each choice went to; with FP8 rows dequantized
+    on receipt or (codes) read by the gate/up GEMM as they came."""
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({**CONFIGS["qwen3"], "hidden_size": 64}))
+    hidden = 128 if quant == "fp8-e4m3-g128" else 64  # whole groups
+    config.write_text(json.dumps({**CONFIGS["qwen3"], "hidden_size": hidden}))
     library, plan = compile_config(config, tmp_path, ep=2, max_tokens_per_rank=32,
                                    decode_max_tokens=4, physical_experts=10,
-                                   dispatch_quant=quant, fp8_gemm=quant == "none",
+                                   dispatch_quant=quant, fp8_gemm=quant == "none" or codes,
                                    ep_into_buffers=True, ep_all_gather=True)
     assert (f"moert_ep_gather_placed_{'fp8_' if quant != 'none' else ''}into_f32".encode()
             in library.read_bytes())

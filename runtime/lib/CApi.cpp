@@ -420,24 +420,30 @@ void storeRows(const DeviceStaging &staging, const moert_memref2d &out, int64_t 
 
 /// The dispatch of a GPU layer: results into the caller's buffers of the
 /// plan's receive rows (the decode layout's ranks x slots, else the
-/// capacity), rows past the received ones masked; returns the handle.
+/// capacity), rows past the received ones masked; returns the handle. With
+/// `outScales` the received rows are the FP8 codes (`outX`, a byte each)
+/// and their f32 scales, which the experts read as they are.
 int64_t dispatchInto(const char *entry, bool placed, moert_memref2d *x, moert_memref2d *ids,
-                     moert_memref2d *weights, moert_memref1d *expertRank,
-                     moert_memref1d *physToLog, moert_memref1d *replicaShare,
-                     moert_memref1d *plan, moert_memref2d *outX, moert_memref2d *outIds,
-                     moert_memref2d *outWeights, void *stream, int64_t elementBytes) {
+                     moert_memref2d *weights, moert_memref1d *expertRank, moert_memref1d *physToLog,
+                     moert_memref1d *replicaShare, moert_memref1d *plan, moert_memref2d *outX,
+                     moert_memref2d *outScales, moert_memref2d *outIds, moert_memref2d *outWeights,
+                     void *stream, int64_t elementBytes) {
   collectivesOrDie(entry);
-  DispatchCheck checked = checkedDispatch(/*keepCodes=*/false, placed, x, ids, weights,
-                                          expertRank, physToLog, replicaShare, plan,
-                                          elementBytes);
+  const bool keepCodes = outScales != nullptr;
+  DispatchCheck checked = checkedDispatch(keepCodes, placed, x, ids, weights, expertRank, physToLog,
+                                          replicaShare, plan, elementBytes);
   const int64_t rows = checked.sizes.plannedRecvRows, h = x->sizes[1], k = ids->sizes[1];
+  const int64_t rowBytes = keepCodes ? 1 : elementBytes;
   struct Out {
     moert_memref2d *m;
     const char *name;
     int64_t cols, elementBytes;
-  } outs[] = {{outX, "received", h, elementBytes},
-              {outIds, "local_ids", k, 4},
-              {outWeights, "local_weights", k, 4}};
+  };
+  std::vector<Out> outs = {{outX, keepCodes ? "received_codes" : "received", h, rowBytes},
+                           {outIds, "local_ids", k, 4},
+                           {outWeights, "local_weights", k, 4}};
+  if (keepCodes)
+    outs.push_back({outScales, "received_scales", checked.sizes.groups, 4});
   for (const Out &o : outs) {
     if (Status e = checkMemref(o.m, "dispatch", o.name, o.elementBytes))
       fatal("dispatch", *e);
@@ -462,20 +468,24 @@ int64_t dispatchInto(const char *entry, bool placed, moert_memref2d *x, moert_me
     hshare = staged(staging, shares, *replicaShare, 4);
   }
   staging.wait();
-  moert_dispatch_result result{};
-  dispatch(entry, resultsOf(&result), /*keepCodes=*/false, placed, &hx, &hids, &hw,
-           placed ? nullptr : &hrank, placed ? &hmap : nullptr, placed ? &hshare : nullptr,
-           plan, elementBytes);
-  const int64_t received = result.x.sizes[0];
+  moert_dispatch_fp8_result result{};
+  DispatchResults results = resultsOf(&result);
+  if (!keepCodes)
+    results.scales = nullptr;
+  dispatch(entry, results, keepCodes, placed, &hx, &hids, &hw, placed ? nullptr : &hrank,
+           placed ? &hmap : nullptr, placed ? &hshare : nullptr, plan, elementBytes);
+  const int64_t received = result.codes.sizes[0];
   if (received > rows) // the runtime bounds it by the plan; a defect if not
     fatal("combine.payload", std::string(entry) + ": received " + std::to_string(received) +
                                  " rows, more than the plan's " + std::to_string(rows));
-  storeRows(staging, *outX, elementBytes, result.x.aligned, received, rows, 0);
+  // Masked rows: x 0 (codes and scales 0, which dequantize to 0), ids -1.
+  storeRows(staging, *outX, rowBytes, result.codes.aligned, received, rows, 0);
+  if (keepCodes)
+    storeRows(staging, *outScales, 4, result.scales.aligned, received, rows, 0);
   storeRows(staging, *outIds, 4, result.local_ids.aligned, received, rows, 0xffffffffu);
   storeRows(staging, *outWeights, 4, result.weights.aligned, received, rows, 0);
-  std::free(result.x.allocated);
-  std::free(result.local_ids.allocated);
-  std::free(result.weights.allocated);
+  for (moert_memref2d *m : {&result.codes, &result.scales, &result.local_ids, &result.weights})
+    std::free(m->allocated);
   runtime.receivedRows[result.handle] = received;
   return result.handle;
 }
@@ -1312,38 +1322,65 @@ void _mlir_ciface_moert_ep_combine_bf16(moert_memref2d *result,
              [&] { combine("moert_ep_combine_bf16", result, partial, handle, 2); });
 }
 
-#define MOERT_DISPATCH_INTO_ENTRY(NAME, BYTES)                                       \
-  int64_t _mlir_ciface_##NAME(moert_memref2d *x, moert_memref2d *ids,                \
-                              moert_memref2d *weights, moert_memref1d *expertRank,   \
-                              moert_memref1d *plan, moert_memref2d *received,        \
-                              moert_memref2d *localIds, moert_memref2d *localWeights, \
-                              void *stream) {                                        \
-    int64_t handle = 0;                                                              \
-    guardFatal(#NAME, "dispatch", [&] {                                              \
-      handle = dispatchInto(#NAME, false, x, ids, weights, expertRank, nullptr,      \
-                            nullptr, plan, received, localIds, localWeights, stream, \
-                            BYTES);                                                  \
-    });                                                                              \
-    return handle;                                                                   \
+#define MOERT_DISPATCH_INTO_ENTRY(NAME, BYTES)                                                     \
+  int64_t _mlir_ciface_##NAME(moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,     \
+                              moert_memref1d *expertRank, moert_memref1d *plan,                    \
+                              moert_memref2d *received, moert_memref2d *localIds,                  \
+                              moert_memref2d *localWeights, void *stream) {                        \
+    int64_t handle = 0;                                                                            \
+    guardFatal(#NAME, "dispatch", [&] {                                                            \
+      handle = dispatchInto(#NAME, false, x, ids, weights, expertRank, nullptr, nullptr, plan,     \
+                            received, nullptr, localIds, localWeights, stream, BYTES);             \
+    });                                                                                            \
+    return handle;                                                                                 \
   }
-#define MOERT_PLACED_INTO_ENTRY(NAME, BYTES)                                         \
-  int64_t _mlir_ciface_##NAME(moert_memref2d *x, moert_memref2d *ids,                \
-                              moert_memref2d *weights, moert_memref1d *physToLog,    \
-                              moert_memref1d *replicaShare, moert_memref1d *plan,    \
-                              moert_memref2d *received, moert_memref2d *localIds,    \
-                              moert_memref2d *localWeights, void *stream) {          \
-    int64_t handle = 0;                                                              \
-    guardFatal(#NAME, "dispatch", [&] {                                              \
-      handle = dispatchInto(#NAME, true, x, ids, weights, nullptr, physToLog,        \
-                            replicaShare, plan, received, localIds, localWeights,    \
-                            stream, BYTES);                                          \
-    });                                                                              \
-    return handle;                                                                   \
+#define MOERT_PLACED_INTO_ENTRY(NAME, BYTES)                                                       \
+  int64_t _mlir_ciface_##NAME(                                                                     \
+      moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights, moert_memref1d *physToLog,  \
+      moert_memref1d *replicaShare, moert_memref1d *plan, moert_memref2d *received,                \
+      moert_memref2d *localIds, moert_memref2d *localWeights, void *stream) {                      \
+    int64_t handle = 0;                                                                            \
+    guardFatal(#NAME, "dispatch", [&] {                                                            \
+      handle = dispatchInto(#NAME, true, x, ids, weights, nullptr, physToLog, replicaShare, plan,  \
+                            received, nullptr, localIds, localWeights, stream, BYTES);             \
+    });                                                                                            \
+    return handle;                                                                                 \
   }
 MOERT_DISPATCH_INTO_ENTRY(moert_ep_dispatch_into_f32, 4)
 MOERT_DISPATCH_INTO_ENTRY(moert_ep_dispatch_into_bf16, 2)
 MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_f32, 4)
 MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_bf16, 2)
+
+// The FP8 codes and f32 scales for the experts (plan quantization 1 or 2).
+#define MOERT_DISPATCH_FP8_INTO_ENTRY(NAME, BYTES)                                                 \
+  int64_t _mlir_ciface_##NAME(                                                                     \
+      moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights, moert_memref1d *expertRank, \
+      moert_memref1d *plan, moert_memref2d *receivedCodes, moert_memref2d *receivedScales,         \
+      moert_memref2d *localIds, moert_memref2d *localWeights, void *stream) {                      \
+    int64_t handle = 0;                                                                            \
+    guardFatal(#NAME, "dispatch", [&] {                                                            \
+      handle = dispatchInto(#NAME, false, x, ids, weights, expertRank, nullptr, nullptr, plan,     \
+                            receivedCodes, receivedScales, localIds, localWeights, stream, BYTES); \
+    });                                                                                            \
+    return handle;                                                                                 \
+  }
+#define MOERT_PLACED_FP8_INTO_ENTRY(NAME, BYTES)                                                   \
+  int64_t _mlir_ciface_##NAME(moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,     \
+                              moert_memref1d *physToLog, moert_memref1d *replicaShare,             \
+                              moert_memref1d *plan, moert_memref2d *receivedCodes,                 \
+                              moert_memref2d *receivedScales, moert_memref2d *localIds,            \
+                              moert_memref2d *localWeights, void *stream) {                        \
+    int64_t handle = 0;                                                                            \
+    guardFatal(#NAME, "dispatch", [&] {                                                            \
+      handle = dispatchInto(#NAME, true, x, ids, weights, nullptr, physToLog, replicaShare, plan,  \
+                            receivedCodes, receivedScales, localIds, localWeights, stream, BYTES); \
+    });                                                                                            \
+    return handle;                                                                                 \
+  }
+MOERT_DISPATCH_FP8_INTO_ENTRY(moert_ep_dispatch_fp8_into_f32, 4)
+MOERT_DISPATCH_FP8_INTO_ENTRY(moert_ep_dispatch_fp8_into_bf16, 2)
+MOERT_PLACED_FP8_INTO_ENTRY(moert_ep_dispatch_placed_fp8_into_f32, 4)
+MOERT_PLACED_FP8_INTO_ENTRY(moert_ep_dispatch_placed_fp8_into_bf16, 2)
 
 #define MOERT_GATHER_INTO_ENTRY(NAME, BYTES)                                                       \
   int64_t _mlir_ciface_##NAME(moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,     \

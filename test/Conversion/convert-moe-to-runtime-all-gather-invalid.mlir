@@ -11,18 +11,3 @@ func.func @over_slots(%x: tensor<6x64xf32>, %ids: tensor<6x2xi32>, %w: tensor<6x
   %y = moe.ep_combine %r, %h : (tensor<8x64xf32>, i64) -> tensor<6x64xf32>
   return %y : tensor<6x64xf32>
 }
-
-// -----
-
-// Tests that FP8 codes kept for the experts' GEMM are refused: the all-gather's layer dequantizes.
-func.func @all_gather_codes(%x: tensor<?x256xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
-                            %er: tensor<8xi32>) -> tensor<?x256xf32> {
-  // expected-error @+1 {{convert-moe-to-runtime{all-gather-slots}: FP8 codes for the experts (received_scales) are not kept: the layer dequantizes what it received (gemm-consumes-fp8=false)}}
-  %r, %s, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8 ep = 2 max_tokens = 4
-      slots = 4 quantization fp8_e4m3_g128
-    : (tensor<?x256xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
-      -> (tensor<8x256xi8>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
-  %p = arith.sitofp %r : tensor<8x256xi8> to tensor<8x256xf32>
-  %y = moe.ep_combine %p, %h : (tensor<8x256xf32>, i64) -> tensor<?x256xf32>
-  return %y : tensor<?x256xf32>
-}

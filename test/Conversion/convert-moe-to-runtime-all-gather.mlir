@@ -114,6 +114,33 @@ func.func @decode_fp8(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<?
 
 // -----
 
+// Tests that FP8 codes kept for the experts' GEMM (received_scales) are not dequantized: the
+// received codes replace the rows and the UE8M0 exponent bytes become the f32 scales 2^(b - 127).
+// CHECK-LABEL: func.func @decode_codes
+// CHECK: %[[RQ:.+]] = memref.alloc() : memref<8x64xi8>
+// CHECK: %[[RS:.+]] = memref.alloc() : memref<8x2xi8>
+// CHECK: call @moert_ep_gather_fp8_into_bf16(
+// CHECK: %[[Q:.+]] = bufferization.to_tensor %[[RQ]] restrict writable
+// CHECK: %[[S:.+]] = bufferization.to_tensor %[[RS]] restrict writable
+// CHECK-NOT: arith.truncf
+// CHECK: %[[F:.+]] = linalg.generic {{.+}} ins(%[[S]] : tensor<8x2xi8>) outs(%{{.+}} : tensor<8x2xf32>)
+// CHECK: arith.shli
+// CHECK: arith.sitofp %[[Q]] : tensor<8x64xi8> to tensor<8x64xbf16>
+// CHECK: arith.addf %[[F]], %[[F]] : tensor<8x2xf32>
+func.func @decode_codes(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                        %er: tensor<8xi32>) -> (tensor<?x64xbf16>, tensor<8x2xf32>) {
+  %r, %s, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8 ep = 2 max_tokens = 4
+      slots = 4 quantization fp8_e4m3_g32_ue8m0
+    : (tensor<?x64xbf16>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<8x64xi8>, tensor<8x2xf32>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
+  %p = arith.sitofp %r : tensor<8x64xi8> to tensor<8x64xbf16>
+  %s2 = arith.addf %s, %s : tensor<8x2xf32>
+  %y = moe.ep_combine %p, %h : (tensor<8x64xbf16>, i64) -> tensor<?x64xbf16>
+  return %y, %s2 : tensor<?x64xbf16>, tensor<8x2xf32>
+}
+
+// -----
+
 // Tests that with a placement the layer chooses each choice's replica: each slot's cumulative share
 // of its expert (a loop over the slots), then per gathered choice the first replica whose
 // cumulative share passes the choice's golden-ratio point, kept where it is one of this rank's

@@ -33,6 +33,31 @@ func.func @capacity_rows(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tenso
 
 // -----
 
+// Tests that FP8 codes kept for the experts' GEMM (received_scales) are filled into buffers of
+// codes (i8) and f32 scales by the FP8 entry.
+// CHECK-DAG: func.func private @moert_ep_dispatch_fp8_into_f32(memref<?x?xf32>, memref<?x?xi32>, memref<?x?xf32>, memref<?xi32>, memref<?xi64>, memref<?x?xi8>, memref<?x?xf32>, memref<?x?xi32>, memref<?x?xf32>, !llvm.ptr) -> i64 attributes {llvm.emit_c_interface}
+// CHECK-LABEL: func.func @fp8_codes
+// CHECK: %[[RC:.+]] = memref.alloc() : memref<32x128xi8>
+// CHECK: %[[RS:.+]] = memref.alloc() : memref<32x1xf32>
+// CHECK: call @moert_ep_dispatch_fp8_into_f32({{.+}}) {moe.stream_operand}
+// CHECK: %[[C:.+]] = bufferization.to_tensor %[[RC]] restrict writable
+// CHECK: %[[S:.+]] = bufferization.to_tensor %[[RS]] restrict writable
+// CHECK: arith.sitofp %[[C]] : tensor<32x128xi8> to tensor<32x128xf32>
+// CHECK: arith.addf %[[S]], %[[S]] : tensor<32x1xf32>
+func.func @fp8_codes(%x: tensor<?x128xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                     %er: tensor<8xi32>) -> (tensor<?x128xf32>, tensor<32x1xf32>) {
+  %r, %s, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 32 ep = 2 max_tokens = 16
+      quantization fp8_e4m3_g128
+    : (tensor<?x128xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<32x128xi8>, tensor<32x1xf32>, tensor<32x2xi32>, tensor<32x2xf32>, i64)
+  %p = arith.sitofp %r : tensor<32x128xi8> to tensor<32x128xf32>
+  %s2 = arith.addf %s, %s : tensor<32x1xf32>
+  %y = moe.ep_combine %p, %h : (tensor<32x128xf32>, i64) -> tensor<?x128xf32>
+  return %y, %s2 : tensor<?x128xf32>, tensor<32x1xf32>
+}
+
+// -----
+
 // Tests that a placement passes phys_to_log and replica_share to the placed entry.
 // CHECK-LABEL: func.func @placed
 // CHECK: call @moert_ep_dispatch_placed_into_f32(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) {moe.stream_operand} : (memref<?x?xf32>, memref<?x?xi32>, memref<?x?xf32>, memref<?xi32>, memref<?xf32>, memref<?xi64>,

@@ -1,21 +1,5 @@
 // RUN: moe-opt %s -split-input-file -verify-diagnostics --convert-moe-to-runtime="into-buffers=true pack-in-layer=true"
 
-// Tests that FP8 codes kept for the experts' GEMM are refused: the layer dequantizes what it
-// received.
-func.func @codes(%x: tensor<?x256xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
-                 %er: tensor<8xi32>) -> tensor<?x256xf32> {
-  // expected-error @+1 {{convert-moe-to-runtime{pack-in-layer}: FP8 codes for the experts (received_scales) are not kept: the layer dequantizes what it received (gemm-consumes-fp8=false)}}
-  %r, %s, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 32 ep = 2 max_tokens = 16
-      quantization fp8_e4m3_g128
-    : (tensor<?x256xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
-      -> (tensor<32x256xi8>, tensor<32x2xf32>, tensor<32x2xi32>, tensor<32x2xf32>, i64)
-  %p = arith.sitofp %r : tensor<32x256xi8> to tensor<32x256xf32>
-  %y = moe.ep_combine %p, %h : (tensor<32x256xf32>, i64) -> tensor<?x256xf32>
-  return %y : tensor<?x256xf32>
-}
-
-// -----
-
 // Tests that a dispatch without the group's size is refused: the packing groups rows by rank.
 func.func @no_ep(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
                  %er: tensor<8xi32>) -> tensor<?x64xf32> {

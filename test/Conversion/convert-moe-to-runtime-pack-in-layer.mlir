@@ -134,6 +134,32 @@ func.func @fp8(%x: tensor<?x256xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>
 
 // -----
 
+// Tests that FP8 codes kept for the experts' GEMM (received_scales) are not dequantized: the
+// received codes replace the rows and the received f32 scales (g128) the scales.
+// CHECK-LABEL: func.func @codes
+// CHECK: %[[RC:.+]] = memref.alloc() : memref<32x256xi8>
+// CHECK: %[[RS:.+]] = memref.alloc() : memref<32x2xf32>
+// CHECK: call @moert_ep_send_packed_fp8_into_f32(
+// CHECK: %[[C:.+]] = bufferization.to_tensor %[[RC]] restrict
+// CHECK: %[[S:.+]] = bufferization.to_tensor %[[RS]] restrict
+// CHECK-NOT: arith.mulf
+// CHECK: arith.sitofp %[[C]] : tensor<32x256xi8> to tensor<32x256xf32>
+// CHECK: arith.addf %[[S]], %[[S]] : tensor<32x2xf32>
+// CHECK: call @moert_ep_return_packed_into_f32(
+func.func @codes(%x: tensor<?x256xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                 %er: tensor<8xi32>) -> (tensor<?x256xf32>, tensor<32x2xf32>) {
+  %r, %s, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 32 ep = 2 max_tokens = 16
+      quantization fp8_e4m3_g128
+    : (tensor<?x256xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<32x256xi8>, tensor<32x2xf32>, tensor<32x2xi32>, tensor<32x2xf32>, i64)
+  %p = arith.sitofp %r : tensor<32x256xi8> to tensor<32x256xf32>
+  %s2 = arith.addf %s, %s : tensor<32x2xf32>
+  %y = moe.ep_combine %p, %h : (tensor<32x256xf32>, i64) -> tensor<?x256xf32>
+  return %y, %s2 : tensor<?x256xf32>, tensor<32x2xf32>
+}
+
+// -----
+
 // Tests that a decode-layout dispatch (slots) is not packed by the layer.
 // CHECK-LABEL: func.func @decode
 // CHECK-NOT: moe.dispatch

@@ -107,12 +107,12 @@ cl::opt<std::string> dispatchQuant(
     cl::desc("Activations on the wire of expert-parallel dispatches: none, "
              "fp8-e4m3-g128 or fp8-e4m3-g32-ue8m0"),
     cl::init("none"), cl::cat(category));
-cl::opt<bool> fp8Gemm(
-    "fp8-gemm",
-    cl::desc("With --dispatch-quant, the expert GEMM reads the FP8 codes and "
-             "scales as they arrived (=false: the receiver dequantizes; "
-             "--target cuda and --ep-into-buffers always dequantize for now)"),
-    cl::init(true), cl::cat(category));
+cl::opt<bool> fp8Gemm("fp8-gemm",
+                      cl::desc("With --dispatch-quant, the expert GEMM reads the FP8 codes and "
+                               "scales as they arrived (=false: the receiver dequantizes; "
+                               "--target cuda reads them with --gpu-fp8-rows and fp8-e4m3-g128, "
+                               "and dequantizes otherwise)"),
+                      cl::init(true), cl::cat(category));
 cl::opt<int64_t> decodeMaxTokens(
     "decode-max-tokens",
     cl::desc("Compile a prefill and a decode variant (moe-specialize-phase); "
@@ -213,10 +213,6 @@ cl::opt<Target> target(
                           "enqueues them on the caller's stream")),
     cl::cat(category));
 
-/// Whether the expert GEMM takes an FP8 dispatch's codes (the GPU's bf16
-/// GEMMs do not yet, nor the CPU's exchange into buffers, which stands in
-/// for the GPU's: their receiver dequantizes).
-bool expertsReadCodes() { return fp8Gemm && target != Target::Cuda && !epIntoBuffers; }
 cl::opt<std::string> chip(
     "chip",
     cl::desc("With --target cuda, the GPU to build the kernels for: sm_90a "
@@ -266,6 +262,15 @@ cl::opt<bool> gpuFp8Rows(
     cl::init(false), cl::cat(category));
 
 constexpr llvm::StringLiteral kChips[] = {"sm_90a", "sm_90", "sm_89", "sm_80"};
+
+/// Whether the expert GEMM takes an FP8 dispatch's codes. On a GPU only
+/// the FP8 rows GEMM (--gpu-fp8-rows, scales per 128) multiplies codes:
+/// elsewhere its receiver dequantizes.
+bool expertsReadCodes() {
+  if (target == Target::Cuda)
+    return fp8Gemm && gpuFp8Rows && dispatchQuant == "fp8-e4m3-g128";
+  return fp8Gemm;
+}
 
 moe::ParallelLayout layout() {
   return {ep, maxTokensPerRank, tp, physicalExperts, replicaSelection == "per-batch"};
@@ -457,9 +462,6 @@ std::optional<std::string> optionProblem() {
   if (epPackInLayer && target == Target::Cpu && !epIntoBuffers)
     return "--ep-pack-in-layer on --target cpu needs --ep-into-buffers (it exchanges "
            "into the layer's buffers, as on a GPU)";
-  if (epIntoBuffers && dispatchQuant != "none" && given(fp8Gemm) && fp8Gemm)
-    return "--ep-into-buffers dequantizes an FP8 dispatch on receipt: it takes no "
-           "--fp8-gemm=true";
   if (target == Target::Cuda && !llvm::is_contained(kChips, chip.getValue()))
     return "--chip must be one of sm_90a, sm_90, sm_89, sm_80, got '" + chip + "'";
   if (target == Target::Cpu && given(chip))
@@ -668,6 +670,7 @@ void setCudaPipelineOptions(moe::CudaPipelineOptions &options) {
   options.prefillMma = gpuPrefillMma;
   options.fuseSwiglu = gpuFuseSwiglu;
   options.fp8Rows = gpuFp8Rows;
+  options.fp8Gemm = expertsReadCodes();
   options.dedupeTp = !noTpDedupe;
   options.epAllGather = epAllGather;
   options.epPackInLayer = epPackInLayer;

@@ -84,8 +84,13 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
   Option<std::string> dispatchQuantization{
       *this, "dispatch-quantization",
       llvm::cl::desc("FP8 in expert-parallel dispatches: none, fp8-e4m3-g128 "
-                     "or fp8-e4m3-g32-ue8m0; the receiver dequantizes"),
+                     "or fp8-e4m3-g32-ue8m0; the receiver dequantizes unless fp8-gemm"),
       llvm::cl::init("none")};
+  Option<bool> fp8Gemm{*this, "fp8-gemm",
+                       llvm::cl::desc("With dispatch-quantization, the gate/up GEMM reads the FP8 "
+                                      "codes and scales as they arrived (FP8 weights; its prefill "
+                                      "form needs fp8-rows, wgmma and fp8-e4m3-g128)"),
+                       llvm::cl::init(false)};
   Option<bool> dedupeTp{
       *this, "dedupe-tp",
       llvm::cl::desc("Each rank of a tensor-parallel group dispatches a slice "

@@ -33,6 +33,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Dominance.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -259,6 +260,14 @@ struct Bookkeeping {
   }
 };
 
+/// Whether `other` lays its rows out as `op` does (the same choices, experts
+/// and tile), so that one bookkeeping serves both.
+bool sameLayout(DispatchOp op, DispatchOp other) {
+  return other.getExpertIds() == op.getExpertIds() && other.getNumExperts() == op.getNumExperts() &&
+         other.getRowTileOrOne() == op.getRowTileOrOne() && !other.getCapacity() &&
+         !other.getX().getType().isDynamicDim(1);
+}
+
 struct DispatchToGPU : OpRewritePattern<DispatchOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -273,11 +282,24 @@ struct DispatchToGPU : OpRewritePattern<DispatchOp> {
       return rewriter.notifyMatchFailure(op, "static H");
     const int64_t topK = op.getExpertIds().getType().getDimSize(1);
     const int64_t tile = op.getRowTileOrOne();
-    const int64_t hidden = xType.getDimSize(1);
+    // The dispatches of the same choices in this block (an FP8 dispatch's
+    // codes and scales, a packing's rows and routes) share one bookkeeping
+    // and one copy kernel, at the first of them, where all their rows exist.
+    SmallVector<DispatchOp> payloads;
+    for (auto other : op->getBlock()->getOps<DispatchOp>())
+      if (sameLayout(op, other))
+        payloads.push_back(other);
+    DominanceInfo dominance;
+    if (!llvm::all_of(payloads, [&](DispatchOp other) {
+          return other == payloads.front() ||
+                 dominance.properlyDominates(other.getX(), payloads.front());
+        }))
+      payloads = {op};
+    rewriter.setInsertionPoint(payloads.front());
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
     Builder u{{b, loc}};
-    Value tokens = tensor::DimOp::create(b, loc, op.getX(), 0);
+    Value tokens = tensor::DimOp::create(b, loc, op.getExpertIds(), 0);
     Value pairs = arith::MulIOp::create(b, loc, tokens, u.idx(topK));
     Value rows = paddedRows(b, loc, pairs, experts, tile);
     auto alloc = [&](ArrayRef<int64_t> shape, Type element, ValueRange sizes) -> Value {
@@ -285,13 +307,15 @@ struct DispatchToGPU : OpRewritePattern<DispatchOp> {
     };
     Type i32 = b.getI32Type();
     int64_t dyn = ShapedType::kDynamic;
-    Value dispatched = alloc({dyn, hidden}, xType.getElementType(), rows);
+    SmallVector<Value> dispatched;
+    for (DispatchOp payload : payloads)
+      dispatched.push_back(alloc({dyn, payload.getX().getType().getDimSize(1)},
+                                 payload.getX().getType().getElementType(), rows));
     Value rowExpert = alloc({dyn}, i32, rows);
     Value rowToken = alloc({dyn}, i32, rows);
     Value slot = alloc({dyn, topK}, i32, tokens);
     Value offsets = alloc({experts + 1}, i32, {});
     Value ids = readBuffer(b, loc, op.getExpertIds());
-    Value x = readBuffer(b, loc, op.getX());
 
     // 1-3. Bookkeeping: blocks of 32 warps count, one block scans, blocks
     // number the rows.
@@ -326,7 +350,11 @@ struct DispatchToGPU : OpRewritePattern<DispatchOp> {
       book.number(block, tid, memory[0]);
     });
 
-    // 2. The copy: a block per row, its token's x or zeros.
+    // 2. The copy: a block per row, its token's row of each payload, or
+    // zeros.
+    SmallVector<Value> sources;
+    for (DispatchOp payload : payloads)
+      sources.push_back(readBuffer(b, loc, payload.getX()));
     auto copy = gpu::LaunchOp::create(b, loc, rows, one, one, u.idx(kCopyThreads), one, one);
     {
       OpBuilder::InsertionGuard guard(b);
@@ -335,20 +363,24 @@ struct DispatchToGPU : OpRewritePattern<DispatchOp> {
       Value token = u.load(rowToken, {row});
       Value taken = u.cmp(arith::CmpIPredicate::sge, token, u.i32(0));
       Value source = arith::SelectOp::create(b, loc, taken, u.toIndex(token), u.idx(0));
-      // 16 bytes a thread at a time where the row divides.
-      Type element = xType.getElementType();
-      int64_t bytes = element.getIntOrFloatBitWidth() / 8;
-      int64_t width = bytes >= 1 && bytes <= 16 && hidden % (16 / bytes) == 0 ? 16 / bytes : 1;
-      auto vectorType = VectorType::get({width}, element);
-      Value zeros = arith::ConstantOp::create(b, loc, b.getZeroAttr(vectorType));
-      u.forEach(copy.getThreadIds().x, u.idx(hidden / width), u.idx(kCopyThreads), [&](Value i) {
-        Value h = arith::MulIOp::create(b, loc, i, u.idx(width));
-        auto load = vector::LoadOp::create(b, loc, vectorType, x, ValueRange{source, h});
-        load.setAlignment(uint64_t(width * bytes));
-        Value v = arith::SelectOp::create(b, loc, taken, load, zeros);
-        auto store = vector::StoreOp::create(b, loc, v, dispatched, ValueRange{row, h});
-        store.setAlignment(uint64_t(width * bytes));
-      });
+      for (auto [x, out] : llvm::zip(sources, dispatched)) {
+        // 16 bytes a thread at a time where the row divides.
+        auto type = cast<MemRefType>(out.getType());
+        Type element = type.getElementType();
+        const int64_t hidden = type.getDimSize(1);
+        int64_t bytes = element.getIntOrFloatBitWidth() / 8;
+        int64_t width = bytes >= 1 && bytes <= 16 && hidden % (16 / bytes) == 0 ? 16 / bytes : 1;
+        auto vectorType = VectorType::get({width}, element);
+        Value zeros = arith::ConstantOp::create(b, loc, b.getZeroAttr(vectorType));
+        u.forEach(copy.getThreadIds().x, u.idx(hidden / width), u.idx(kCopyThreads), [&](Value i) {
+          Value h = arith::MulIOp::create(b, loc, i, u.idx(width));
+          auto load = vector::LoadOp::create(b, loc, vectorType, x, ValueRange{source, h});
+          load.setAlignment(uint64_t(width * bytes));
+          Value v = arith::SelectOp::create(b, loc, taken, load, zeros);
+          auto store = vector::StoreOp::create(b, loc, v, out, ValueRange{row, h});
+          store.setAlignment(uint64_t(width * bytes));
+        });
+      }
       gpu::TerminatorOp::create(b, loc);
     }
 
@@ -361,12 +393,14 @@ struct DispatchToGPU : OpRewritePattern<DispatchOp> {
                  ? t
                  : tensor::CastOp::create(b, loc, like.getType(), t).getResult();
     };
-    SmallVector<Value> results = {asTensor(dispatched, op.getDispatched()),
-                                  asTensor(rowExpert, op.getRowExpert()),
-                                  asTensor(slot, op.getSlot())};
-    if (Value expertOffsets = op.getExpertOffsets())
-      results.push_back(asTensor(offsets, expertOffsets));
-    rewriter.replaceOp(op, results);
+    for (auto [payload, rowsOut] : llvm::zip(payloads, dispatched)) {
+      SmallVector<Value> results = {asTensor(rowsOut, payload.getDispatched()),
+                                    asTensor(rowExpert, payload.getRowExpert()),
+                                    asTensor(slot, payload.getSlot())};
+      if (Value expertOffsets = payload.getExpertOffsets())
+        results.push_back(asTensor(offsets, expertOffsets));
+      rewriter.replaceOp(payload, results);
+    }
     return success();
   }
 };

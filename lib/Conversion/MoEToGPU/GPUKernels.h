@@ -42,6 +42,12 @@ void buildActivationKernel(OpBuilder &b, Location loc, ActivationOp op, Value in
 /// most 256, dividing cols).
 void buildRowQuantizeKernel(OpBuilder &b, Location loc, Value input, Value codes, Value scales,
                             Value rows, int64_t cols, int64_t group);
+/// The exact f32 values of the E4M3 (e4m3fn) `codes` (a vector of i8):
+/// each code's exponent and mantissa moved into an f32's and the result
+/// scaled by 2^120 (the difference of the biases; E4M3's subnormals become
+/// f32 subnormals first, so the kernel must keep f32 denormals), 0x7F and
+/// 0xFF NaN.
+Value decodeE4m3(OpBuilder &b, Location loc, Value codes);
 } // namespace mlir::moe
 
 #endif // MOE_CONVERSION_MOETOGPU_GPUKERNELS_H

@@ -106,6 +106,25 @@ SmallVector<Value> Kernel::loadCodes8(Value buffer, ValueRange indices) {
   return regs;
 }
 
+SmallVector<Value> Kernel::loadRow8(Value row, Value k) {
+  if (!codesGiven())
+    return load8(a, {row, k});
+  auto codesType = VectorType::get({8}, b.getI8Type());
+  auto load = vector::LoadOp::create(b, loc, codesType, a, ValueRange{row, k});
+  load.setAlignment(uint64_t(8));
+  Value scale = memref::LoadOp::create(
+      b, loc, codeScales, ValueRange{row, arith::DivUIOp::create(b, loc, k, idx(codeGroup))});
+  auto f32x8 = VectorType::get({8}, b.getF32Type());
+  Value values = arith::MulFOp::create(b, loc, decodeE4m3(b, loc, load),
+                                       vector::BroadcastOp::create(b, loc, f32x8, scale));
+  Value rounded = arith::TruncFOp::create(b, loc, VectorType::get({8}, b.getBF16Type()), values);
+  Value bits = vector::BitCastOp::create(b, loc, VectorType::get({4}, b.getI32Type()), rounded);
+  SmallVector<Value> regs;
+  for (int64_t i = 0; i < 4; ++i)
+    regs.push_back(vector::ExtractOp::create(b, loc, bits, ArrayRef<int64_t>{i}));
+  return regs;
+}
+
 /// Codes in bytes 1 and 3 of `word` as an i32 of two bf16 (the first in the
 /// low half): their exact values. Each half is a code shifted by 8; its sign
 /// stays at bit 15 and its exponent and mantissa (4 + 3 bits) go to bits
@@ -173,8 +192,8 @@ void Kernel::decodeProducts(DecodeShape shape, Value tid, Value warp, Value lane
         SmallVector<SmallVector<Value>> a0, a1, w;
         for (int64_t c = 0; c < shape.chunks; ++c) {
           Value k = add(add(k0, idx(32 * c)), quadOffset);
-          a0.push_back(load8(a, {readRow0, k}));
-          a1.push_back(load8(a, {readRow1, k}));
+          a0.push_back(loadRow8(readRow0, k));
+          a1.push_back(loadRow8(readRow1, k));
           for (int64_t j = 0; j < shape.tiles; ++j) {
             Value n = add(col0, add(idx(8 * j), group));
             if (fp8())

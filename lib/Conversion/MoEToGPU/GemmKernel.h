@@ -154,6 +154,15 @@ struct Kernel : KernelBuilder {
   /// codes (e4m3 wgmma) instead of decoding the weights to bf16.
   bool fp8RowsWanted = false;
   Value rowCodes = nullptr, rowScales = nullptr;
+  /// Rows that arrive as FP8 codes (an FP8 dispatch's, read as they came:
+  /// moe-fuse-quant-dispatch{gemm-consumes-fp8}): `a` holds E4M3 codes
+  /// [rows, K] and codeScales [rows, K / codeGroup] their f32 scales. The
+  /// decode form dequantizes them to bf16 as it loads them (as a receiver
+  /// that dequantizes would round them); the FP8 rows prefill form
+  /// multiplies them as they are (codeGroup kFp8RowGroup). The other
+  /// prefill forms take bf16 rows only.
+  Value codeScales = nullptr;
+  int64_t codeGroup = 0;
   /// The block form's shape for GEMMs of several experts (rows 0: the
   /// narrow form instead), and the wide form's.
   BlockShape blockShape{0, 0, 2};
@@ -174,6 +183,7 @@ struct Kernel : KernelBuilder {
 
   bool grouped() const { return rowExpert != nullptr; }
   bool fp8() const { return wScales != nullptr; }
+  bool codesGiven() const { return codeScales != nullptr; }
 
   Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
   Value lt(Value x, Value y) {
@@ -317,7 +327,7 @@ struct Kernel : KernelBuilder {
       out = unfused;
       return;
     }
-    if (blockShape.fp8Rows)
+    if (blockShape.fp8Rows && !codesGiven())
       buildRowQuantizeKernel(b, loc, a, rowCodes, rowScales, rows, depth, kFp8RowGroup);
     wide() ? launchWide() : blocks() ? launchBlocks() : launch();
     if (swigluOut)
@@ -434,6 +444,10 @@ struct Kernel : KernelBuilder {
   /// 8 E4M3 codes at `indices` as the four i32 registers of their bf16
   /// values, the layout of load8().
   SmallVector<Value> loadCodes8(Value buffer, ValueRange indices);
+  /// 8 of depth of row `row` from k of `a` as load8() gives them: bf16
+  /// rows, or (codesGiven) their codes times the group's scale, each
+  /// computed in f32 and rounded to bf16.
+  SmallVector<Value> loadRow8(Value row, Value k);
 
   /// Codes in bytes 1 and 3 of `word` as an i32 of two bf16 (the first in
   /// the low half): their exact values.

@@ -58,7 +58,10 @@ using namespace mlir::moe::gemm;
 void gemm::Kernel::build() {
   if (blocks())
     allocateBlockTable();
-  if (blockShape.fp8Rows) {
+  if (blockShape.fp8Rows && codesGiven()) {
+    rowCodes = a;
+    rowScales = codeScales;
+  } else if (blockShape.fp8Rows) {
     rowCodes = memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic, depth}, b.getI8Type()), ValueRange{rows});
     rowScales = memref::AllocOp::create(
@@ -152,12 +155,14 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
                                  ActivationOp fuse = nullptr) {
   auto inType = op.getInput().getType();
   auto wType = op.getWeight().getType();
-  if (op.getScales() || !op.getExpertOffsets())
-    return rewriter.notifyMatchFailure(op, "needs the grouped layout, no FP8 rows");
+  if (!op.getExpertOffsets())
+    return rewriter.notifyMatchFailure(op, "needs the grouped layout");
   bool fp8Weights = op.getWeightScales() != nullptr;
-  if (!inType.getElementType().isBF16() ||
+  // Rows as an FP8 dispatch's codes with their scales (checked below).
+  const bool codes = op.getScales() != nullptr;
+  if (!(codes ? inType.getElementType().isInteger(8) : inType.getElementType().isBF16()) ||
       !(fp8Weights ? wType.getElementType().isInteger(8) : wType.getElementType().isBF16()))
-    return rewriter.notifyMatchFailure(op, "bf16 rows, bf16 or FP8 weights only");
+    return rewriter.notifyMatchFailure(op, "bf16 rows or FP8 codes, bf16 or FP8 weights only");
   if (!wType.hasStaticShape() || inType.isDynamicDim(1))
     return rewriter.notifyMatchFailure(op, "needs static E, N and K");
   int64_t cols = wType.getDimSize(1), depth = wType.getDimSize(2);
@@ -169,28 +174,52 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
   if (fp8Weights) {
     scaleRows = (*op.getWeightBlock())[0];
     scaleDepth = (*op.getWeightBlock())[1];
+  }
+  // The fields that choose the kernel's forms, decided before any op is
+  // built.
+  Kernel forms{{rewriter, op.getLoc()},
+               {},
+               {},
+               {},
+               op.getRowExpert(),
+               {},
+               {},
+               wType.getDimSize(0),
+               cols,
+               depth,
+               op.getWeightScales(),
+               scaleRows,
+               scaleDepth};
+  forms.blockShape = narrowedToDivide(blockShape, cols);
+  forms.wideShape = narrowedToDivide(wideShape, cols);
+  if (fp8Weights) {
     // A block's columns (at most 32) and each warp's step of depth (32,
     // 64 or 128) within one scale block.
-    Kernel probe{{rewriter, op.getLoc()},
-                 {},
-                 {},
-                 {},
-                 op.getRowExpert(),
-                 {},
-                 {},
-                 wType.getDimSize(0),
-                 cols,
-                 depth,
-                 op.getWeightScales(),
-                 scaleRows,
-                 scaleDepth};
-    if (scaleRows % kWarpCols != 0 || !probe.decodeShape())
+    if (scaleRows % kWarpCols != 0 || !forms.decodeShape())
       return rewriter.notifyMatchFailure(
           op, "FP8 scale blocks must be whole multiples of 32 rows and 32 of depth");
+    forms.fp8RowsWanted = fp8Rows;
+    if (forms.fp8PrefillApplies())
+      forms.blockShape = forms.wideShape = forms.fp8BlockShape();
   }
 
-  if (fuse && (!blockShape.wgmma || fp8Weights))
+  if (fuse && (!blockShape.wgmma || fp8Weights || codes))
     return rewriter.notifyMatchFailure(op, "SwiGLU fuses into wgmma blocks of bf16 weights");
+  int64_t codeGroup = 0;
+  if (codes) {
+    // The decode form dequantizes codes as it loads them (groups of 8 or
+    // more); the prefill form that decodes FP8 weights stages bf16 rows,
+    // the FP8 rows form codes of groups of its own depth.
+    auto scalesType = cast<RankedTensorType>(op.getScales().getType());
+    const int64_t groups = scalesType.getDimSize(1);
+    codeGroup = groups > 0 && depth % groups == 0 ? depth / groups : 0;
+    const bool prefillTakesCodes =
+        forms.blockShape.fp8Rows ? codeGroup == kFp8RowGroup : !forms.blockShape.fp8;
+    if (!fp8Weights || codeGroup == 0 || codeGroup % 8 != 0 || !prefillTakesCodes)
+      return rewriter.notifyMatchFailure(
+          op, "FP8 rows take FP8 weights, scales per 8 or more of depth, and per 128 with "
+              "fp8-rows for the prefill form of wgmma blocks");
+  }
 
   Location loc = op.getLoc();
   OpBuilder &b = rewriter;
@@ -208,15 +237,17 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
                 wType.getDimSize(0),
                 cols,
                 depth};
-  kernel.blockShape = narrowedToDivide(blockShape, cols);
-  kernel.wideShape = narrowedToDivide(wideShape, cols);
+  kernel.blockShape = forms.blockShape;
+  kernel.wideShape = forms.wideShape;
   if (fp8Weights) {
     kernel.wScales = readBuffer(b, loc, op.getWeightScales());
     kernel.scaleRows = scaleRows;
     kernel.scaleDepth = scaleDepth;
     kernel.fp8RowsWanted = fp8Rows;
-    if (kernel.fp8PrefillApplies())
-      kernel.blockShape = kernel.wideShape = kernel.fp8BlockShape();
+  }
+  if (codes) {
+    kernel.codeScales = readBuffer(b, loc, op.getScales());
+    kernel.codeGroup = codeGroup;
   }
   if (fuse) {
     auto swigluType = MemRefType::get({inType.getDimSize(0), cols / 2}, b.getBF16Type());
@@ -404,6 +435,18 @@ struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass>
     populateElementwiseToGPUPatterns(patterns);
     if (failed(applyOpPatternsGreedily(gemms, std::move(gemmPatterns))) ||
         failed(applyOpPatternsGreedily(others, std::move(patterns))))
+      return signalPassFailure();
+    // A GEMM of FP8 rows left over has no other lowering for the GPU.
+    WalkResult left = getOperation()->walk([&](GroupedMatmulOp op) {
+      if (!op.getScales())
+        return WalkResult::advance();
+      op.emitOpError("convert-moe-to-gpu: the GEMM of an FP8 dispatch's codes needs FP8 "
+                     "weights kept as codes, and for its prefill form fp8-rows with wgmma "
+                     "blocks and scales per 128 (fp8-e4m3-g128); else dequantize on "
+                     "receipt (moe-fuse-quant-dispatch{gemm-consumes-fp8=false})");
+      return WalkResult::interrupt();
+    });
+    if (left.wasInterrupted())
       signalPassFailure();
   }
 };

@@ -20,6 +20,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::moe;
 
@@ -94,4 +96,29 @@ void mlir::moe::buildRowQuantizeKernel(OpBuilder &b, Location loc, Value input, 
     });
   });
   gpu::TerminatorOp::create(b, loc);
+}
+
+Value mlir::moe::decodeE4m3(OpBuilder &b, Location loc, Value codes) {
+  auto codesType = cast<VectorType>(codes.getType());
+  auto wordType = codesType.clone(b.getI32Type());
+  auto splat = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc,
+                                     DenseElementsAttr::get(wordType, b.getI32IntegerAttr(v)));
+  };
+  Value word = arith::ExtUIOp::create(b, loc, wordType, codes);
+  Value magnitude = arith::AndIOp::create(b, loc, word, splat(0x7f));
+  Value sign =
+      arith::ShLIOp::create(b, loc, arith::AndIOp::create(b, loc, word, splat(0x80)), splat(24));
+  Value bits =
+      arith::OrIOp::create(b, loc, sign, arith::ShLIOp::create(b, loc, magnitude, splat(20)));
+  auto valueType = codesType.clone(b.getF32Type());
+  Value moved = arith::BitcastOp::create(b, loc, valueType, bits);
+  Value value = arith::MulFOp::create(
+      b, loc, moved,
+      arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(valueType, b.getF32FloatAttr(std::ldexp(1.0f, 120)))));
+  Value nan = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, magnitude, splat(0x7f));
+  Value nans = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(valueType, b.getF32FloatAttr(std::nanf(""))));
+  return arith::SelectOp::create(b, loc, nan, nans, value);
 }

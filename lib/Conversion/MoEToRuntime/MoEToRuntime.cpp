@@ -302,24 +302,25 @@ struct ConvertMoEToRuntimePass
                             "must be static (slots, or capacity rows from "
                             "moe-decompose-layer{static-received}), got ")
              << received;
-    if (op.getReceivedScales())
-      return op.emitOpError("convert-moe-to-runtime{into-buffers}: FP8 codes for the "
-                            "experts (received_scales) are not filled into buffers: "
-                            "the receiver dequantizes (gemm-consumes-fp8=false)");
     ImplicitLocOpBuilder b(op.getLoc(), op);
     const bool placed = static_cast<bool>(op.getPhysToLog());
+    // With received_scales the experts read the FP8 codes as they arrived.
+    const bool codes = static_cast<bool>(op.getReceivedScales());
     SmallVector<Value> args = {readBuffer(b, op.getX()), readBuffer(b, op.getExpertIds()),
                                readBuffer(b, op.getExpertWeights())};
-    SmallVector<Value> results = {op.getReceived(), op.getLocalIds(), op.getLocalWeights()};
+    SmallVector<Value> results = {op.getReceived()};
+    if (codes)
+      results.push_back(op.getReceivedScales());
+    results.append({op.getLocalIds(), op.getLocalWeights()});
     SmallVector<RankedTensorType> types;
     for (Value result : results)
       types.push_back(cast<RankedTensorType>(result.getType()));
     SmallVector<Value> outs = appendMapPlanAndOuts(b, op, args, types);
-    FailureOr<func::FuncOp> callee = declare(
-        op,
-        std::string("moert_ep_dispatch_") + (placed ? "placed_" : "") + "into_" +
-            suffix(op.getX().getType()),
-        b.getFunctionType(ValueRange(args).getTypes(), {b.getI64Type()}));
+    FailureOr<func::FuncOp> callee =
+        declare(op,
+                std::string("moert_ep_dispatch_") + (placed ? "placed_" : "") +
+                    (codes ? "fp8_" : "") + "into_" + suffix(op.getX().getType()),
+                b.getFunctionType(ValueRange(args).getTypes(), {b.getI64Type()}));
     if (failed(callee))
       return failure();
     auto call = func::CallOp::create(b, *callee, args);
@@ -523,6 +524,20 @@ struct ConvertMoEToRuntimePass
     return {local.getResult(0), local.getResult(1)};
   }
 
+  /// What the layer makes of the FP8 `codes` and wire `scales` it
+  /// received: with received_scales (the experts read codes) the codes,
+  /// and the scales as f32 replace received_scales; else the dequantized
+  /// rows.
+  static Value receivedRows(ImplicitLocOpBuilder &b, EpDispatchOp op, Value codes, Value scales) {
+    DispatchQuantization scheme = *op.getQuantization();
+    if (!op.getReceivedScales())
+      return dequantizeRows(b, codes, scales, scheme,
+                            cast<RankedTensorType>(op.getReceived().getType()));
+    op.getReceivedScales().replaceAllUsesWith(
+        castTo(b, scalesAsF32(b, scales, scheme), op.getReceivedScales().getType()));
+    return castTo(b, codes, op.getReceived().getType());
+  }
+
   /// The all-gather form of a decode-layout dispatch (moert.h's
   /// moert_ep_gather_[fp8_]into_*): every rank's block of S token rows with
   /// global ids, then this rank's view of them: local ids (id - rank*E/R
@@ -534,10 +549,6 @@ struct ConvertMoEToRuntimePass
   LogicalResult lowerGatherInto(EpDispatchOp op) {
     const int64_t slots = int64_t(*op.getSlots());
     const bool placed = static_cast<bool>(op.getPhysToLog());
-    if (op.getReceivedScales())
-      return op.emitOpError("convert-moe-to-runtime{all-gather-slots}: FP8 codes for the "
-                            "experts (received_scales) are not kept: the layer dequantizes "
-                            "what it received (gemm-consumes-fp8=false)");
     auto received = cast<RankedTensorType>(op.getReceived().getType());
     auto localIds = cast<RankedTensorType>(op.getLocalIds().getType());
     auto localWeights = cast<RankedTensorType>(op.getLocalWeights().getType());
@@ -582,10 +593,8 @@ struct ConvertMoEToRuntimePass
     call->setAttr(kStreamOperand, b.getUnitAttr());
     call->setAttr(kGatherSlots, b.getI64IntegerAttr(slots));
     Value rows = written(b, outs[0], gatheredTypes[0]);
-    if (quantization) {
-      Value scales = written(b, outs[1], gatheredTypes[1]);
-      rows = dequantizeRows(b, rows, scales, *quantization, received);
-    }
+    if (quantization)
+      rows = receivedRows(b, op, rows, written(b, outs[1], gatheredTypes[1]));
     Value ids = written(b, outs[outs.size() - 2], localIds);
     Value weights = written(b, outs.back(), localWeights);
     Value rank = func::CallOp::create(b, *rankFn, ValueRange{}).getResult(0);
@@ -724,9 +733,6 @@ struct ConvertMoEToRuntimePass
     auto fail = [&](const Twine &why) {
       return op.emitOpError("convert-moe-to-runtime{pack-in-layer}: ") << why;
     };
-    if (op.getReceivedScales())
-      return fail("FP8 codes for the experts (received_scales) are not kept: the layer "
-                  "dequantizes what it received (gemm-consumes-fp8=false)");
     auto received = cast<RankedTensorType>(op.getReceived().getType());
     auto xType = op.getX().getType();
     const int64_t topK = op.getExpertIds().getType().getDimSize(1);
@@ -822,8 +828,7 @@ struct ConvertMoEToRuntimePass
     auto local = localChoices(b, map, ids, weights, rank, arith::ConstantIndexOp::create(b, ranks));
     Value rows = written(b, outs[0], receivedTypes[0]);
     if (quantization)
-      rows =
-          dequantizeRows(b, rows, written(b, outs[1], receivedTypes[1]), *quantization, received);
+      rows = receivedRows(b, op, rows, written(b, outs[1], receivedTypes[1]));
     op.getReceived().replaceAllUsesWith(rows);
     op.getLocalIds().replaceAllUsesWith(castTo(b, local.first, op.getLocalIds().getType()));
     op.getLocalWeights().replaceAllUsesWith(

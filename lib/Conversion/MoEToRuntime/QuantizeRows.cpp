@@ -219,3 +219,19 @@ Value moe::dequantizeRows(ImplicitLocOpBuilder &b, Value codes, Value scales,
           .getResult(0);
   return joinGroups(b, values);
 }
+
+Value moe::scalesAsF32(ImplicitLocOpBuilder &b, Value scales, DispatchQuantization scheme) {
+  if (scheme == DispatchQuantization::fp8_e4m3_g128)
+    return scales;
+  auto type = cast<RankedTensorType>(scales.getType());
+  AffineMap same = AffineMap::getMultiDimIdentityMap(2, b.getContext());
+  return linalg::GenericOp::create(b, TypeRange{type.clone(b.getF32Type())}, ValueRange{scales},
+                                   ValueRange{empty(b, scales, type.getShape(), b.getF32Type())},
+                                   SmallVector<AffineMap>{same, same}, iterators(2),
+                                   [&](OpBuilder &nb, Location loc, ValueRange in) {
+                                     ImplicitLocOpBuilder ib(loc, nb);
+                                     linalg::YieldOp::create(ib,
+                                                             Scalar{ib}.scaleValue(in[0], scheme));
+                                   })
+      .getResult(0);
+}

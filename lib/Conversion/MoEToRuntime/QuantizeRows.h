@@ -33,6 +33,10 @@ std::pair<Value, Value> quantizeRows(ImplicitLocOpBuilder &b, Value x, DispatchQ
 Value dequantizeRows(ImplicitLocOpBuilder &b, Value codes, Value scales,
                      DispatchQuantization scheme, RankedTensorType type);
 
+/// The wire's `scales[N, H/group]` as the f32 values the experts multiply
+/// by (g128: themselves; UE8M0: 2^(byte - 127)).
+Value scalesAsF32(ImplicitLocOpBuilder &b, Value scales, DispatchQuantization scheme);
+
 } // namespace mlir::moe
 
 #endif // MOE_LIB_CONVERSION_MOETORUNTIME_QUANTIZEROWS_H

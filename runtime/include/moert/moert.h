@@ -206,8 +206,8 @@ void _mlir_ciface_moert_ep_combine_bf16(moert_memref2d *result,
  * it to the host on that stream, waits for the stream (a host
  * synchronization: the MPI backend sends host memory), and copies the
  * results back before it returns. A null stream: host memory. The plan is
- * host memory. With FP8 quantization the receiver dequantizes (no codes
- * entry). */
+ * host memory. With FP8 quantization the receiver dequantizes, or, with
+ * the _fp8_ entries below, keeps the codes for the experts. */
 int64_t _mlir_ciface_moert_ep_dispatch_into_f32(
     moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,
     moert_memref1d *expert_rank, moert_memref1d *plan, moert_memref2d *received,
@@ -225,6 +225,30 @@ int64_t _mlir_ciface_moert_ep_dispatch_placed_into_bf16(
     moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights,
     moert_memref1d *phys_to_log, moert_memref1d *replica_share, moert_memref1d *plan,
     moert_memref2d *received, moert_memref2d *local_ids, moert_memref2d *local_weights,
+    void *stream);
+/* The same dispatch with FP8 quantization (plan quantization 1 or 2) whose
+ * experts read the codes as they arrived (moe-fuse-quant-dispatch
+ * {gemm-consumes-fp8}): `received_codes[rows, H]` (E4M3 bytes) and
+ * `received_scales[rows, H/group]` (f32; UE8M0 bytes decoded to
+ * 2^(b-127)) instead of the dequantized rows; masked rows have codes and
+ * scales 0. The suffix is the layer's dtype (x's, and the combine's). */
+int64_t _mlir_ciface_moert_ep_dispatch_fp8_into_f32(
+    moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights, moert_memref1d *expert_rank,
+    moert_memref1d *plan, moert_memref2d *received_codes, moert_memref2d *received_scales,
+    moert_memref2d *local_ids, moert_memref2d *local_weights, void *stream);
+int64_t _mlir_ciface_moert_ep_dispatch_fp8_into_bf16(
+    moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights, moert_memref1d *expert_rank,
+    moert_memref1d *plan, moert_memref2d *received_codes, moert_memref2d *received_scales,
+    moert_memref2d *local_ids, moert_memref2d *local_weights, void *stream);
+int64_t _mlir_ciface_moert_ep_dispatch_placed_fp8_into_f32(
+    moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights, moert_memref1d *phys_to_log,
+    moert_memref1d *replica_share, moert_memref1d *plan, moert_memref2d *received_codes,
+    moert_memref2d *received_scales, moert_memref2d *local_ids, moert_memref2d *local_weights,
+    void *stream);
+int64_t _mlir_ciface_moert_ep_dispatch_placed_fp8_into_bf16(
+    moert_memref2d *x, moert_memref2d *ids, moert_memref2d *weights, moert_memref1d *phys_to_log,
+    moert_memref1d *replica_share, moert_memref1d *plan, moert_memref2d *received_codes,
+    moert_memref2d *received_scales, moert_memref2d *local_ids, moert_memref2d *local_weights,
     void *stream);
 void _mlir_ciface_moert_ep_combine_into_f32(moert_memref2d *partial, int64_t handle,
                                             moert_memref2d *y, void *stream);
