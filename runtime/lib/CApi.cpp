@@ -421,15 +421,14 @@ void storeRows(const DeviceStaging &staging, const moert_memref2d &out, int64_t 
 /// The dispatch of a GPU layer: results into the caller's buffers of the
 /// plan's receive rows (the decode layout's ranks x slots, else the
 /// capacity), rows past the received ones masked; returns the handle. With
-/// `outScales` the received rows are the FP8 codes (`outX`, a byte each)
-/// and their f32 scales, which the experts read as they are.
-int64_t dispatchInto(const char *entry, bool placed, moert_memref2d *x, moert_memref2d *ids,
-                     moert_memref2d *weights, moert_memref1d *expertRank, moert_memref1d *physToLog,
-                     moert_memref1d *replicaShare, moert_memref1d *plan, moert_memref2d *outX,
-                     moert_memref2d *outScales, moert_memref2d *outIds, moert_memref2d *outWeights,
-                     void *stream, int64_t elementBytes) {
+/// `keepCodes` the received rows are the FP8 codes (`outX`, a byte each)
+/// and their f32 scales (`outScales`), which the experts read as they are.
+int64_t dispatchInto(const char *entry, bool placed, bool keepCodes, moert_memref2d *x,
+                     moert_memref2d *ids, moert_memref2d *weights, moert_memref1d *expertRank,
+                     moert_memref1d *physToLog, moert_memref1d *replicaShare, moert_memref1d *plan,
+                     moert_memref2d *outX, moert_memref2d *outScales, moert_memref2d *outIds,
+                     moert_memref2d *outWeights, void *stream, int64_t elementBytes) {
   collectivesOrDie(entry);
-  const bool keepCodes = outScales != nullptr;
   DispatchCheck checked = checkedDispatch(keepCodes, placed, x, ids, weights, expertRank, physToLog,
                                           replicaShare, plan, elementBytes);
   const int64_t rows = checked.sizes.plannedRecvRows, h = x->sizes[1], k = ids->sizes[1];
@@ -1329,8 +1328,8 @@ void _mlir_ciface_moert_ep_combine_bf16(moert_memref2d *result,
                               moert_memref2d *localWeights, void *stream) {                        \
     int64_t handle = 0;                                                                            \
     guardFatal(#NAME, "dispatch", [&] {                                                            \
-      handle = dispatchInto(#NAME, false, x, ids, weights, expertRank, nullptr, nullptr, plan,     \
-                            received, nullptr, localIds, localWeights, stream, BYTES);             \
+      handle = dispatchInto(#NAME, false, false, x, ids, weights, expertRank, nullptr, nullptr,    \
+                            plan, received, nullptr, localIds, localWeights, stream, BYTES);       \
     });                                                                                            \
     return handle;                                                                                 \
   }
@@ -1341,8 +1340,8 @@ void _mlir_ciface_moert_ep_combine_bf16(moert_memref2d *result,
       moert_memref2d *localIds, moert_memref2d *localWeights, void *stream) {                      \
     int64_t handle = 0;                                                                            \
     guardFatal(#NAME, "dispatch", [&] {                                                            \
-      handle = dispatchInto(#NAME, true, x, ids, weights, nullptr, physToLog, replicaShare, plan,  \
-                            received, nullptr, localIds, localWeights, stream, BYTES);             \
+      handle = dispatchInto(#NAME, true, false, x, ids, weights, nullptr, physToLog, replicaShare, \
+                            plan, received, nullptr, localIds, localWeights, stream, BYTES);       \
     });                                                                                            \
     return handle;                                                                                 \
   }
@@ -1359,8 +1358,9 @@ MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_bf16, 2)
       moert_memref2d *localIds, moert_memref2d *localWeights, void *stream) {                      \
     int64_t handle = 0;                                                                            \
     guardFatal(#NAME, "dispatch", [&] {                                                            \
-      handle = dispatchInto(#NAME, false, x, ids, weights, expertRank, nullptr, nullptr, plan,     \
-                            receivedCodes, receivedScales, localIds, localWeights, stream, BYTES); \
+      handle =                                                                                     \
+          dispatchInto(#NAME, false, true, x, ids, weights, expertRank, nullptr, nullptr, plan,    \
+                       receivedCodes, receivedScales, localIds, localWeights, stream, BYTES);      \
     });                                                                                            \
     return handle;                                                                                 \
   }
@@ -1372,8 +1372,9 @@ MOERT_PLACED_INTO_ENTRY(moert_ep_dispatch_placed_into_bf16, 2)
                               moert_memref2d *localWeights, void *stream) {                        \
     int64_t handle = 0;                                                                            \
     guardFatal(#NAME, "dispatch", [&] {                                                            \
-      handle = dispatchInto(#NAME, true, x, ids, weights, nullptr, physToLog, replicaShare, plan,  \
-                            receivedCodes, receivedScales, localIds, localWeights, stream, BYTES); \
+      handle =                                                                                     \
+          dispatchInto(#NAME, true, true, x, ids, weights, nullptr, physToLog, replicaShare, plan, \
+                       receivedCodes, receivedScales, localIds, localWeights, stream, BYTES);      \
     });                                                                                            \
     return handle;                                                                                 \
   }

@@ -978,6 +978,45 @@ TEST(Hardening, IntoBuffersCheckShapesAndHandles) {
   });
 }
 
+TEST(Hardening, Fp8IntoBuffersCheckCodesAndScales) {
+  expectEachFailsByName({
+      {"codes without quantization",
+       "dispatch: FP8 codes asked for, but the plan has no quantization",
+       [] {
+         IntoCall c;
+         int8_t codes[8];
+         float scales[2];
+         moert_memref2d cm = memref2(codes, 2, 4), sm = memref2(scales, 2, 1);
+         _mlir_ciface_moert_ep_dispatch_fp8_into_f32(&c.xm, &c.im, &c.wm, &c.rm, &c.planm, &cm, &sm,
+                                                     &c.ridm, &c.rwm, nullptr);
+       }},
+      {"scales columns",
+       "moert_ep_dispatch_fp8_into_f32: received_scales is [2, 2], the plan receives [2, 1]",
+       [] {
+         IntoCall c;
+         c.plan[MOERT_PLAN_QUANTIZATION] = 2; // UE8M0 scales per 32
+         std::vector<float> x(2 * 32, 1.0f);
+         int8_t codes[64];
+         float scales[4];
+         moert_memref2d xm = memref2(x.data(), 2, 32), cm = memref2(codes, 2, 32),
+                        sm = memref2(scales, 2, 2);
+         _mlir_ciface_moert_ep_dispatch_fp8_into_f32(&xm, &c.im, &c.wm, &c.rm, &c.planm, &cm, &sm,
+                                                     &c.ridm, &c.rwm, nullptr);
+       }},
+      {"null scales", "dispatch: memref 'received_scales' is a null descriptor",
+       [] {
+         IntoCall c;
+         c.plan[MOERT_PLAN_QUANTIZATION] = 2;
+         std::vector<float> x(2 * 32, 1.0f);
+         int8_t codes[64];
+         moert_memref2d xm = memref2(x.data(), 2, 32), cm = memref2(codes, 2, 32);
+         moert_memref2d *scales = nullptr;
+         _mlir_ciface_moert_ep_dispatch_fp8_into_f32(&xm, &c.im, &c.wm, &c.rm, &c.planm, &cm,
+                                                     scales, &c.ridm, &c.rwm, nullptr);
+       }},
+  });
+}
+
 /// An all-gather dispatch (the decode layout: 2 slots) into host buffers.
 struct GatherCall : IntoCall {
   GatherCall() {

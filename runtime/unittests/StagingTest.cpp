@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -181,6 +182,77 @@ TEST(Staging, TheAllGatherExchangeFillsBlocksOnHostAndDeviceAlike) {
         if (host.ids[i] != (r < 3 ? l.ids[i] : -1) || host.w[i] != (r < 3 ? l.weights[i] : 0))
           std::_Exit(7);
       }
+    }
+  });
+  EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
+}
+
+TEST(Staging, Fp8CodesForTheExpertsLandOnHostAndDeviceAlike) {
+  Ending e = runInChild([] {
+    setenv("MOERT_CUDA_LIBRARY", MOERT_FAKE_DEVICE_LIBRARY, 1);
+    if (moert_init("local", 2000) != 0)
+      std::_Exit(2);
+    CountedDevice dev;
+    // Three tokens of hidden 32 (one UE8M0 group), top-2 to this rank's two
+    // experts; the plan (quantization 2) receives its capacity, 5 rows.
+    const int64_t tokens = 3, h = 32, k = 2, rows = 5;
+    std::vector<float> x(tokens * h);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = (float(i % 7) - 3.0f) * (i < size_t(h) ? 0.01f : 3.5f);
+    std::vector<int32_t> ids = {0, 1, 1, 0, 0, 1}, expertRank = {0, 0};
+    std::vector<float> weights = {0.25f, 0.75f, 0.5f, 0.5f, 1, 0};
+    std::vector<int64_t> plan = {5, 0, 0, 2, 1, 0, 0, 0, 0};
+    auto planm = memref1(plan.data(), int64_t(plan.size()));
+    struct Run {
+      std::vector<uint8_t> codes;
+      std::vector<float> scales, w;
+      std::vector<int32_t> ids;
+    };
+    auto run = [&](void *stream) {
+      const bool device = stream != nullptr;
+      auto place = [&](auto &host) { return device ? dev.upload(host) : host.data(); };
+      std::vector<uint8_t> codes(rows * h, 0xAA);
+      std::vector<float> scales(rows, -1.0f), rw(rows * k, -1.0f), y(tokens * h);
+      std::vector<int32_t> rids(rows * k, 9);
+      float *px = place(x), *pw = place(weights), *pscales = place(scales), *prw = place(rw);
+      uint8_t *pcodes = place(codes);
+      int32_t *pids = place(ids), *prank = place(expertRank), *prids = place(rids);
+      auto xm = memref2(px, tokens, h), im = memref2(pids, tokens, k);
+      auto wm = memref2(pw, tokens, k);
+      auto rm = memref1(prank, 2);
+      auto cm = memref2(pcodes, rows, h), sm = memref2(pscales, rows, 1);
+      auto ridm = memref2(prids, rows, k), rwm = memref2(prw, rows, k);
+      int64_t handle = _mlir_ciface_moert_ep_dispatch_fp8_into_f32(&xm, &im, &wm, &rm, &planm, &cm,
+                                                                   &sm, &ridm, &rwm, stream);
+      // The combine takes the layer's f32 partial rows.
+      std::vector<float> partial(rows * h, 1.0f);
+      float *pp = place(partial), *py = place(y);
+      auto pm = memref2(pp, rows, h), ym = memref2(py, tokens, h);
+      _mlir_ciface_moert_ep_combine_into_f32(&pm, handle, &ym, stream);
+      auto fetch = [&](auto *p, auto &host) {
+        return device ? dev.download(p, host.size()) : host;
+      };
+      return Run{fetch(pcodes, codes), fetch(pscales, scales), fetch(prw, rw), fetch(prids, rids)};
+    };
+    Run host = run(nullptr);
+    if (dev.copies() != 0 || dev.waits() != 0)
+      std::_Exit(4);
+    dev.get<void (*)(void *)>("fake_device_expect_stream")(reinterpret_cast<void *>(0x5));
+    Run device = run(reinterpret_cast<void *>(0x5));
+    if (device.codes != host.codes || device.scales != host.scales || device.w != host.w ||
+        device.ids != host.ids)
+      std::_Exit(5);
+    // Row t holds token t's codes and its group's scale 2^(byte - 127) as
+    // the runtime's quantization gives them; the masked rows codes and
+    // scales 0, ids -1.
+    for (int64_t r = 0; r < rows; ++r) {
+      uint8_t want[32] = {}, byte = 0;
+      if (r < tokens && moert_quantize_row(2, &x[size_t(r * h)], h, want, &byte) != 0)
+        std::_Exit(6);
+      const float scale = r < tokens ? std::ldexp(1.0f, int(byte) - 127) : 0.0f;
+      if (!std::equal(want, want + h, host.codes.begin() + r * h) ||
+          host.scales[size_t(r)] != scale || (r >= tokens && host.ids[size_t(r * k)] != -1))
+        std::_Exit(7);
     }
   });
   EXPECT_TRUE(e.exited && e.code == 0) << e.describe();

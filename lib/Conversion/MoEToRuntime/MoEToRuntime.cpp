@@ -545,7 +545,7 @@ struct ConvertMoEToRuntimePass
   /// is -1; with a placement, the replica's slot by the shares, or the slot
   /// the runtime chose per batch). With FP8 quantization the layer
   /// quantizes its rows, E4M3 codes and scales travel, and it dequantizes
-  /// what it received.
+  /// what it received or hands it to the experts (receivedRows).
   LogicalResult lowerGatherInto(EpDispatchOp op) {
     const int64_t slots = int64_t(*op.getSlots());
     const bool placed = static_cast<bool>(op.getPhysToLog());
@@ -727,8 +727,9 @@ struct ConvertMoEToRuntimePass
   /// weights) by destination, and
   /// moert_ep_send_packed_[placed_][fp8_]into_* moves rank p's block
   /// [offsets[p], offsets[p+1]) to rank p, where the rows arrive in rank
-  /// order; this rank dequantizes what it received and maps the received
-  /// targets to its own experts as the all-gather does.
+  /// order; this rank dequantizes what it received (or hands the codes to
+  /// the experts: receivedRows) and maps the received targets to its own
+  /// experts as the all-gather does.
   LogicalResult lowerPackedInto(EpDispatchOp op) {
     auto fail = [&](const Twine &why) {
       return op.emitOpError("convert-moe-to-runtime{pack-in-layer}: ") << why;
