@@ -114,9 +114,9 @@ SmallVector<Value> Kernel::loadRow8(Value row, Value k) {
   load.setAlignment(uint64_t(8));
   Value scale = memref::LoadOp::create(
       b, loc, codeScales, ValueRange{row, arith::DivUIOp::create(b, loc, k, idx(codeGroup))});
-  auto f32x8 = VectorType::get({8}, b.getF32Type());
-  Value values = arith::MulFOp::create(b, loc, decodeE4m3(b, loc, load),
-                                       vector::BroadcastOp::create(b, loc, f32x8, scale));
+  Value decoded = decodeE4m3(b, loc, load);
+  Value splat = vector::BroadcastOp::create(b, loc, VectorType::get({8}, b.getF32Type()), scale);
+  Value values = arith::MulFOp::create(b, loc, decoded, splat);
   Value rounded = arith::TruncFOp::create(b, loc, VectorType::get({8}, b.getBF16Type()), values);
   Value bits = vector::BitCastOp::create(b, loc, VectorType::get({4}, b.getI32Type()), rounded);
   SmallVector<Value> regs;
