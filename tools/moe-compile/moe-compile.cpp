@@ -258,7 +258,9 @@ cl::opt<bool> gpuFp8Rows(
     "gpu-fp8-rows",
     cl::desc("With --target cuda, wgmma prefill blocks and FP8 expert weights: "
              "the prefill GEMMs quantize their rows per 128 of depth and multiply "
-             "E4M3 by E4M3 (wgmma k32); not yet run on a GPU"),
+             "E4M3 by E4M3 (wgmma k32); with --dispatch-quant fp8-e4m3-g128 the "
+             "gate/up GEMM reads the dispatch's codes as they came; not yet run on "
+             "a GPU"),
     cl::init(false), cl::cat(category));
 
 constexpr llvm::StringLiteral kChips[] = {"sm_90a", "sm_90", "sm_89", "sm_80"};
