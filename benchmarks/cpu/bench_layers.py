@@ -492,6 +492,20 @@ def section_ep_pack(args, work, report):
                       dict(max_tokens_per_rank=max(args.pack_tokens), ep_into_buffers=True))
 
 
+def section_ep_fp8_codes(args, work, report):
+    """An FP8 dispatch (g128) into the layer's buffers, its rows dequantized on
+    receipt (--fp8-gemm=false) or read as codes by the gate/up GEMM
+    (moert_ep_dispatch_fp8_into_*), on the same ranks and tokens."""
+    print("\n== FP8 dispatch into the layer's buffers on MPI ranks: dequantized on receipt vs "
+          "codes read by the GEMM (--ep-into-buffers --dispatch-quant fp8-e4m3-g128, f32, 1 "
+          "thread per rank); whole-call ms, the slowest rank's median ==")
+    compare_exchanges(args, work, report, "ep_fp8_codes",
+                      {"dequantized": {"fp8_gemm": False}, "codes": {"fp8_gemm": True}},
+                      args.pack_tokens,
+                      dict(max_tokens_per_rank=max(args.pack_tokens), ep_into_buffers=True,
+                           dispatch_quant="fp8-e4m3-g128"))
+
+
 def expert_flops_per_choice(plan):
     """FLOPs of one (token, expert) pair in the routed experts: gate, up, down."""
     return 6 * plan["hidden_size"] * plan["intermediate_size"]
@@ -607,6 +621,8 @@ def main(argv=None):
                         help="tokens per rank of the prefill packing comparison")
     parser.add_argument("--only-ep-pack", action="store_true",
                         help="of the EP sections, only the prefill packing comparison")
+    parser.add_argument("--only-ep-fp8", action="store_true",
+                        help="of the EP sections, only the FP8 codes comparison")
     parser.add_argument("--decode-max-tokens", type=int, default=0,
                         help="passed to moe-compile (a decode variant)")
     parser.add_argument("--seed", type=int, default=0)
@@ -652,9 +668,11 @@ def main(argv=None):
         work.mkdir(parents=True, exist_ok=True)
         sections = [("layers", section_layers, args.skip_layers),
                     ("routing", section_routing, args.skip_routing),
-                    ("ep", section_ep, args.skip_ep or args.only_ep_pack),
-                    ("ep-exchange", section_ep_exchange, args.skip_ep or args.only_ep_pack),
-                    ("ep-pack", section_ep_pack, args.skip_ep)]
+                    ("ep", section_ep, args.skip_ep or args.only_ep_pack or args.only_ep_fp8),
+                    ("ep-exchange", section_ep_exchange,
+                     args.skip_ep or args.only_ep_pack or args.only_ep_fp8),
+                    ("ep-pack", section_ep_pack, args.skip_ep or args.only_ep_fp8),
+                    ("ep-fp8-codes", section_ep_fp8_codes, args.skip_ep or args.only_ep_pack)]
         failed = []
         for name, section, skip in sections:
             if skip:
