@@ -69,6 +69,9 @@ add qwen3-30b-a3b-bf16-ep2-pack-fp8 examples/full-size/qwen3-30b-a3b.json bf16 "
 # multiplies the received E4M3 codes by its scales (every rank holds 128 FP8 experts).
 add deepseek-v3-fp8-rows-ep2-codes examples/full-size/deepseek-v3.json bf16 "7, 1000" \
   --ep=2 --decode-max-tokens=8 --gpu-fp8-rows --dispatch-quant=fp8-e4m3-g128
+# The same with UE8M0 scales per 32: each k32 product joins the total times its own row scale.
+add deepseek-v3-fp8-rows-ep2-codes-g32 examples/full-size/deepseek-v3.json bf16 "7, 1000" \
+  --ep=2 --decode-max-tokens=8 --gpu-fp8-rows --dispatch-quant=fp8-e4m3-g32-ue8m0
 # Both ranks one tensor-parallel group (the same tokens), each dispatching
 # half of them (the dedupe), then all-gathering the results.
 add deepseek-tiny-bf16-ep2-tp2 examples/deepseek-v3-tiny/config.json bf16 "1, 7, 64, 1000" \

@@ -55,3 +55,72 @@ func.func @codes(%codes: tensor<?x256xi8>, %scales: tensor<?x2xf32>, %ids: tenso
   return %h : tensor<?x128xbf16>
 }
 
+
+// -----
+
+// Tests that UE8M0 scales per 32 (decoded to f32) feed the FP8 rows form as well: each k32
+// product has its own row scale, so each one (scale column 4 * step + j) goes into zeros and,
+// once done, joins the total times its rows' scales and the weight block's.
+// FP8ROWS-LABEL: func.func @codes_g32
+// FP8ROWS-NOT: nvvm.convert.f32x2.to.f8x2
+// FP8ROWS: scf.for %[[STEP:[a-z0-9_]+]] = {{.+}} iter_args({{.+}}) -> (!llvm.struct
+// FP8ROWS: %[[S0:.+]] = arith.muli %[[STEP]], %c4{{(_[0-9]+)?}} : index
+// FP8ROWS: %[[C0:.+]] = arith.addi %[[S0]], %c0{{(_[0-9]+)?}} : index
+// FP8ROWS: memref.load %{{.+}}[%{{.+}}, %[[C0]]] : memref<?x8xf32
+// FP8ROWS: memref.load %{{.+}}[%{{.+}}, %[[C0]]] : memref<?x8xf32
+// FP8ROWS: nvvm.wgmma.fence.aligned
+// FP8ROWS: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 128, k = 32>, D[<f32>, <zero>], A[<e4m3>
+// FP8ROWS-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// FP8ROWS-NOT: nvvm.wgmma.mma_async
+// FP8ROWS: nvvm.wgmma.wait.group.sync.aligned 0
+// FP8ROWS-NOT: nvvm.wgmma.mma_async
+// FP8ROWS: math.fma
+// FP8ROWS: %[[S1:.+]] = arith.muli %[[STEP]], %c4{{(_[0-9]+)?}} : index
+// FP8ROWS: %[[C1:.+]] = arith.addi %[[S1]], %c1{{(_[0-9]+)?}} : index
+// FP8ROWS: memref.load %{{.+}}[%{{.+}}, %[[C1]]] : memref<?x8xf32
+// FP8ROWS: memref.load %{{.+}}[%{{.+}}, %[[C1]]] : memref<?x8xf32
+// FP8ROWS: nvvm.wgmma.fence.aligned
+// FP8ROWS: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 128, k = 32>, D[<f32>, <zero>], A[<e4m3>
+// FP8ROWS-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// FP8ROWS-NOT: nvvm.wgmma.mma_async
+// FP8ROWS: nvvm.wgmma.wait.group.sync.aligned 0
+// FP8ROWS-NOT: nvvm.wgmma.mma_async
+// FP8ROWS: math.fma
+// FP8ROWS: %[[S2:.+]] = arith.muli %[[STEP]], %c4{{(_[0-9]+)?}} : index
+// FP8ROWS: %[[C2:.+]] = arith.addi %[[S2]], %c2{{(_[0-9]+)?}} : index
+// FP8ROWS: memref.load %{{.+}}[%{{.+}}, %[[C2]]] : memref<?x8xf32
+// FP8ROWS: memref.load %{{.+}}[%{{.+}}, %[[C2]]] : memref<?x8xf32
+// FP8ROWS: nvvm.wgmma.fence.aligned
+// FP8ROWS: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 128, k = 32>, D[<f32>, <zero>], A[<e4m3>
+// FP8ROWS-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// FP8ROWS-NOT: nvvm.wgmma.mma_async
+// FP8ROWS: nvvm.wgmma.wait.group.sync.aligned 0
+// FP8ROWS-NOT: nvvm.wgmma.mma_async
+// FP8ROWS: math.fma
+// FP8ROWS: %[[S3:.+]] = arith.muli %[[STEP]], %c4{{(_[0-9]+)?}} : index
+// FP8ROWS: %[[C3:.+]] = arith.addi %[[S3]], %c3{{(_[0-9]+)?}} : index
+// FP8ROWS: memref.load %{{.+}}[%{{.+}}, %[[C3]]] : memref<?x8xf32
+// FP8ROWS: memref.load %{{.+}}[%{{.+}}, %[[C3]]] : memref<?x8xf32
+// FP8ROWS: nvvm.wgmma.fence.aligned
+// FP8ROWS: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 128, k = 32>, D[<f32>, <zero>], A[<e4m3>
+// FP8ROWS-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// FP8ROWS-NOT: nvvm.wgmma.mma_async
+// FP8ROWS: nvvm.wgmma.wait.group.sync.aligned 0
+// FP8ROWS-NOT: nvvm.wgmma.mma_async
+// FP8ROWS: math.fma
+// FP8ROWS-NOT: nvvm.wgmma.mma_async
+// FP8ROWS: scf.yield
+// FP8ROWS-NOT: moe.grouped_matmul
+func.func @codes_g32(%codes: tensor<?x256xi8>, %scales: tensor<?x8xf32>, %ids: tensor<?x2xi32>,
+                     %w: tensor<8x128x256xi8>, %s: tensor<8x1x2xf32>) -> tensor<?x128xbf16> {
+  %rows, %re, %slot, %off = moe.dispatch %codes, %ids num_experts = 8 row_tile = 16
+    : (tensor<?x256xi8>, tensor<?x2xi32>)
+      -> (tensor<?x256xi8>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+  %srows, %sre, %sslot, %soff = moe.dispatch %scales, %ids num_experts = 8 row_tile = 16
+    : (tensor<?x8xf32>, tensor<?x2xi32>)
+      -> (tensor<?x8xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+  %h = moe.grouped_matmul %rows, %w, %re scales %srows weight_scales %s offsets %off {weight_block = array<i64: 128, 128>}
+    : (tensor<?x256xi8>, tensor<8x128x256xi8>, tensor<?xi32>, tensor<?x8xf32>, tensor<8x1x2xf32>, tensor<9xi32>)
+      -> tensor<?x128xbf16>
+  return %h : tensor<?x128xbf16>
+}

@@ -11,7 +11,7 @@ func.func @codes_without_fp8_rows(%codes: tensor<?x256xi8>, %scales: tensor<?x2x
   %srows, %sre, %sslot, %soff = moe.dispatch %scales, %ids num_experts = 8 row_tile = 16
     : (tensor<?x2xf32>, tensor<?x2xi32>)
       -> (tensor<?x2xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
-  // expected-error @+1 {{convert-moe-to-gpu: the GEMM of an FP8 dispatch's codes needs FP8 weights kept as codes, and for its prefill form fp8-rows with wgmma blocks and scales per 128 (fp8-e4m3-g128); else dequantize on receipt (moe-fuse-quant-dispatch{gemm-consumes-fp8=false})}}
+  // expected-error @+1 {{convert-moe-to-gpu: the GEMM of an FP8 dispatch's codes needs FP8 weights kept as codes, and for its prefill form fp8-rows with wgmma blocks and scales per 32, 64 or 128 of depth; else dequantize on receipt (moe-fuse-quant-dispatch{gemm-consumes-fp8=false})}}
   %h = moe.grouped_matmul %rows, %w, %re scales %srows weight_scales %s offsets %off {weight_block = array<i64: 128, 128>}
     : (tensor<?x256xi8>, tensor<8x128x256xi8>, tensor<?xi32>, tensor<?x2xf32>, tensor<8x1x2xf32>, tensor<9xi32>)
       -> tensor<?x128xbf16>

@@ -110,8 +110,8 @@ cl::opt<std::string> dispatchQuant(
 cl::opt<bool> fp8Gemm("fp8-gemm",
                       cl::desc("With --dispatch-quant, the expert GEMM reads the FP8 codes and "
                                "scales as they arrived (=false: the receiver dequantizes; "
-                               "--target cuda reads them with --gpu-fp8-rows and fp8-e4m3-g128, "
-                               "and dequantizes otherwise)"),
+                               "--target cuda reads them with --gpu-fp8-rows, and dequantizes "
+                               "otherwise)"),
                       cl::init(true), cl::cat(category));
 cl::opt<int64_t> decodeMaxTokens(
     "decode-max-tokens",
@@ -258,19 +258,19 @@ cl::opt<bool> gpuFp8Rows(
     "gpu-fp8-rows",
     cl::desc("With --target cuda, wgmma prefill blocks and FP8 expert weights: "
              "the prefill GEMMs quantize their rows per 128 of depth and multiply "
-             "E4M3 by E4M3 (wgmma k32); with --dispatch-quant fp8-e4m3-g128 the "
-             "gate/up GEMM reads the dispatch's codes as they came; not yet run on "
-             "a GPU"),
+             "E4M3 by E4M3 (wgmma k32); with --dispatch-quant the gate/up GEMM "
+             "reads the dispatch's codes as they came (UE8M0 scales per 32: a "
+             "scale per k32 product); not yet run on a GPU"),
     cl::init(false), cl::cat(category));
 
 constexpr llvm::StringLiteral kChips[] = {"sm_90a", "sm_90", "sm_89", "sm_80"};
 
 /// Whether the expert GEMM takes an FP8 dispatch's codes. On a GPU only
-/// the FP8 rows GEMM (--gpu-fp8-rows, scales per 128) multiplies codes:
-/// elsewhere its receiver dequantizes.
+/// the FP8 rows GEMM (--gpu-fp8-rows) multiplies codes: elsewhere its
+/// receiver dequantizes.
 bool expertsReadCodes() {
   if (target == Target::Cuda)
-    return fp8Gemm && gpuFp8Rows && dispatchQuant == "fp8-e4m3-g128";
+    return fp8Gemm && gpuFp8Rows && dispatchQuant != "none";
   return fp8Gemm;
 }
 

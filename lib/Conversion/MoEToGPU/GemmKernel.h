@@ -105,6 +105,11 @@ constexpr int64_t kFp8BlockCols = 128;
 /// Depth of one scale of FP8 rows (DeepSeek-V3's activation blocks), and
 /// the step of their wgmma form.
 constexpr int64_t kFp8RowGroup = 128;
+/// Whether the FP8 rows form multiplies codes with a scale per `group` of
+/// depth: whole e4m3 wgmma (k32) products, whole groups in a step.
+constexpr bool fp8RowsTakeGroup(int64_t group) {
+  return group > 0 && group % 32 == 0 && kFp8RowGroup % group == 0;
+}
 
 /// Workgroup memory a kernel may take without opting in to more; beyond
 /// it the stages live in dynamic shared memory.
@@ -159,8 +164,8 @@ struct Kernel : KernelBuilder {
   /// [rows, K] and codeScales [rows, K / codeGroup] their f32 scales. The
   /// decode form dequantizes them to bf16 as it loads them (as a receiver
   /// that dequantizes would round them); the FP8 rows prefill form
-  /// multiplies them as they are (codeGroup kFp8RowGroup). The other
-  /// prefill forms take bf16 rows only.
+  /// multiplies them as they are (fp8RowsTakeGroup: scales per 128, or per
+  /// 32 or 64 as UE8M0's). The other prefill forms take bf16 rows only.
   Value codeScales = nullptr;
   int64_t codeGroup = 0;
   /// The block form's shape for GEMMs of several experts (rows 0: the
@@ -180,6 +185,10 @@ struct Kernel : KernelBuilder {
   /// While the fused prefill form is built: `out` is swigluOut, and a block
   /// of C columns from col0 stores C/2 of them from col0 / 2.
   bool fusing = false;
+
+  /// Depth of one scale of the FP8 rows form's rows: the codes' group
+  /// where they arrive as codes, else kFp8RowGroup (its own quantization).
+  int64_t rowScaleGroup() const { return codesGiven() ? codeGroup : kFp8RowGroup; }
 
   bool grouped() const { return rowExpert != nullptr; }
   bool fp8() const { return wScales != nullptr; }
@@ -389,9 +398,9 @@ struct Kernel : KernelBuilder {
                         Value expert, Value tileA, Value tileW, Value codes);
 
   /// wgmmaProducts of FP8 rows and weights (shape.fp8Rows): both staged as
-  /// codes, a step (one row scale group) of four e4m3 m64nCk32 products
-  /// into zeros, added to the total times its row's scale and the weight
-  /// block's.
+  /// codes, each row scale group's e4m3 m64nCk32 products (four a step
+  /// with scales per 128, one with UE8M0's per 32) into zeros, added to the
+  /// total times its row's scale and the weight block's.
   void wgmmaFp8RowsProducts(BlockShape shape, Value tid, Value rowStart, Value rowEnd, Value col0,
                             Value expert, Value tileA, Value tileW);
 

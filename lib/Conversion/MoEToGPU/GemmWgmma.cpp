@@ -376,10 +376,14 @@ void Kernel::wgmmaFp8RowsProducts(BlockShape shape, Value tid, Value rowStart, V
   Value row0 = arith::MinUIOp::create(b, loc, at.row0, last);
   Value row1 = arith::MinUIOp::create(b, loc, at.row1, last);
   Value scaleRow = arith::DivUIOp::create(b, loc, col0, idx(scaleRows));
-  // The step's scales, loaded as its products are issued: the thread's two
-  // rows' (a step is one row scale group) and the weight block's.
+  // A step is 128 deep; a row scale group one (128), two or four (32, as
+  // UE8M0's) of its groups of products.
+  const int64_t partsPerScale = rowScaleGroup() / shape.mmaDepth();
+  const int64_t scalesPerStep = shape.mmaSteps() / partsPerScale;
+  // The group's scales, loaded as its products are issued: the thread's
+  // two rows' and the step's weight block's.
   Value rowScale0, rowScale1, weightScale;
-  // Each step's products, once done, join the total: c0, c1 of each n8
+  // Each group's products, once done, join the total: c0, c1 of each n8
   // tile are row0's, c2, c3 row1's.
   auto join = [&](Value, SmallVector<Value> &next) {
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
@@ -395,28 +399,33 @@ void Kernel::wgmmaFp8RowsProducts(BlockShape shape, Value tid, Value rowStart, V
     next[0] = total;
   };
   // As for bf16: with 3 or more stages the copies are issued while the
-  // step's products run.
+  // step's last products run.
   const bool copiesAfter = shape.stages >= 3;
   Value zero = LLVM::ZeroOp::create(b, loc, group.accumulators());
-  // results: the total, then the step's products (overwritten each step).
+  // results: the total, then the group's products (overwritten each group).
   ValueRange results = pipelinedLoop(
       shape, ValueRange{zero, zero}, copyStage,
       [&](Value step, Value stage, int64_t part, SmallVector<Value> &next) {
+        const bool first = part % partsPerScale == 0;
+        if (first) {
+          Value scaleCol = add(mul(step, idx(scalesPerStep)), idx(part / partsPerScale));
+          rowScale0 = load(rowScales, {row0, scaleCol});
+          rowScale1 = load(rowScales, {row1, scaleCol});
+          // Before the group's products write the registers the last join read.
+          NVVM::WgmmaFenceAlignedOp::create(b, loc);
+        }
         if (part == 0) {
-          rowScale0 = load(rowScales, {row0, step});
-          rowScale1 = load(rowScales, {row1, step});
           Value scaleCol =
               arith::DivUIOp::create(b, loc, mul(step, idx(shape.depth)), idx(scaleDepth));
           weightScale = load(wScales, {expert, scaleRow, scaleCol});
-          NVVM::WgmmaFenceAlignedOp::create(b, loc);
         }
         next[1] = group.mma(next[1], group.descriptor(aBase, stage, shape.rowStageBytes(), part),
                             group.descriptor(wBase, stage, shape.weightStageBytes(), part),
-                            /*accumulate=*/part > 0);
-        if (part + 1 < shape.mmaSteps())
+                            /*accumulate=*/!first);
+        if ((part + 1) % partsPerScale != 0)
           return;
         NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-        if (!copiesAfter)
+        if (part + 1 < shape.mmaSteps() || !copiesAfter)
           join(step, next);
       },
       /*proxyFence=*/true, /*lag=*/0, copiesAfter ? FinishStep(join) : nullptr);

@@ -214,11 +214,11 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
     const int64_t groups = scalesType.getDimSize(1);
     codeGroup = groups > 0 && depth % groups == 0 ? depth / groups : 0;
     const bool prefillTakesCodes =
-        forms.blockShape.fp8Rows ? codeGroup == kFp8RowGroup : !forms.blockShape.fp8;
+        forms.blockShape.fp8Rows ? fp8RowsTakeGroup(codeGroup) : !forms.blockShape.fp8;
     if (!fp8Weights || codeGroup == 0 || codeGroup % 8 != 0 || !prefillTakesCodes)
       return rewriter.notifyMatchFailure(
-          op, "FP8 rows take FP8 weights, scales per 8 or more of depth, and per 128 with "
-              "fp8-rows for the prefill form of wgmma blocks");
+          op, "FP8 rows take FP8 weights, scales per 8 or more of depth, and per 32, 64 or 128 "
+              "with fp8-rows for the prefill form of wgmma blocks");
   }
 
   Location loc = op.getLoc();
@@ -442,7 +442,7 @@ struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass>
         return WalkResult::advance();
       op.emitOpError("convert-moe-to-gpu: the GEMM of an FP8 dispatch's codes needs FP8 "
                      "weights kept as codes, and for its prefill form fp8-rows with wgmma "
-                     "blocks and scales per 128 (fp8-e4m3-g128); else dequantize on "
+                     "blocks and scales per 32, 64 or 128 of depth; else dequantize on "
                      "receipt (moe-fuse-quant-dispatch{gemm-consumes-fp8=false})");
       return WalkResult::interrupt();
     });
