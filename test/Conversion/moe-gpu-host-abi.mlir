@@ -6,7 +6,7 @@
 // one), memref.copy a linalg.copy, and the stream a trailing !llvm.ptr; the entry checks the
 // workspace's size first, and <entry>_workspace_bytes(T) recomputes it from T alone.
 // CHECK-LABEL: func.func @entry(
-// CHECK-SAME: %[[X:[^:]+]]: memref<?x8xf32>, %[[Y:[^:]+]]: memref<?x8xf32>, %[[WS:[^:]+]]: memref<?xi8>,
+// CHECK-SAME: %[[X:[^:]+]]: memref<?x8xf32>, %[[Y:[^:]+]]: memref<?x8xf32> {moe.gpu_written}, %[[WS:[^:]+]]: memref<?xi8> {moe.gpu_written},
 // CHECK-SAME: %{{[^:]+}}: !llvm.ptr {moe.gpu_stream}) attributes {llvm.emit_c_interface} {
 // CHECK-DAG: %[[C0:.+]] = arith.constant 0 : index
 // CHECK-DAG: %[[C255:.+]] = arith.constant 255 : index
@@ -71,7 +71,7 @@ func.func private @helper(%x: memref<4xf32>) {
 // bound of its own: a difference is at most its first operand), in the entry and in
 // <entry>_workspace_bytes; each iteration's view has the chunk's own rows.
 // CHECK-LABEL: func.func @chunks(
-// CHECK-SAME: %[[X:[^:]+]]: memref<?x8xf32>, %[[WS:[^:]+]]: memref<?xi8>
+// CHECK-SAME: %[[X:[^:]+]]: memref<?x8xf32>, %[[WS:[^:]+]]: memref<?xi8> {moe.gpu_written}
 // CHECK: %[[T:.+]] = memref.dim %[[X]], %{{.+}}
 // CHECK: %[[BOUND:.+]] = arith.minui %[[T]], %c30{{.*}} : index
 // CHECK: %[[BYTES:.+]] = arith.muli %{{.+}}, %[[BOUND]]

@@ -15,6 +15,10 @@ inline constexpr const char kApproximableExp[] = "moe.approximable";
 /// The unit argument attribute that marks a GPU entry's CUstream argument
 /// (moe-gpu-host-abi adds it, moe-gpu-launch-on-stream reads it).
 inline constexpr const char kGpuStreamArg[] = "moe.gpu_stream";
+/// The unit argument attribute that marks a GPU entry's buffer arguments
+/// that it writes: its out-parameters and the workspace (moe-gpu-host-abi);
+/// the others are inputs it only reads.
+inline constexpr const char kGpuWrittenArg[] = "moe.gpu_written";
 /// The unit attribute of a runtime call whose last operand is the stream to
 /// work on (convert-moe-to-runtime{into-buffers} passes null; on a GPU,
 /// moe-gpu-host-abi puts the entry's stream there).

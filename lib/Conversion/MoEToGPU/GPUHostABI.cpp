@@ -377,7 +377,9 @@ struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
     func.walk([&](memref::AllocOp alloc) { allocs.push_back(alloc); });
     Type bytes = MemRefType::get({ShapedType::kDynamic}, b.getI8Type());
     unsigned workspaceIndex = func.getNumArguments();
-    if (failed(func.insertArgument(workspaceIndex, bytes, {}, loc)) ||
+    if (failed(func.insertArgument(
+            workspaceIndex, bytes,
+            b.getDictionaryAttr(b.getNamedAttr(moe::kGpuWrittenArg, b.getUnitAttr())), loc)) ||
         failed(func.insertArgument(workspaceIndex + 1, LLVM::LLVMPointerType::get(b.getContext()),
                                    b.getDictionaryAttr(b.getNamedAttr(
                                        moe::kGpuStreamArg, b.getUnitAttr())),
@@ -444,7 +446,9 @@ struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
         return func.emitError("moe-gpu-host-abi: result ")
                << i << " is not a buffer; GPU entries return buffers only";
       unsigned index = func.getNumArguments();
-      if (failed(func.insertArgument(index, type, {}, func.getLoc())))
+      if (failed(func.insertArgument(
+              index, type, b.getDictionaryAttr(b.getNamedAttr(moe::kGpuWrittenArg, b.getUnitAttr())),
+              func.getLoc())))
         return func.emitError("moe-gpu-host-abi: cannot add an out-parameter");
       Value out = func.getArgument(index);
       auto alloc = result.getDefiningOp<memref::AllocOp>();

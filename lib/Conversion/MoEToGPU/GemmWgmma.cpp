@@ -408,17 +408,20 @@ void Kernel::wgmmaFp8RowsProducts(BlockShape shape, Value tid, Value rowStart, V
       [&](Value step, Value stage, int64_t part, SmallVector<Value> &next) {
         const bool first = part % partsPerScale == 0;
         if (first) {
-          Value scaleCol = add(mul(step, idx(scalesPerStep)), idx(part / partsPerScale));
+          Value scaleCol = scalesPerStep == 1
+                               ? step
+                               : add(mul(step, idx(scalesPerStep)), idx(part / partsPerScale));
           rowScale0 = load(rowScales, {row0, scaleCol});
           rowScale1 = load(rowScales, {row1, scaleCol});
-          // Before the group's products write the registers the last join read.
-          NVVM::WgmmaFenceAlignedOp::create(b, loc);
         }
         if (part == 0) {
           Value scaleCol =
               arith::DivUIOp::create(b, loc, mul(step, idx(shape.depth)), idx(scaleDepth));
           weightScale = load(wScales, {expert, scaleRow, scaleCol});
         }
+        // Before the group's products write the registers the last join read.
+        if (first)
+          NVVM::WgmmaFenceAlignedOp::create(b, loc);
         next[1] = group.mma(next[1], group.descriptor(aBase, stage, shape.rowStageBytes(), part),
                             group.descriptor(wBase, stage, shape.weightStageBytes(), part),
                             /*accumulate=*/!first);

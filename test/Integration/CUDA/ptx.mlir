@@ -32,7 +32,7 @@
 // CHECK: llvm.return
 // CHECK: llvm.call @puts
 // CHECK: llvm.call @abort
-// CHECK: llvm.func @_mlir_ciface_qwen_layer(%{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr {moe.gpu_stream})
+// CHECK: llvm.func @_mlir_ciface_qwen_layer(%{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr {moe.gpu_written}, %{{.+}}: !llvm.ptr {moe.gpu_written}, %{{.+}}: !llvm.ptr {moe.gpu_stream})
 // CHECK: llvm.call @qwen_layer(
 // CHECK: gpu.binary @[[K0]] [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
 // CHECK-SAME: assembly = "

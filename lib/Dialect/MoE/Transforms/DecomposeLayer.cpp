@@ -233,6 +233,24 @@ struct MoEDecomposeLayerPass
     }
   }
 
+  /// The shared expert's output (gated where the layer has a gate); with
+  /// shared-first its GEMMs and activation carry kSideStreamAttr.
+  Value buildShared(ImplicitLocOpBuilder &b, LayerOp layer) {
+    Operation *before = b.getInsertionPoint() == b.getBlock()->begin()
+                            ? nullptr
+                            : &*std::prev(b.getInsertionPoint());
+    Value shared = buildSharedExpert(b, layer);
+    if (Value gate = layer.getSharedGate())
+      shared = gateSharedExpert(b, layer.getX(), gate, shared);
+    if (!sharedFirst)
+      return shared;
+    Block::iterator from = before ? std::next(before->getIterator()) : b.getBlock()->begin();
+    for (Operation &op : llvm::make_range(from, b.getInsertionPoint()))
+      if (isa<GroupedMatmulOp, ActivationOp>(op))
+        op.setAttr(kSideStreamAttr, UnitAttr::get(op.getContext()));
+    return shared;
+  }
+
   LogicalResult decompose(LayerOp layer) {
     ImplicitLocOpBuilder b(layer.getLoc(), layer);
     Value x = layer.getX();
@@ -240,6 +258,10 @@ struct MoEDecomposeLayerPass
     int64_t tokens = xType.getDimSize(0);
     int64_t topK = layer.getRouting().getTopK();
     int64_t experts = layer.getRouterWeight().getType().getDimSize(0);
+    // Built first, the shared expert depends on x alone and can run beside
+    // everything up to the sum.
+    Value sharedFirstOut =
+        sharedFirst && layer.getSharedW13() ? buildShared(b, layer) : Value();
 
     auto i32 = b.getI32Type();
     auto route = RouteOp::create(
@@ -339,9 +361,7 @@ struct MoEDecomposeLayerPass
     if (handle)
       y = EpCombineOp::create(b, xType, y, handle);
     if (layer.getSharedW13()) {
-      Value shared = buildSharedExpert(b, layer);
-      if (Value gate = layer.getSharedGate())
-        shared = gateSharedExpert(b, layer.getX(), gate, shared);
+      Value shared = sharedFirstOut ? sharedFirstOut : buildShared(b, layer);
       SmallVector<OpFoldResult> sizes =
           tensor::getMixedSizes(b, b.getLoc(), x);
       Value init = tensor::EmptyOp::create(b, sizes, xType.getElementType());

@@ -41,6 +41,11 @@ def MoEDecomposeLayer : Pass<"moe-decompose-layer"> {
            "With ep > 1, receive into static buffers (what a GPU's workspace "
            "needs): the prefill layout's `capacity` rows, masked past the "
            "received ones, and the row tile in the decode layout too">,
+    Option<"sharedFirst", "shared-first", "bool", "false",
+           "Build the shared expert before the routing, its GEMMs and "
+           "activation marked `moe.side_stream`: on a GPU they run on a second "
+           "stream beside the routing, dispatch and routed experts "
+           "(moe-gpu-side-stream)">,
   ];
   let dependentDialects = ["::mlir::tensor::TensorDialect",
                            "::mlir::linalg::LinalgDialect",
