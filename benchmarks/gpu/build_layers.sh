@@ -26,6 +26,10 @@ add deepseek-tiny-f32 examples/deepseek-v3-tiny/config.json f32 "1, 7, 64, 4096"
 add deepseek-tiny-bf16 examples/deepseek-v3-tiny/config.json bf16 "1, 7, 64, 4096"
 add qwen3-30b-a3b-bf16 examples/full-size/qwen3-30b-a3b.json bf16 "1, 7, 64, 4096"
 add deepseek-v3-bf16 examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096" --fp8-weights=dequantize
+# The same with the shared expert on a second stream beside the routing,
+# dispatch and routed experts (--gpu-shared-stream), timed beside it.
+add deepseek-v3-bf16-shared-stream examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096" \
+  --fp8-weights=dequantize --gpu-shared-stream
 # The checkpoint's FP8 expert weights (128 x 128 block scales) kept as codes
 # (the default).
 add deepseek-v3-fp8 examples/full-size/deepseek-v3.json bf16 "1, 7, 64, 4096" --fp8-weights=keep
@@ -72,6 +76,9 @@ add deepseek-v3-fp8-rows-ep2-codes examples/full-size/deepseek-v3.json bf16 "7, 
 # The same with UE8M0 scales per 32: each k32 product joins the total times its own row scale.
 add deepseek-v3-fp8-rows-ep2-codes-g32 examples/full-size/deepseek-v3.json bf16 "7, 1000" \
   --ep=2 --decode-max-tokens=8 --gpu-fp8-rows --dispatch-quant=fp8-e4m3-g32-ue8m0
+# The shared expert on a second stream while the ranks exchange rows.
+add deepseek-tiny-bf16-ep2-shared-stream examples/deepseek-v3-tiny/config.json bf16 \
+  "0, 1, 7, 64, 1000" --ep=2 --decode-max-tokens=8 --gpu-shared-stream
 # Both ranks one tensor-parallel group (the same tokens), each dispatching
 # half of them (the dedupe), then all-gathering the results.
 add deepseek-tiny-bf16-ep2-tp2 examples/deepseek-v3-tiny/config.json bf16 "1, 7, 64, 1000" \

@@ -20,11 +20,13 @@ namespace {
 /// ops, which the strategy then lowers.
 std::string toLinalg(bool dedupeTp, StringRef quantization, bool fp8Gemm = true,
                      StringRef cpuStrategy = "", int64_t rowTile = 1, bool activateAllRows = false,
-                     bool intoBuffers = false, bool allGather = false, bool packInLayer = false) {
+                     bool intoBuffers = false, bool allGather = false, bool packInLayer = false,
+                     bool sharedFirst = false) {
   std::string text = dedupeTp ? "moe-dedupe-tp-dispatch," : "";
   text += "moe-decompose-layer{row-tile=" + std::to_string(rowTile) +
           (activateAllRows ? " activate-all-rows=true" : "") +
-          (intoBuffers ? " static-received=true" : "") + "},";
+          (intoBuffers ? " static-received=true" : "") +
+          (sharedFirst ? " shared-first=true" : "") + "},";
   if (quantization != "none")
     text += "moe-fuse-quant-dispatch{scheme=" + quantization.str() +
             " gemm-consumes-fp8=" + (fp8Gemm ? "true" : "false") + "},";
@@ -133,7 +135,7 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
                        toLinalg(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm,
                                 toGpu, /*rowTile=*/16,
                                 /*activateAllRows=*/true, /*intoBuffers=*/true, options.epAllGather,
-                                options.epPackInLayer) +
+                                options.epPackInLayer, options.sharedStream) +
                        "moe-gpu-router-matmul," + kToBuffers + ",moe-gpu-host-abi";
     return addPipeline(pm, text);
   }
@@ -144,7 +146,7 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       "{3}{6}{0},{4}func.func(convert-linalg-to-parallel-loops,"
       "moe-gpu-block-threads{{threads={5}},gpu-map-parallel-loops),"
       "convert-parallel-loops-to-gpu,canonicalize,{7}"
-      "gpu-kernel-outlining,moe-gpu-kernel-registers,{1}{2}",
+      "gpu-kernel-outlining,moe-gpu-kernel-registers,{8}{1}{2}",
       kToBuffers, lowerToNVVM(options), options.hostABI ? ",moe-gpu-launch-on-stream" : "",
       // Phase variants (moe-specialize-phase) are inlined into their entry,
       // whose one workspace serves both. Rows are padded to the tensor-core
@@ -154,11 +156,13 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
                             toLinalg(options.dedupeTp, options.dispatchQuantization,
                                      options.fp8Gemm, toGpu, /*rowTile=*/16,
                                      /*activateAllRows=*/true, /*intoBuffers=*/true,
-                                     options.epAllGather, options.epPackInLayer)
+                                     options.epAllGather, options.epPackInLayer,
+                                     options.sharedStream)
                       : toLinalg(/*dedupeTp=*/true, "none"),
       options.hostABI ? "moe-gpu-host-abi," : "", options.blockThreads.getValue(),
       options.hostABI ? "moe-gpu-router-matmul," : "",
-      options.hostABI ? "moe-gpu-host-check," : "");
+      options.hostABI ? "moe-gpu-host-check," : "",
+      options.hostABI ? "moe-gpu-side-stream," : "");
   return addPipeline(pm, text);
 }
 

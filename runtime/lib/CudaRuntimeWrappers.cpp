@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -157,6 +158,32 @@ template <typename F> auto guarded(const char *entry, F body) -> decltype(body()
 }
 
 CUstream asStream(void *stream) { return static_cast<CUstream>(stream); }
+
+/// A stream's side stream (moe-gpu-side-stream) and the events that order
+/// them; made on first use, kept for the life of the process.
+struct SideStream {
+  CUstream stream = nullptr;
+  CUevent forked = nullptr, joined = nullptr;
+};
+
+/// The side stream of `stream` in the current context. Two threads on one
+/// stream share it: an event recorded again by the other thread only makes
+/// a wait longer, never shorter, as both record on the same streams.
+SideStream &sideOf(void *stream) {
+  static std::mutex mutex;
+  static std::map<std::pair<CUcontext, void *>, SideStream> sides;
+  useContext();
+  CUcontext context = nullptr;
+  CU(cuCtxGetCurrent, &context);
+  std::lock_guard<std::mutex> lock(mutex);
+  SideStream &side = sides[{context, stream}];
+  if (!side.stream) {
+    CU(cuStreamCreate, &side.stream, CU_STREAM_NON_BLOCKING);
+    CU(cuEventCreate, &side.forked, CU_EVENT_DISABLE_TIMING);
+    CU(cuEventCreate, &side.joined, CU_EVENT_DISABLE_TIMING);
+  }
+  return side;
+}
 CUdeviceptr asDevicePtr(void *pointer) {
   return reinterpret_cast<CUdeviceptr>(pointer);
 }
@@ -344,5 +371,29 @@ void mgpuMemset16(void *dst, unsigned short value, size_t count, void *stream) {
 
 /// Makes `device` the one later calls use (before any other mgpu call).
 void mgpuSetDefaultDevice(int32_t device) { defaultDevice.store(device); }
+
+/// The side stream of `stream` (null: the legacy default stream), made
+/// once: an entry's second stream (moe-gpu-side-stream).
+void *moertGpuSideStream(void *stream) {
+  return guarded("moertGpuSideStream", [&] { return static_cast<void *>(sideOf(stream).stream); });
+}
+
+/// The side stream's next work waits for what `stream` holds so far.
+void moertGpuForkSide(void *stream) {
+  return guarded("moertGpuForkSide", [&] {
+    SideStream &side = sideOf(stream);
+    CU(cuEventRecord, side.forked, asStream(stream));
+    CU(cuStreamWaitEvent, side.stream, side.forked, 0);
+  });
+}
+
+/// `stream`'s next work waits for what its side stream holds so far.
+void moertGpuJoinSide(void *stream) {
+  return guarded("moertGpuJoinSide", [&] {
+    SideStream &side = sideOf(stream);
+    CU(cuEventRecord, side.joined, side.stream);
+    CU(cuStreamWaitEvent, asStream(stream), side.joined, 0);
+  });
+}
 
 } // extern "C"

@@ -3,6 +3,7 @@
 // RUN: not moe-opt %s -split-input-file --moe-decompose-layer=row-tile=0 2>&1 | FileCheck %s --check-prefix=BADTILE0
 // RUN: not moe-opt %s -split-input-file --moe-decompose-layer=row-tile=1025 2>&1 | FileCheck %s --check-prefix=BADTILE1025
 // RUN: moe-opt %s -split-input-file --moe-decompose-layer="row-tile=16 static-received=true activate-all-rows=true" | FileCheck %s --check-prefix=STATIC
+// RUN: moe-opt %s -split-input-file --moe-decompose-layer=shared-first=true | FileCheck %s --check-prefix=FIRST
 
 // Tests that row-tile outside [1, 1024] is rejected, naming the value.
 // BADTILE0: error: moe-decompose-layer: row-tile must be in [1, 1024], got 0
@@ -115,6 +116,26 @@ func.func @layer_static_bias(%x: tensor<4x16xf32>, %wr: tensor<8x16xf32>,
 // TILE: %[[SOFF:.+]] = tensor.from_elements %{{.+}}, %{{.+}} : tensor<2xi32>
 // TILE: moe.grouped_matmul {{.+}} offsets %[[SOFF]] : (tensor<?x64xbf16>, tensor<1x48x64xbf16>, tensor<?xi32>, tensor<2xi32>) -> tensor<?x48xbf16>
 // TILE: moe.grouped_matmul {{.+}} offsets %[[SOFF]] : (tensor<?x24xbf16>, tensor<1x64x24xbf16>, tensor<?xi32>, tensor<2xi32>) -> tensor<?x64xbf16>
+// With shared-first the shared expert comes before the routing, its GEMMs and activation marked
+// moe.side_stream (the routed ones not), and its output is still added after the combine.
+// FIRST-LABEL: func.func @layer_shared
+// FIRST-NOT: moe.route
+// FIRST: %[[SH:.+]] = moe.grouped_matmul {{.+}} {moe.side_stream} : (tensor<?x64xbf16>, tensor<1x48x64xbf16>
+// FIRST-NEXT: %[[SA:.+]] = moe.activation %[[SH]] kind swiglu {moe.side_stream}
+// FIRST-NEXT: %[[SO:.+]] = moe.grouped_matmul %[[SA]], {{.+}} {moe.side_stream} : (tensor<?x24xbf16>, tensor<1x64x24xbf16>
+// FIRST-NEXT: moe.route
+// FIRST-NOT: moe.side_stream
+// FIRST: %[[ROUTED:.+]] = moe.combine
+// FIRST-NOT: moe.side_stream
+// FIRST: linalg.add ins(%[[ROUTED]], %[[SO]] : tensor<?x64xbf16>, tensor<?x64xbf16>)
+// FIRST-LABEL: func.func @layer_shared_gate
+// FIRST: moe.grouped_matmul {{.+}} {moe.side_stream} :
+// FIRST: moe.activation {{.+}} {moe.side_stream}
+// FIRST: moe.grouped_matmul {{.+}} {moe.side_stream} :
+// FIRST: linalg.generic
+// FIRST: %[[GATED:.+]] = linalg.generic
+// FIRST: moe.route
+// FIRST: linalg.add ins(%{{.+}}, %[[GATED]] :
 func.func @layer_shared(%x: tensor<?x64xbf16>, %wr: tensor<32x64xbf16>,
                         %b: tensor<32xf32>, %w13: tensor<32x48x64xbf16>,
                         %w2: tensor<32x64x24xbf16>, %s13: tensor<48x64xbf16>,

@@ -254,6 +254,14 @@ cl::opt<bool> gpuFuseSwiglu(
              "matching up weight rows); not yet timed on a GPU"),
     cl::init(false), cl::cat(category));
 
+cl::opt<bool> gpuSharedStream(
+    "gpu-shared-stream",
+    cl::desc("With --target cuda, the shared expert is built first and its "
+             "kernels run on a second stream beside the routing, dispatch and "
+             "routed experts, ordered by events (the runtime creates the "
+             "stream once per stream); not yet timed on a GPU"),
+    cl::init(false), cl::cat(category));
+
 cl::opt<bool> gpuFp8Rows(
     "gpu-fp8-rows",
     cl::desc("With --target cuda, wgmma prefill blocks and FP8 expert weights: "
@@ -676,6 +684,7 @@ void setCudaPipelineOptions(moe::CudaPipelineOptions &options) {
   options.dedupeTp = !noTpDedupe;
   options.epAllGather = epAllGather;
   options.epPackInLayer = epPackInLayer;
+  options.sharedStream = gpuSharedStream;
 }
 
 /// What the plan report says of a GPU library: its calling convention and
@@ -723,7 +732,8 @@ llvm::Expected<llvm::json::Object> gpuReport(ModuleOp module) {
                           {"stage_depth", int64_t(gpuPrefillStageDepth)},
                           {"mma", gpuPrefillMma.getValue()},
                           {"fuse_swiglu", bool(gpuFuseSwiglu)},
-                          {"fp8_rows", bool(gpuFp8Rows)}}}};
+                          {"fp8_rows", bool(gpuFp8Rows)}}},
+      {"shared_expert_stream", gpuSharedStream ? "a second stream, ordered by events" : "the entry's"}};
 }
 
 int main(int argc, char **argv) {

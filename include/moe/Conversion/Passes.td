@@ -399,7 +399,34 @@ def MoEGPULaunchOnStream : Pass<"moe-gpu-launch-on-stream", "::mlir::ModuleOp"> 
     async object: the translation to LLVM IR then emits one
     `mgpuLaunchKernel` on the caller's stream, with no stream creation, no
     synchronisation and no destruction around it. A launch in a function
-    without a stream argument is an error.
+    without a stream argument is an error. Kernels named `moe_side_stream`
+    go on the side stream that `moe-gpu-side-stream` obtained instead.
+  }];
+}
+
+def MoEGPUSideStream : Pass<"moe-gpu-side-stream", "::mlir::ModuleOp"> {
+  let summary = "Runs the shared expert's kernels on a second stream beside the others";
+  let description = [{
+    Runs after `gpu-kernel-outlining`, on entries with a `moe.gpu_stream`
+    argument. Kernels named `moe_side_stream` (those of ops marked
+    `moe.side_stream`: the shared expert that `moe-decompose-layer
+    {shared-first}` builds first) go on a second stream, created once per
+    stream by the runtime (`moertGpuSideStream`), and the host code orders
+    the two streams with events instead of a host wait:
+
+    - a fork (`moertGpuForkSide`: the side stream waits for what the
+      stream holds so far) before a side kernel that follows no fork, or
+      that reads a buffer a kernel on the stream used since the last fork;
+    - a join (`moertGpuJoinSide`: the stream waits for the side stream)
+      before a kernel or runtime call on the stream that uses a buffer a
+      side kernel used, before an op holding kernels of both streams (whose
+      regions are then ordered the same way, each on its own), and before
+      the block's end, so the entry's work is complete on its stream.
+
+    Buffers are compared by their root: the workspace view or argument
+    they are views of. Arguments the entry does not write (its inputs: not
+    `moe.gpu_written`) need no order. `moe-gpu-launch-on-stream` then puts
+    the side kernels on the side stream.
   }];
 }
 

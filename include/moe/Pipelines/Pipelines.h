@@ -135,6 +135,12 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
       llvm::cl::desc("convert-moe-to-gpu's fp8-rows: FP8 weights' wgmma prefill "
                      "GEMMs quantize their rows and multiply e4m3 by e4m3"),
       llvm::cl::init(false)};
+  Option<bool> sharedStream{
+      *this, "shared-stream",
+      llvm::cl::desc("The shared expert's kernels on a second stream beside the "
+                     "routing, dispatch and routed experts (moe-decompose-layer"
+                     "{shared-first}, moe-gpu-side-stream)"),
+      llvm::cl::init(false)};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU architecture"),
                            llvm::cl::init("sm_90")};
   Option<std::string> features{*this, "features",

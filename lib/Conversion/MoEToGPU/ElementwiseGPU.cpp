@@ -19,6 +19,7 @@
 #include "KernelBuilder.h"
 #include "moe/Conversion/ReadBuffer.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Dialect/MoE/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -134,10 +135,12 @@ struct ActivationToGPU : OpRewritePattern<ActivationOp> {
     const int64_t half = inType.getDimSize(1) / 2;
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
+    Operation *before = op->getPrevNode();
     Value rows = tensor::DimOp::create(b, loc, op.getInput(), 0);
     Value out = memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic, half}, element), ValueRange{rows});
     buildActivationKernel(b, loc, op, readBuffer(b, loc, op.getInput()), out, rows);
+    nameSideStreamKernels(op->hasAttr(kSideStreamAttr), before, op);
     RunBuilder u{{b, loc}};
     rewriter.replaceOp(op, u.asTensor(out, op.getResult()));
     return success();

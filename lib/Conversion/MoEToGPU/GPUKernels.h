@@ -7,6 +7,11 @@
 #include "moe/Dialect/MoE/IR/MoEOps.h"
 
 namespace mlir::moe {
+/// Where `marked` (the op being lowered carries kSideStreamAttr), names
+/// kSideStreamKernel every kernel launched by the ops its lowering built:
+/// those after `before` (null: from the start of `end`'s block) up to `end`.
+void nameSideStreamKernels(bool marked, Operation *before, Operation *end);
+
 /// Whether the tensor-core GEMM takes N = `cols` and K = `depth`.
 bool denseTensorCoreGemmApplies(int64_t cols, int64_t depth);
 

@@ -35,6 +35,7 @@
 #include "moe/Conversion/Passes.h"
 #include "moe/Conversion/ReadBuffer.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
+#include "moe/Dialect/MoE/Transforms/Passes.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -90,6 +91,16 @@ void gemm::Kernel::build() {
   decodeForm(*decode);
   b.setInsertionPointToStart(choice.elseBlock());
   prefill();
+}
+
+void mlir::moe::nameSideStreamKernels(bool marked, Operation *before, Operation *end) {
+  if (!marked)
+    return;
+  Block *block = end->getBlock();
+  auto name = FlatSymbolRefAttr::get(end->getContext(), kSideStreamKernel);
+  for (Operation &op : llvm::make_range(before ? std::next(before->getIterator()) : block->begin(),
+                                        end->getIterator()))
+    op.walk([&](gpu::LaunchOp launch) { launch.setFunctionAttr(name); });
 }
 
 bool mlir::moe::denseTensorCoreGemmApplies(int64_t cols, int64_t depth) {
@@ -223,6 +234,7 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
 
   Location loc = op.getLoc();
   OpBuilder &b = rewriter;
+  Operation *before = op->getPrevNode();
   Value rows = tensor::DimOp::create(b, loc, op.getInput(), 0);
   auto outType = MemRefType::get({inType.getDimSize(0), cols}, b.getBF16Type());
   Value out = memref::AllocOp::create(b, loc, outType,
@@ -256,6 +268,8 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
     kernel.activateOut = [&] { buildActivationKernel(b, loc, fuse, out, kernel.swigluOut, rows); };
   }
   kernel.build();
+  nameSideStreamKernels(op->hasAttr(kSideStreamAttr) || (fuse && fuse->hasAttr(kSideStreamAttr)),
+                        before, op);
   Value result = fuse ? kernel.swigluOut : out;
   auto resultType = cast<MemRefType>(result.getType());
   result = bufferization::ToTensorOp::create(
