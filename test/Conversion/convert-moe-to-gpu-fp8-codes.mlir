@@ -4,7 +4,7 @@
 
 // Tests that an FP8 dispatch's codes (i8 rows with f32 scales per 128) feed the gate/up GEMM of
 // FP8 weights as they are. The codes and their scales are permuted by dispatches of the same
-// choices, which share one bookkeeping (three kernels) and one copy kernel (16 bytes of codes a
+// choices, which share one bookkeeping (one kernel, or three beyond 2048 choices) and one copy kernel (16 bytes of codes a
 // thread, the scales one f32 at a time). Without wgmma the GEMM takes the decode form at every
 // row count, which dequantizes the rows as it loads them: 8 codes (8 bytes) and their group's
 // scale (column k / 128), the codes' f32 values (exponent and mantissa moved into an f32, times
@@ -12,7 +12,7 @@
 // CHECK-LABEL: func.func @codes
 // CHECK: %[[C:.+]] = memref.alloc(%{{.+}}) : memref<?x256xi8>
 // CHECK: %[[S:.+]] = memref.alloc(%{{.+}}) : memref<?x2xf32>
-// CHECK-COUNT-3: gpu.launch blocks
+// CHECK-COUNT-4: gpu.launch blocks
 // CHECK: gpu.launch blocks
 // CHECK: vector.load {{.+}} : memref<?x256xi8, {{.+}}>, vector<16xi8>
 // CHECK: vector.store %{{.+}}, %[[C]]

@@ -275,8 +275,9 @@ func.func @left_alone(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8
 // (Hillis-Steele, three steps for 8 experts) into the offsets; padding rows and, strided over the
 // threads, the rows past the last expert's get no expert. 3: each block counts again, the warps'
 // counts become where their rows start (offset + the blocks' before + the warps' before), and
-// the walk again numbers each choice's row (slot, row_expert, the row's token). Then a block per
-// row (T*k + min(E, T*k)*15 rows) copies its token's x or zeros, 16 bytes a thread.
+// the walk again numbers each choice's row (slot, row_expert, the row's token). Up to one block's
+// choices (T*k <= 2048) one kernel takes the three steps a barrier apart and counts once. Then a
+// block per row (T*k + min(E, T*k)*15 rows) copies its token's x or zeros, 16 bytes a thread.
 // CHECK-LABEL: func.func @dispatch
 // CHECK: %[[PAIRS:.+]] = arith.muli %{{.+}}, %c2 : index
 // CHECK: %[[TOUCHED:.+]] = arith.minui %[[PAIRS]], %c8 : index
@@ -290,6 +291,24 @@ func.func @left_alone(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8
 // CHECK: %[[BLOCKS:.+]] = arith.ceildivui %[[PAIRS]], %c2048 : index
 // CHECK: %[[NONZERO:.+]] = arith.maxui %[[BLOCKS]], %c1 : index
 // CHECK: %[[COUNTS:.+]] = memref.alloc(%[[NONZERO]]) : memref<?x8xi32>
+// CHECK: %[[FITS:.+]] = arith.cmpi ule, %[[PAIRS]], %c2048{{.*}} : index
+// CHECK: scf.if %[[FITS]] {
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c1, %{{.+}} = %c1, %{{.+}} = %c1) threads({{.+}}) in (%{{.+}} = %c1024, %{{.+}} = %c1, %{{.+}} = %c1) workgroup(%[[FPW:.+]] : memref<32x8xi32, #gpu.address_space<workgroup>>, %[[FTOT:.+]] : memref<8xi32, #gpu.address_space<workgroup>>, %{{.+}} : memref<8xi32, #gpu.address_space<workgroup>>)
+// CHECK: nvvm.match.sync any
+// CHECK: memref.store %{{.+}}, %[[FPW]]
+// CHECK: memref.store %{{.+}}, %[[COUNTS]]
+// CHECK: gpu.barrier
+// CHECK: memref.store %{{.+}}, %[[FTOT]]
+// CHECK: memref.store %{{.+}}, %[[OFF]]
+// CHECK: gpu.barrier
+// CHECK-NOT: nvvm.match.sync
+// CHECK: memref.load %[[OFF]]
+// CHECK-NOT: gpu.terminator
+// CHECK: nvvm.match.sync any
+// CHECK: memref.store %{{.+}}, %[[SLOT]]
+// CHECK: gpu.terminator
+// CHECK-NEXT: }
+// CHECK-NEXT: } else {
 // CHECK: gpu.launch blocks(%[[B:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %[[BLOCKS]], %{{.+}} = %c1, %{{.+}} = %c1) threads(%[[T:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %c1024, %{{.+}} = %c1, %{{.+}} = %c1) workgroup(%[[PERWARP:.+]] : memref<32x8xi32, #gpu.address_space<workgroup>>)
 // CHECK: gpu.barrier
 // CHECK: %[[SAME:.+]] = nvvm.match.sync any %c-1_i32, %{{.+}} : i32 -> i32

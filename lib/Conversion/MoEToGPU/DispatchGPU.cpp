@@ -3,7 +3,8 @@
 // `moe.dispatch` (the padded layout) on the GPU in two kernels instead of
 // the quadratic ranks of convert-moe-to-linalg:
 //
-//   1. three kernels do the bookkeeping (Bookkeeping below): blocks of 32
+//   1. three kernels do the bookkeeping (Bookkeeping below; one, its steps
+//      a barrier apart, for at most one block's choices): blocks of 32
 //      warps count each expert's choices in their runs of them (match.any
 //      a step of 32), one block scans the counts into every expert's first
 //      row and each block's part of it, and the blocks walk their runs
@@ -213,14 +214,16 @@ struct Bookkeeping {
   }
 
   /// 3. Each choice's row (slot, row_expert, the row's token), in choice
-  /// order within an expert; other ranks' choices get slot -1.
-  void number(Value block, Value tid, Value perWarp) {
+  /// order within an expert; other ranks' choices get slot -1. `counted`:
+  /// perWarp still holds this block's counts from step 1.
+  void number(Value block, Value tid, Value perWarp, bool counted = false) {
     OpBuilder &b = u.b;
     Location loc = u.loc;
     Value warp = arith::DivUIOp::create(b, loc, tid, u.idx(32));
     Value lane = arith::RemUIOp::create(b, loc, tid, u.idx(32));
     Value zero32 = u.i32(0);
-    countPerWarp(block, tid, perWarp);
+    if (!counted)
+      countPerWarp(block, tid, perWarp);
     u.ifThen(u.cmp(arith::CmpIPredicate::ult, tid, u.idx(experts)), [&] {
       Value offset = u.load(offsets, {tid});
       Value start = u.add(offset, u.load(blockCounts, {block, tid}));
@@ -339,16 +342,35 @@ struct DispatchToGPU : OpRewritePattern<DispatchOp> {
       gpu::TerminatorOp::create(b, loc);
     };
     auto perWarp = sharedI32({kBookWarps, experts});
-    launch(blocks, perWarp, [&](Value block, Value tid, ArrayRef<BlockArgument> memory) {
-      book.count(block, tid, memory[0]);
-    });
-    launch(one, TypeRange{sharedI32({experts}), sharedI32({experts})},
-           [&](Value, Value tid, ArrayRef<BlockArgument> memory) {
-             book.scan(blocks, tid, memory[0], memory[1]);
-           });
-    launch(blocks, perWarp, [&](Value block, Value tid, ArrayRef<BlockArgument> memory) {
-      book.number(block, tid, memory[0]);
-    });
+    // Up to one block's choices (decode), one kernel takes the three steps
+    // a barrier apart, counting once: two launches fewer.
+    auto oneBlock = scf::IfOp::create(
+        b, loc, u.cmp(arith::CmpIPredicate::ule, pairs, u.idx(kBlockChoices)),
+        /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(oneBlock.thenBlock());
+      launch(one, TypeRange{perWarp, sharedI32({experts}), sharedI32({experts})},
+             [&](Value, Value tid, ArrayRef<BlockArgument> memory) {
+               Value block = u.idx(0);
+               book.count(block, tid, memory[0]);
+               gpu::BarrierOp::create(b, loc);
+               book.scan(blocks, tid, memory[1], memory[2]);
+               gpu::BarrierOp::create(b, loc);
+               book.number(block, tid, memory[0], /*counted=*/true);
+             });
+      b.setInsertionPointToStart(oneBlock.elseBlock());
+      launch(blocks, perWarp, [&](Value block, Value tid, ArrayRef<BlockArgument> memory) {
+        book.count(block, tid, memory[0]);
+      });
+      launch(one, TypeRange{sharedI32({experts}), sharedI32({experts})},
+             [&](Value, Value tid, ArrayRef<BlockArgument> memory) {
+               book.scan(blocks, tid, memory[0], memory[1]);
+             });
+      launch(blocks, perWarp, [&](Value block, Value tid, ArrayRef<BlockArgument> memory) {
+        book.number(block, tid, memory[0]);
+      });
+    }
 
     // 2. The copy: a block per row, its token's row of each payload, or
     // zeros.
