@@ -146,7 +146,7 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       "{3}{6}{0},{4}func.func(convert-linalg-to-parallel-loops,"
       "moe-gpu-block-threads{{threads={5}},gpu-map-parallel-loops),"
       "convert-parallel-loops-to-gpu,canonicalize,{7}"
-      "gpu-kernel-outlining,moe-gpu-kernel-registers,{8}{1}{2}",
+      "gpu-launch-sink-index-computations,gpu-kernel-outlining,moe-gpu-kernel-registers,{8}{1}{2}",
       kToBuffers, lowerToNVVM(options), options.hostABI ? ",moe-gpu-launch-on-stream" : "",
       // Phase variants (moe-specialize-phase) are inlined into their entry,
       // whose one workspace serves both. Rows are padded to the tensor-core

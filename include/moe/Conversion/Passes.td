@@ -361,7 +361,7 @@ def MoEGPUHostCheck : Pass<"moe-gpu-host-check", "::mlir::ModuleOp"> {
 }
 
 def MoEGPUKernelRegisters : Pass<"moe-gpu-kernel-registers", "::mlir::ModuleOp"> {
-  let summary = "Lets kernels of more than 512 threads a block use 64 registers a thread";
+  let summary = "Lets kernels use 64 registers a thread where ptxas would spill at 32";
   let description = [{
     Runs after `gpu-kernel-outlining`. Given only `.maxntid 1024`, ptxas
     keeps two blocks resident on a multiprocessor: 32 registers a thread,
@@ -370,6 +370,11 @@ def MoEGPUKernelRegisters : Pass<"moe-gpu-kernel-registers", "::mlir::ModuleOp">
     has more than 512 threads gets `nvvm.minctasm = 1` (`.minnctapersm 1`):
     one resident block, up to 64 registers. Such kernels run few blocks
     (one per 2048 choices), so the second resident block buys nothing.
+    Given `.maxntid 256`, ptxas likewise aims at 32 registers (eight
+    resident blocks) and spilled the combine's eight rows; every other
+    kernel without tensor-core products (`nvvm.mma.sync`,
+    `nvvm.wgmma.mma_async`, whose register budget stays with ptxas) gets
+    `nvvm.minctasm = 64K / (64 x threads)`: up to 64 registers a thread.
   }];
   let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
 }

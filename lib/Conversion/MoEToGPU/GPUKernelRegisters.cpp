@@ -15,6 +15,19 @@ namespace {
 /// Above this many threads a block, two resident blocks leave ptxas 32
 /// registers a thread (a multiprocessor has 64K registers, 2048 threads).
 constexpr int64_t kTwoBlocksThreads = 512;
+/// Registers a thread of a kernel without tensor-core products may use.
+constexpr int64_t kPlainKernelRegisters = 64;
+constexpr int64_t kMultiprocessorRegisters = 64 * 1024;
+
+/// Whether `func` multiplies on tensor cores (its own register budget).
+bool usesTensorCores(gpu::GPUFuncOp func) {
+  return func
+      .walk([](Operation *op) {
+        return isa<NVVM::MmaOp, NVVM::WgmmaMmaAsyncOp>(op) ? WalkResult::interrupt()
+                                                            : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
 
 struct MoEGPUKernelRegistersPass
     : moe::impl::MoEGPUKernelRegistersBase<MoEGPUKernelRegistersPass> {
@@ -26,9 +39,14 @@ struct MoEGPUKernelRegistersPass
       int64_t threads = 1;
       for (int32_t extent : *block)
         threads *= extent;
+      int64_t resident = 0;
       if (threads > kTwoBlocksThreads)
+        resident = 1;
+      else if (!usesTensorCores(func))
+        resident = std::max<int64_t>(1, kMultiprocessorRegisters / (threads * kPlainKernelRegisters));
+      if (resident)
         func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                      IntegerAttr::get(IntegerType::get(&getContext(), 32), 1));
+                      IntegerAttr::get(IntegerType::get(&getContext(), 32), resident));
     });
   }
 };
