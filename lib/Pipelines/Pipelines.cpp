@@ -25,8 +25,8 @@ std::string toLinalg(bool dedupeTp, StringRef quantization, bool fp8Gemm = true,
   std::string text = dedupeTp ? "moe-dedupe-tp-dispatch," : "";
   text += "moe-decompose-layer{row-tile=" + std::to_string(rowTile) +
           (activateAllRows ? " activate-all-rows=true" : "") +
-          (intoBuffers ? " static-received=true" : "") +
-          (sharedFirst ? " shared-first=true" : "") + "},";
+          (intoBuffers ? " static-received=true" : "") + (sharedFirst ? " shared-first=true" : "") +
+          "},";
   if (quantization != "none")
     text += "moe-fuse-quant-dispatch{scheme=" + quantization.str() +
             " gemm-consumes-fp8=" + (fp8Gemm ? "true" : "false") + "},";
@@ -152,16 +152,15 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       // whose one workspace serves both. Rows are padded to the tensor-core
       // GEMM's tiles of 16; the activation runs over them all, so that the
       // host reads no row count.
-      options.hostABI ? "inline,moe-drop-phase-variants," +
-                            toLinalg(options.dedupeTp, options.dispatchQuantization,
-                                     options.fp8Gemm, toGpu, /*rowTile=*/16,
-                                     /*activateAllRows=*/true, /*intoBuffers=*/true,
-                                     options.epAllGather, options.epPackInLayer,
-                                     options.sharedStream)
-                      : toLinalg(/*dedupeTp=*/true, "none"),
+      options.hostABI
+          ? "inline,moe-drop-phase-variants," +
+                toLinalg(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm, toGpu,
+                         /*rowTile=*/16,
+                         /*activateAllRows=*/true, /*intoBuffers=*/true, options.epAllGather,
+                         options.epPackInLayer, options.sharedStream)
+          : toLinalg(/*dedupeTp=*/true, "none"),
       options.hostABI ? "moe-gpu-host-abi," : "", options.blockThreads.getValue(),
-      options.hostABI ? "moe-gpu-router-matmul," : "",
-      options.hostABI ? "moe-gpu-host-check," : "",
+      options.hostABI ? "moe-gpu-router-matmul," : "", options.hostABI ? "moe-gpu-host-check," : "",
       options.hostABI ? "moe-gpu-side-stream," : "");
   return addPipeline(pm, text);
 }

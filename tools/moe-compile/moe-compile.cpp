@@ -254,22 +254,22 @@ cl::opt<bool> gpuFuseSwiglu(
              "matching up weight rows); not yet timed on a GPU"),
     cl::init(false), cl::cat(category));
 
-cl::opt<bool> gpuSharedStream(
-    "gpu-shared-stream",
-    cl::desc("With --target cuda, the shared expert is built first and its "
-             "kernels run on a second stream beside the routing, dispatch and "
-             "routed experts, ordered by events (the runtime creates the "
-             "stream once per stream); not yet timed on a GPU"),
-    cl::init(false), cl::cat(category));
+cl::opt<bool>
+    gpuSharedStream("gpu-shared-stream",
+                    cl::desc("With --target cuda, the shared expert is built first and its "
+                             "kernels run on a second stream beside the routing, dispatch and "
+                             "routed experts, ordered by events (the runtime creates the "
+                             "stream once per stream); not yet timed on a GPU"),
+                    cl::init(false), cl::cat(category));
 
-cl::opt<bool> gpuFp8Rows(
-    "gpu-fp8-rows",
-    cl::desc("With --target cuda, wgmma prefill blocks and FP8 expert weights: "
-             "the prefill GEMMs quantize their rows per 128 of depth and multiply "
-             "E4M3 by E4M3 (wgmma k32); with --dispatch-quant the gate/up GEMM "
-             "reads the dispatch's codes as they came (UE8M0 scales per 32: a "
-             "scale per k32 product); not yet run on a GPU"),
-    cl::init(false), cl::cat(category));
+cl::opt<bool>
+    gpuFp8Rows("gpu-fp8-rows",
+               cl::desc("With --target cuda, wgmma prefill blocks and FP8 expert weights: "
+                        "the prefill GEMMs quantize their rows per 128 of depth and multiply "
+                        "E4M3 by E4M3 (wgmma k32); with --dispatch-quant the gate/up GEMM "
+                        "reads the dispatch's codes as they came (UE8M0 scales per 32: a "
+                        "scale per k32 product); not yet run on a GPU"),
+               cl::init(false), cl::cat(category));
 
 constexpr llvm::StringLiteral kChips[] = {"sm_90a", "sm_90", "sm_89", "sm_80"};
 
@@ -726,14 +726,14 @@ llvm::Expected<llvm::json::Object> gpuReport(ModuleOp module) {
                       : "bf16 expert and router GEMMs on tensor cores (mma.sync m16n8k16), "
                         "rows padded to tiles of 16 per expert; the rest one thread per "
                         "element, 128 per block"},
-      {"prefill_gemm",
-       llvm::json::Object{{"block", gpuPrefillBlock.getValue()},
-                          {"stages", int64_t(gpuPrefillStages)},
-                          {"stage_depth", int64_t(gpuPrefillStageDepth)},
-                          {"mma", gpuPrefillMma.getValue()},
-                          {"fuse_swiglu", bool(gpuFuseSwiglu)},
-                          {"fp8_rows", bool(gpuFp8Rows)}}},
-      {"shared_expert_stream", gpuSharedStream ? "a second stream, ordered by events" : "the entry's"}};
+      {"prefill_gemm", llvm::json::Object{{"block", gpuPrefillBlock.getValue()},
+                                          {"stages", int64_t(gpuPrefillStages)},
+                                          {"stage_depth", int64_t(gpuPrefillStageDepth)},
+                                          {"mma", gpuPrefillMma.getValue()},
+                                          {"fuse_swiglu", bool(gpuFuseSwiglu)},
+                                          {"fp8_rows", bool(gpuFp8Rows)}}},
+      {"shared_expert_stream",
+       gpuSharedStream ? "a second stream, ordered by events" : "the entry's"}};
 }
 
 int main(int argc, char **argv) {

@@ -344,9 +344,9 @@ struct DispatchToGPU : OpRewritePattern<DispatchOp> {
     auto perWarp = sharedI32({kBookWarps, experts});
     // Up to one block's choices (decode), one kernel takes the three steps
     // a barrier apart, counting once: two launches fewer.
-    auto oneBlock = scf::IfOp::create(
-        b, loc, u.cmp(arith::CmpIPredicate::ule, pairs, u.idx(kBlockChoices)),
-        /*withElseRegion=*/true);
+    auto oneBlock =
+        scf::IfOp::create(b, loc, u.cmp(arith::CmpIPredicate::ule, pairs, u.idx(kBlockChoices)),
+                          /*withElseRegion=*/true);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(oneBlock.thenBlock());

@@ -380,10 +380,9 @@ struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
     if (failed(func.insertArgument(
             workspaceIndex, bytes,
             b.getDictionaryAttr(b.getNamedAttr(moe::kGpuWrittenArg, b.getUnitAttr())), loc)) ||
-        failed(func.insertArgument(workspaceIndex + 1, LLVM::LLVMPointerType::get(b.getContext()),
-                                   b.getDictionaryAttr(b.getNamedAttr(
-                                       moe::kGpuStreamArg, b.getUnitAttr())),
-                                   loc)))
+        failed(func.insertArgument(
+            workspaceIndex + 1, LLVM::LLVMPointerType::get(b.getContext()),
+            b.getDictionaryAttr(b.getNamedAttr(moe::kGpuStreamArg, b.getUnitAttr())), loc)))
       return func.emitError("moe-gpu-host-abi: cannot add the workspace and stream arguments");
     Value workspace = body.getArgument(workspaceIndex);
     // Runtime calls (the expert-parallel exchange) work on the same stream.
@@ -447,7 +446,8 @@ struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
                << i << " is not a buffer; GPU entries return buffers only";
       unsigned index = func.getNumArguments();
       if (failed(func.insertArgument(
-              index, type, b.getDictionaryAttr(b.getNamedAttr(moe::kGpuWrittenArg, b.getUnitAttr())),
+              index, type,
+              b.getDictionaryAttr(b.getNamedAttr(moe::kGpuWrittenArg, b.getUnitAttr())),
               func.getLoc())))
         return func.emitError("moe-gpu-host-abi: cannot add an out-parameter");
       Value out = func.getArgument(index);

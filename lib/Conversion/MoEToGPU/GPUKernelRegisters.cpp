@@ -24,7 +24,7 @@ bool usesTensorCores(gpu::GPUFuncOp func) {
   return func
       .walk([](Operation *op) {
         return isa<NVVM::MmaOp, NVVM::WgmmaMmaAsyncOp>(op) ? WalkResult::interrupt()
-                                                            : WalkResult::advance();
+                                                           : WalkResult::advance();
       })
       .wasInterrupted();
 }
@@ -43,7 +43,8 @@ struct MoEGPUKernelRegistersPass
       if (threads > kTwoBlocksThreads)
         resident = 1;
       else if (!usesTensorCores(func))
-        resident = std::max<int64_t>(1, kMultiprocessorRegisters / (threads * kPlainKernelRegisters));
+        resident =
+            std::max<int64_t>(1, kMultiprocessorRegisters / (threads * kPlainKernelRegisters));
       if (resident)
         func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                       IntegerAttr::get(IntegerType::get(&getContext(), 32), resident));

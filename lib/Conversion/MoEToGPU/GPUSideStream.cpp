@@ -176,8 +176,7 @@ struct MoEGPUSideStreamPass : moe::impl::MoEGPUSideStreamBase<MoEGPUSideStreamPa
       // the side kernels.
       OpBuilder b(ctx);
       b.setInsertionPointToStart(&func.getBody().front());
-      func::CallOp::create(b, func.getLoc(), kSideStreamOf, TypeRange{pointer},
-                           ValueRange{stream});
+      func::CallOp::create(b, func.getLoc(), kSideStreamOf, TypeRange{pointer}, ValueRange{stream});
       SideStreams{func, stream}.order(func.getBody().front());
     }
   }

@@ -30,8 +30,8 @@
 // results: the router's logits (RouteGPU.cpp, `moe-gpu-router-matmul`).
 //
 //===----------------------------------------------------------------------===//
-#include "GemmKernel.h"
 #include "GPUKernels.h"
+#include "GemmKernel.h"
 #include "moe/Conversion/Passes.h"
 #include "moe/Conversion/ReadBuffer.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"

@@ -260,8 +260,7 @@ struct MoEDecomposeLayerPass
     int64_t experts = layer.getRouterWeight().getType().getDimSize(0);
     // Built first, the shared expert depends on x alone and can run beside
     // everything up to the sum.
-    Value sharedFirstOut =
-        sharedFirst && layer.getSharedW13() ? buildShared(b, layer) : Value();
+    Value sharedFirstOut = sharedFirst && layer.getSharedW13() ? buildShared(b, layer) : Value();
 
     auto i32 = b.getI32Type();
     auto route = RouteOp::create(
