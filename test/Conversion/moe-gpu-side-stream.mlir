@@ -123,6 +123,31 @@ module attributes {gpu.container_module} {
 
 // -----
 
+// Tests that every block of the entry is ordered: a side kernel in a successor block forks there
+// and joins before that block's end.
+// CHECK-LABEL: func.func @blocks(
+// CHECK: call @moertGpuSideStream
+// CHECK: cf.br ^[[NEXT:[a-z0-9]+]]
+// CHECK: ^[[NEXT]]:
+// CHECK-NEXT: call @moertGpuForkSide
+// CHECK-NEXT: gpu.launch_func  @moe_side_stream::@moe_side_stream
+// CHECK-NEXT: call @moertGpuJoinSide
+// CHECK-NEXT: return
+module attributes {gpu.container_module} {
+  gpu.module @moe_side_stream {
+    gpu.func @moe_side_stream() kernel { gpu.return }
+  }
+  func.func @blocks(%s: !llvm.ptr {moe.gpu_stream}) {
+    %c1 = arith.constant 1 : index
+    cf.br ^next
+  ^next:
+    gpu.launch_func @moe_side_stream::@moe_side_stream blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)
+    return
+  }
+}
+
+// -----
+
 module attributes {gpu.container_module} {
   gpu.module @moe_side_stream {
     gpu.func @moe_side_stream() kernel { gpu.return }

@@ -177,7 +177,9 @@ struct MoEGPUSideStreamPass : moe::impl::MoEGPUSideStreamBase<MoEGPUSideStreamPa
       OpBuilder b(ctx);
       b.setInsertionPointToStart(&func.getBody().front());
       func::CallOp::create(b, func.getLoc(), kSideStreamOf, TypeRange{pointer}, ValueRange{stream});
-      SideStreams{func, stream}.order(func.getBody().front());
+      SideStreams streams{func, stream};
+      for (Block &block : func.getBody())
+        streams.order(block);
     }
   }
 };
