@@ -19,6 +19,9 @@ inline constexpr const char kGpuStreamArg[] = "moe.gpu_stream";
 /// that it writes: its out-parameters and the workspace (moe-gpu-host-abi);
 /// the others are inputs it only reads.
 inline constexpr const char kGpuWrittenArg[] = "moe.gpu_written";
+/// The runtime function that gives an entry's stream its side stream
+/// (moe-gpu-side-stream calls it, moe-gpu-launch-on-stream finds the call).
+inline constexpr const char kGpuSideStreamFunction[] = "moertGpuSideStream";
 /// The unit attribute of a runtime call whose last operand is the stream to
 /// work on (convert-moe-to-runtime{into-buffers} passes null; on a GPU,
 /// moe-gpu-host-abi puts the entry's stream there).

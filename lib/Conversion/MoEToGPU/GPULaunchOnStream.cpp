@@ -24,7 +24,7 @@ struct MoEGPULaunchOnStreamPass
       // moe-gpu-side-stream's side stream, where it got one.
       Value side;
       func.walk([&](LLVM::CallOp call) {
-        if (call.getCallee() == StringRef("moertGpuSideStream"))
+        if (call.getCallee() == StringRef(moe::kGpuSideStreamFunction))
           side = call.getResult();
       });
       WalkResult result = func.walk([&](gpu::LaunchFuncOp launch) {

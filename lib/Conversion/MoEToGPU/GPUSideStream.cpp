@@ -25,9 +25,8 @@ namespace mlir::moe {
 using namespace mlir;
 
 namespace {
-/// The runtime's side stream of a stream, and the two orders between them
+/// The two orders between a stream and its side stream
 /// (CudaRuntimeWrappers.cpp).
-constexpr const char kSideStreamOf[] = "moertGpuSideStream";
 constexpr const char kForkSide[] = "moertGpuForkSide";
 constexpr const char kJoinSide[] = "moertGpuJoinSide";
 
@@ -169,14 +168,15 @@ struct MoEGPUSideStreamPass : moe::impl::MoEGPUSideStreamBase<MoEGPUSideStreamPa
       }
       Type pointer = stream.getType();
       MLIRContext *ctx = &getContext();
-      declare(module, kSideStreamOf, FunctionType::get(ctx, {pointer}, {pointer}));
+      declare(module, moe::kGpuSideStreamFunction, FunctionType::get(ctx, {pointer}, {pointer}));
       declare(module, kForkSide, FunctionType::get(ctx, {pointer}, {}));
       declare(module, kJoinSide, FunctionType::get(ctx, {pointer}, {}));
       // The side stream, got once: moe-gpu-launch-on-stream gives it to
       // the side kernels.
       OpBuilder b(ctx);
       b.setInsertionPointToStart(&func.getBody().front());
-      func::CallOp::create(b, func.getLoc(), kSideStreamOf, TypeRange{pointer}, ValueRange{stream});
+      func::CallOp::create(b, func.getLoc(), moe::kGpuSideStreamFunction, TypeRange{pointer},
+                           ValueRange{stream});
       SideStreams streams{func, stream};
       for (Block &block : func.getBody())
         streams.order(block);
