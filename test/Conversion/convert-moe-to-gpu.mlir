@@ -364,10 +364,12 @@ func.func @dispatch(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>)
 // -----
 
 // Tests that a bf16 moe.route becomes the logits GEMM on tensor cores (its two forms) and one
-// kernel with a block per token and a thread per expert (64): sigmoid scores, the correction
-// bias, group scores by one thread per group (8), the groups ranked below topk_group dropped,
-// each expert's rank among all, the k = 4 best writing their ids, one thread normalizing and
-// scaling the weights.
+// kernel with a warp per token (blocks of 32 x 4 threads, no workgroup memory, no barrier):
+// lane l holds experts l and l + 32 (sigmoid scores, the correction bias); each of the 8 groups'
+// two best scores meet across the warp in five xor steps of two shuffles; the groups ranked
+// below topk_group keep their experts, the others' get -inf; then k = 4 rounds, each the lanes'
+// best below the last choice meeting in five steps of three shuffles (value, expert, score); lane
+// r < k writes choice r, its weight normalized by the sum and scaled.
 // CHECK-LABEL: func.func @route
 // CHECK: %[[T:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<?x128xbf16>
 // CHECK: %[[LOGITS:.+]] = memref.alloc(%[[T]]) : memref<?x64xf32>
@@ -375,22 +377,31 @@ func.func @dispatch(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>)
 // CHECK: nvvm.mma.sync
 // CHECK: %[[IDS:.+]] = memref.alloc(%[[T]]) : memref<?x4xi32>
 // CHECK: %[[W:.+]] = memref.alloc(%[[T]]) : memref<?x4xf32>
-// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %[[T]], %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) threads({{.+}}) in (%{{.+}} = %c64{{.*}}, %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) workgroup(%[[RAW:.+]] : memref<64xf32, #gpu.address_space<workgroup>>, %[[SCORES:.+]] : memref<64xf32, #gpu.address_space<workgroup>>, %[[SEL:.+]] : memref<64xf32, #gpu.address_space<workgroup>>, %[[GROUPS:.+]] : memref<8xf32, #gpu.address_space<workgroup>>, %[[CHOSEN:.+]] : memref<4xf32, #gpu.address_space<workgroup>>)
-// CHECK: memref.load %[[LOGITS]]
-// CHECK: gpu.barrier
-// CHECK: math.exp
-// CHECK: memref.store %{{.+}}, %[[SEL]]
-// CHECK: gpu.barrier
-// CHECK: memref.store %{{.+}}, %[[GROUPS]]
-// CHECK: gpu.barrier
-// CHECK: memref.store %{{.+}}, %[[SEL]]
-// CHECK: gpu.barrier
-// CHECK: memref.store %{{.+}}, %[[IDS]]
-// CHECK: memref.store %{{.+}}, %[[CHOSEN]]
-// CHECK: gpu.barrier
+// CHECK: %[[BLOCKS:.+]] = arith.ceildivui %[[T]], %[[C4:c4[_0-9]*]] : index
+// CHECK: gpu.launch blocks(%[[BX:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %[[BLOCKS]], %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) threads(%[[LANE:.+]], %[[WARP:.+]], %{{.+}}) in (%{{.+}} = %c32{{.*}}, %{{.+}} = %[[C4]], %{{.+}} = %c1{{.*}}) {
+// CHECK-NOT: gpu.barrier
+// CHECK: %[[FIRST:.+]] = arith.muli %[[BX]], %[[C4]] : index
+// CHECK: %[[TOKEN:.+]] = arith.addi %[[FIRST]], %[[WARP]] : index
+// CHECK: %[[ROUTED:.+]] = arith.cmpi ult, %[[TOKEN]], %[[T]] : index
+// CHECK: scf.if %[[ROUTED]] {
+// CHECK: %[[SECOND:.+]] = arith.addi %[[LANE]], %c32{{.*}} : index
+// CHECK: memref.load %[[LOGITS]][%[[TOKEN]], %[[LANE]]]
+// CHECK: memref.load %[[LOGITS]][%[[TOKEN]], %[[SECOND]]]
+// CHECK-COUNT-2: math.exp
+// CHECK-COUNT-80: gpu.shuffle xor %{{.+}}, %c{{(16|8|4|2|1)}}_i32{{.*}}, %c32_i32{{.*}} : f32
+// CHECK: arith.constant 0xFF800000 : f32
+// CHECK: scf.for %[[R:.+]] = %c0{{.*}} to %[[C4]]
+// CHECK-COUNT-15: gpu.shuffle xor %{{.+}} : {{f32|i32}}
+// CHECK: %[[MINE:.+]] = arith.cmpi eq, %[[LANE]], %[[R]] : index
+// CHECK: scf.yield
+// CHECK: %[[WRITES:.+]] = arith.cmpi ult, %[[LANE]], %c4{{.*}} : index
+// CHECK: scf.if %[[WRITES]] {
 // CHECK: arith.divf
 // CHECK: arith.mulf
-// CHECK: memref.store %{{.+}}, %[[W]]
+// CHECK: memref.store %{{.+}}, %[[IDS]][%[[TOKEN]], %[[LANE]]]
+// CHECK: memref.store %{{.+}}, %[[W]][%[[TOKEN]], %[[LANE]]]
+// CHECK-NOT: gpu.barrier
+// CHECK: gpu.terminator
 // CHECK-NOT: moe.route
 func.func @route(%x: tensor<?x128xbf16>, %w: tensor<64x128xbf16>, %bias: tensor<64xf32>)
     -> (tensor<?x4xi32>, tensor<?x4xf32>) {
@@ -398,6 +409,51 @@ func.func @route(%x: tensor<?x128xbf16>, %w: tensor<64x128xbf16>, %bias: tensor<
     routing <sigmoid, top_k = 4, n_group = 8, topk_group = 4, normalize, scale = 2.5, correction_bias>
     : (tensor<?x128xbf16>, tensor<64x128xbf16>, tensor<64xf32>) -> (tensor<?x4xi32>, tensor<?x4xf32>)
   return %ids, %weights : tensor<?x4xi32>, tensor<?x4xf32>
+}
+
+// -----
+
+// Tests that a router of few blocks at decode (64 experts of depth 1024: 8 blocks of 8 columns)
+// splits its depth among 4 blocks along z, each 8 warps taking 256 of it a step of 32 at a time
+// and writing its partial sums to a [4, 64, 64] buffer; the route kernel adds the four in order
+// when the decode form ran (T <= 64), else reads the prefill form's logits.
+// CHECK-LABEL: func.func @route_split
+// CHECK: %[[T:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<?x1024xbf16>
+// CHECK: %[[LOGITS:.+]] = memref.alloc(%[[T]]) : memref<?x64xf32>
+// CHECK: %[[PARTIALS:.+]] = memref.alloc() : memref<4x64x64xf32>
+// CHECK: %[[DECODE:.+]] = arith.cmpi ule, %[[T]], %c64{{.*}} : index
+// CHECK: scf.if %[[DECODE]] {
+// CHECK: gpu.launch blocks(%{{.+}}, %{{.+}}, %[[SPLIT:.+]]) in (%{{.+}} = %c8{{.*}}, %{{.+}} = %{{.+}}, %{{.+}} = %c4{{.*}}) threads({{.+}}) in (%{{.+}} = %c256{{.*}}, %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}})
+// CHECK: %[[FROM:.+]] = arith.muli %[[SPLIT]], %c256{{.*}} : index
+// CHECK: %[[BEGIN:.+]] = arith.addi %[[FROM]], %{{.+}} : index
+// CHECK: %[[NEXT:.+]] = arith.addi %[[SPLIT]], %c1{{.*}} : index
+// CHECK: %[[END:.+]] = arith.muli %[[NEXT]], %c256{{.*}} : index
+// CHECK: scf.for %{{.+}} = %[[BEGIN]] to %[[END]] step %c256
+// CHECK-COUNT-2: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: memref.store %{{.+}}, %[[PARTIALS]][%[[SPLIT]], %{{.+}}, %{{.+}}] : memref<4x64x64xf32>
+// CHECK: } else {
+// CHECK: nvvm.mma.sync
+// CHECK: vector.store %{{.+}}, %[[LOGITS]]
+// CHECK: gpu.launch
+// CHECK: %[[SUMS:.+]] = arith.cmpi ule, %[[T]], %c64{{.*}} : index
+// CHECK: scf.if %[[SUMS]] -> (f32) {
+// CHECK: %[[P0:.+]] = memref.load %[[PARTIALS]][%c0{{.*}}, %[[TOKEN:.+]], %[[LANE:.+]]] : memref<4x64x64xf32>
+// CHECK: %[[P1:.+]] = memref.load %[[PARTIALS]][%c1{{.*}}, %[[TOKEN]], %[[LANE]]]
+// CHECK: %[[S01:.+]] = arith.addf %[[P0]], %[[P1]] : f32
+// CHECK: %[[P2:.+]] = memref.load %[[PARTIALS]][%c2{{.*}}, %[[TOKEN]], %[[LANE]]]
+// CHECK: %[[S012:.+]] = arith.addf %[[S01]], %[[P2]] : f32
+// CHECK: %[[P3:.+]] = memref.load %[[PARTIALS]][%c3{{.*}}, %[[TOKEN]], %[[LANE]]]
+// CHECK: %[[S:.+]] = arith.addf %[[S012]], %[[P3]] : f32
+// CHECK: scf.yield %[[S]] : f32
+// CHECK: } else {
+// CHECK: %[[L:.+]] = memref.load %[[LOGITS]][%[[TOKEN]], %[[LANE]]]
+// CHECK: scf.yield %[[L]] : f32
+func.func @route_split(%x: tensor<?x1024xbf16>, %w: tensor<64x1024xbf16>)
+    -> (tensor<?x2xi32>, tensor<?x2xf32>) {
+  %ids, %weights = moe.route %x, %w routing <softmax, top_k = 2, normalize>
+    : (tensor<?x1024xbf16>, tensor<64x1024xbf16>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return %ids, %weights : tensor<?x2xi32>, tensor<?x2xf32>
 }
 
 // -----

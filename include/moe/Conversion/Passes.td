@@ -361,7 +361,7 @@ def MoEGPUHostCheck : Pass<"moe-gpu-host-check", "::mlir::ModuleOp"> {
 }
 
 def MoEGPUKernelRegisters : Pass<"moe-gpu-kernel-registers", "::mlir::ModuleOp"> {
-  let summary = "Lets kernels use 64 registers a thread where ptxas would spill at 32";
+  let summary = "Register budgets for kernels ptxas would otherwise spill";
   let description = [{
     Runs after `gpu-kernel-outlining`. Given only `.maxntid 1024`, ptxas
     keeps two blocks resident on a multiprocessor: 32 registers a thread,
@@ -372,9 +372,14 @@ def MoEGPUKernelRegisters : Pass<"moe-gpu-kernel-registers", "::mlir::ModuleOp">
     (one per 2048 choices), so the second resident block buys nothing.
     Given `.maxntid 256`, ptxas likewise aims at 32 registers (eight
     resident blocks) and spilled the combine's eight rows; every other
-    kernel without tensor-core products (`nvvm.mma.sync`,
-    `nvvm.wgmma.mma_async`, whose register budget stays with ptxas) gets
+    kernel without tensor-core products gets
     `nvvm.minctasm = 64K / (64 x threads)`: up to 64 registers a thread.
+    Given `.maxntid 128`, ptxas aimed Qwen3-30B-A3B's decode down GEMM at
+    64 registers and spilled, and capped at 80 or 96 it spilled
+    DeepSeek-V3's; kernels with `nvvm.mma.sync` products get
+    `64K / (128 x threads)`: up to 128 registers, a decode GEMM's step of
+    loads in flight (the prefill forms took 128 already). Kernels with
+    `nvvm.wgmma.mma_async` (up to 190) keep the budget ptxas chooses.
   }];
   let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
 }

@@ -17,14 +17,17 @@ namespace {
 constexpr int64_t kTwoBlocksThreads = 512;
 /// Registers a thread of a kernel without tensor-core products may use.
 constexpr int64_t kPlainKernelRegisters = 64;
+/// Registers a thread of a kernel with `mma.sync` products may use: a
+/// decode GEMM's step of loads in flight (DeepSeek-V3's routed gate/up:
+/// 96 registers) and its accumulators.
+constexpr int64_t kMmaKernelRegisters = 128;
 constexpr int64_t kMultiprocessorRegisters = 64 * 1024;
 
-/// Whether `func` multiplies on tensor cores (its own register budget).
-bool usesTensorCores(gpu::GPUFuncOp func) {
+/// Whether `func` contains an op of one of `Ops`.
+template <typename... Ops> bool contains(gpu::GPUFuncOp func) {
   return func
       .walk([](Operation *op) {
-        return isa<NVVM::MmaOp, NVVM::WgmmaMmaAsyncOp>(op) ? WalkResult::interrupt()
-                                                           : WalkResult::advance();
+        return isa<Ops...>(op) ? WalkResult::interrupt() : WalkResult::advance();
       })
       .wasInterrupted();
 }
@@ -42,9 +45,11 @@ struct MoEGPUKernelRegistersPass
       int64_t resident = 0;
       if (threads > kTwoBlocksThreads)
         resident = 1;
-      else if (!usesTensorCores(func))
+      else if (!contains<NVVM::MmaOp, NVVM::WgmmaMmaAsyncOp>(func))
         resident =
             std::max<int64_t>(1, kMultiprocessorRegisters / (threads * kPlainKernelRegisters));
+      else if (!contains<NVVM::WgmmaMmaAsyncOp>(func))
+        resident = std::max<int64_t>(1, kMultiprocessorRegisters / (threads * kMmaKernelRegisters));
       if (resident)
         func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                       IntegerAttr::get(IntegerType::get(&getContext(), 32), resident));

@@ -18,8 +18,16 @@ bool denseTensorCoreGemmApplies(int64_t cols, int64_t depth);
 /// out[r, n] = sum_k a[r, k] * w[n, k] for r < rows: bf16 `a` [rows, K] and
 /// `w` [N, K] on tensor cores, into f32 or bf16 `out` [rows, N] (the
 /// grouped GEMM kernel without experts; its decode and prefill forms).
-void buildDenseTensorCoreGemm(OpBuilder &b, Location loc, Value a, Value w, Value out,
-                              Value rows, int64_t cols, int64_t depth);
+/// With `splitDepth`, where its decode form runs few blocks, that form
+/// splits the depth among S blocks and writes their f32 partial sums to
+/// the buffer it returns, [S, denseDecodeMaxRows(), N], instead of `out`
+/// (for rows <= denseDecodeMaxRows(): the caller adds them in order of s);
+/// null where it does not split.
+Value buildDenseTensorCoreGemm(OpBuilder &b, Location loc, Value a, Value w, Value out, Value rows,
+                               int64_t cols, int64_t depth, bool splitDepth = false);
+
+/// The most rows for which the dense GEMM takes its decode form.
+int64_t denseDecodeMaxRows();
 
 /// bf16 moe.route -> the logits GEMM and one kernel (RouteGPU.cpp).
 void populateRouteToGPUPatterns(RewritePatternSet &patterns);

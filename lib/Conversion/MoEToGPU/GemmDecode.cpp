@@ -31,7 +31,13 @@ std::optional<DecodeShape> Kernel::decodeShape() const {
         int64_t tiles = several && cols % 32 == 0 ? 4
                         : cols / 16 * warps >= kDecodeWarpsWanted ? 2
                                                                    : 1;
-        return DecodeShape{warps, tiles, chunks};
+        DecodeShape shape{warps, tiles, chunks};
+        if (depthPartials) {
+          shape.splits = cast<MemRefType>(depthPartials.getType()).getDimSize(0);
+          while ((depth / shape.splits) % (warps * shape.stepDepth()) != 0)
+            shape.chunks /= 2;
+        }
+        return shape;
       }
   return std::nullopt;
 }
@@ -51,9 +57,9 @@ void Kernel::launchDecode(DecodeShape shape) {
                                       MemRefLayoutAttrInterface{}, workgroup);
   Value one = idx(1);
   Value rowBlocks = arith::DivUIOp::create(b, loc, add(rows, idx(kTileRows - 1)), idx(kTileRows));
-  auto launch = gpu::LaunchOp::create(b, loc, idx(cols / blockCols), rowBlocks, one,
-                                      idx(threads), one, one, nullptr, nullptr, {},
-                                      TypeRange{partialsType});
+  auto launch =
+      gpu::LaunchOp::create(b, loc, idx(cols / blockCols), rowBlocks, idx(shape.splits),
+                            idx(threads), one, one, nullptr, nullptr, {}, TypeRange{partialsType});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&launch.getBody().front());
   Value tid = launch.getThreadIds().x;
@@ -62,8 +68,9 @@ void Kernel::launchDecode(DecodeShape shape) {
   Value rowStart = mul(launch.getBlockIds().y, idx(kTileRows));
   Value col0 = mul(launch.getBlockIds().x, idx(blockCols));
   Value partials = launch.getWorkgroupAttributions()[0];
+  Value split = launch.getBlockIds().z;
   auto compute = [&](Value expert) {
-    decodeProducts(shape, tid, warp, lane, rowStart, col0, expert, partials);
+    decodeProducts(shape, tid, warp, lane, rowStart, col0, expert, partials, split);
   };
   if (!grouped())
     compute(Value());
@@ -166,13 +173,19 @@ SmallVector<Value> Kernel::load8(Value buffer, ValueRange indices) {
 /// stands for the fragment's depth 2q, 2q + 1 and r[2h + 1] for 2q + 8,
 /// 2q + 9, in A (a0/a2 of row g, a1/a3 of row g + 8) and in B alike.
 void Kernel::decodeProducts(DecodeShape shape, Value tid, Value warp, Value lane, Value rowStart,
-                    Value col0, Value expert, Value partials) {
+                            Value col0, Value expert, Value partials, Value split) {
   Value group = arith::DivUIOp::create(b, loc, lane, idx(4));
   Value quadOffset = mul(arith::RemUIOp::create(b, loc, lane, idx(4)), idx(8));
   // The warps take turns along the depth, a step each, so that together
   // they read warps x 64 contiguous bytes of each weight row at a time
   // (fewer DRAM pages opened than a contiguous share per warp).
   Value kBegin = mul(warp, idx(shape.stepDepth()));
+  Value kEnd = idx(depth);
+  if (shape.splits > 1) {
+    int64_t splitDepth = depth / shape.splits;
+    kBegin = add(mul(split, idx(splitDepth)), kBegin);
+    kEnd = mul(add(split, idx(1)), idx(splitDepth));
+  }
   // Rows past the end and an expert's padding rows read the tile's first
   // row (a warp's loads of one address are one transaction); their
   // products are not stored or become zeros.
@@ -183,7 +196,7 @@ void Kernel::decodeProducts(DecodeShape shape, Value tid, Value warp, Value lane
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
   SmallVector<Value> init(4 * shape.tiles, zero);
   auto loop = scf::ForOp::create(
-      b, loc, kBegin, idx(depth), idx(shape.warps * shape.stepDepth()), init,
+      b, loc, kBegin, kEnd, idx(shape.warps * shape.stepDepth()), init,
       [&](OpBuilder &nb, Location, Value k0, ValueRange acc) {
         OpBuilder::InsertionGuard inner(b);
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
@@ -250,6 +263,11 @@ void Kernel::decodeProducts(DecodeShape shape, Value tid, Value warp, Value lane
             b, loc, sum, memref::LoadOp::create(b, loc, partials, ValueRange{idx(other), row, col}));
       if (grouped())
         sum = arith::SelectOp::create(b, loc, isPadding(outRow), zero, sum);
+      if (shape.splits > 1) {
+        memref::StoreOp::create(b, loc, sum, depthPartials,
+                                ValueRange{split, outRow, add(col0, col)});
+        return;
+      }
       if (!element.isF32())
         sum = arith::TruncFOp::create(b, loc, element, sum);
       memref::StoreOp::create(b, loc, sum, out, ValueRange{outRow, add(col0, col)});

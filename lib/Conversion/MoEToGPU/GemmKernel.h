@@ -50,6 +50,9 @@ constexpr int64_t kSplitMaxRowsPerExpert = 64;
 /// Warps the decode form wants across the GPU (132 SMs x 16): fewer, and
 /// too few weight loads are in flight to keep HBM busy.
 constexpr int64_t kDecodeWarpsWanted = 2048;
+/// Blocks a dense decode form that splits its depth wants: about one per
+/// multiprocessor (132 on an H100 or H200).
+constexpr int64_t kDecodeBlocksWanted = 128;
 
 /// wgmma's 128-byte swizzle repeats every 8 rows of 128 bytes: its stages
 /// start at a multiple of this.
@@ -142,6 +145,8 @@ std::optional<std::string> checkBlockShape(BlockShape shape);
 /// bytes per run.
 struct DecodeShape {
   int64_t warps, tiles, chunks;
+  /// Blocks along z that split the depth (Kernel::depthPartials).
+  int64_t splits = 1;
   int64_t stepDepth() const { return 32 * chunks; }
 };
 
@@ -182,6 +187,12 @@ struct Kernel : KernelBuilder {
   /// `activateOut` runs the activation kernel.
   Value swigluOut = nullptr;
   std::function<void()> activateOut;
+  /// A dense GEMM's decode form may split the depth among S blocks along
+  /// z (a router's few blocks otherwise leave most multiprocessors idle):
+  /// block s writes its partial sums to depthPartials [S,
+  /// kSplitMaxRowsPerExpert, N] (f32) instead of `out`, and the consumer
+  /// adds them in order of s. The prefill form writes `out`.
+  Value depthPartials = nullptr;
   /// While the fused prefill form is built: `out` is swigluOut, and a block
   /// of C columns from col0 stores C/2 of them from col0 / 2.
   bool fusing = false;
@@ -468,7 +479,7 @@ struct Kernel : KernelBuilder {
   /// stands for the fragment's depth 2q, 2q + 1 and r[2h + 1] for 2q + 8,
   /// 2q + 9, in A (a0/a2 of row g, a1/a3 of row g + 8) and in B alike.
   void decodeProducts(DecodeShape shape, Value tid, Value warp, Value lane, Value rowStart,
-                      Value col0, Value expert, Value partials);
+                      Value col0, Value expert, Value partials, Value split);
 
   /// Each warp its own tile.
   void perWarp(Value lane, Value rowStart, Value col0, int64_t blockCols, Value used,

@@ -103,13 +103,30 @@ void mlir::moe::nameSideStreamKernels(bool marked, Operation *before, Operation 
     op.walk([&](gpu::LaunchOp launch) { launch.setFunctionAttr(name); });
 }
 
+int64_t mlir::moe::denseDecodeMaxRows() { return kSplitMaxRowsPerExpert; }
+
 bool mlir::moe::denseTensorCoreGemmApplies(int64_t cols, int64_t depth) {
   return cols % kWarpCols == 0 && depth % kDepthStep == 0;
 }
 
-void mlir::moe::buildDenseTensorCoreGemm(OpBuilder &b, Location loc, Value a, Value w, Value out,
-                                         Value rows, int64_t cols, int64_t depth) {
-  Kernel{{b, loc}, a, w, out, Value(), Value(), rows, 0, cols, depth}.build();
+Value mlir::moe::buildDenseTensorCoreGemm(OpBuilder &b, Location loc, Value a, Value w, Value out,
+                                          Value rows, int64_t cols, int64_t depth,
+                                          bool splitDepth) {
+  Kernel kernel{{b, loc}, a, w, out, Value(), Value(), rows, 0, cols, depth};
+  std::optional<DecodeShape> decode = kernel.decodeShape();
+  if (splitDepth && decode) {
+    // Doubles the splits while the blocks are too few and each split's
+    // depth still gives every warp whole steps of 32.
+    int64_t blocks = cols / (8 * decode->tiles), splits = 1;
+    while (blocks * splits < kDecodeBlocksWanted &&
+           depth % (2 * splits * decode->warps * kDepthStep) == 0)
+      splits *= 2;
+    if (splits > 1)
+      kernel.depthPartials = memref::AllocOp::create(
+          b, loc, MemRefType::get({splits, kSplitMaxRowsPerExpert, cols}, b.getF32Type()));
+  }
+  kernel.build();
+  return kernel.depthPartials;
 }
 
 /// The block form's shape of prefill-block `block` (rows 0: narrow); none

@@ -5,20 +5,21 @@
 //
 //   1. logits[T, E] (f32) = x · router_weight^T on tensor cores (the dense
 //      form of the grouped GEMM kernels, GemmKernel.h);
-//   2. one block per token, one thread per expert, in workgroup memory: the
-//      logit bias and bf16 rounding where asked, the scores (softmax: every
-//      thread sums the exponentials in expert order, so the sum is the same
-//      everywhere; or sigmoid), the selection scores (plus the correction
-//      bias); with n_group > 1 one thread per group scores its group (its
-//      two best, or its best with group_max) and each expert whose group
-//      ranks at topk_group or below gets -inf; then each expert's rank among
-//      all, and the experts ranked below k write themselves to the choices.
-//      One thread sums the chosen scores in choice order, normalizes and
-//      scales.
+//   2. a warp per token, lane l holding experts l, l + 32, ... in
+//      registers: the logit bias and bf16 rounding where asked, the scores
+//      (softmax: the row's max and sum meet across the warp; or sigmoid),
+//      the selection scores (plus the correction bias); with n_group > 1
+//      each group's two best (its best with group_max) meet across the
+//      warp, and each expert whose group ranks at topk_group or below gets
+//      -inf; then k rounds, each picking the warp's best expert below the
+//      previous choice. Lane r keeps choice r; the sum of the chosen scores
+//      runs in choice order.
 //
 // Ranks use `beats`, the strict total order both other lowerings use, and
-// the arithmetic follows RouteCPU.cpp operation by operation, so the expert
-// ids are those of the CPU for the same logits.
+// the arithmetic follows RouteCPU.cpp but for the softmax sum (a tree
+// across the lanes instead of expert order), so the expert ids are those
+// of the CPU for the same logits up to that sum's last bit. Every merge
+// across lanes is symmetric, so all lanes end with the same values.
 //
 //===----------------------------------------------------------------------===//
 #include "GPUKernels.h"
@@ -42,162 +43,231 @@ using namespace mlir::moe;
 using mlir::moe::lowering::beats;
 
 namespace {
-/// Builds the per-token kernel's body; `b` is inside the launch.
-struct TokenKernel : KernelBuilder {
+constexpr int64_t kWarp = 32;
+/// Tokens a block routes, a warp each.
+constexpr int64_t kTokensPerBlock = 4;
+
+/// Builds one warp's routing of token `t`; `b` is inside the launch. Lane
+/// `lane` holds experts lane, lane + 32, ... (row j of the warp's experts is
+/// [32 j, 32 j + 32)) in registers; the lanes meet through xor shuffles
+/// whose merges are symmetric, so every lane ends with the same values.
+struct WarpRoute : KernelBuilder {
   RoutingAttr routing;
   int64_t experts;
+  Value lane;
 
-  /// A loop over [lb, ub) carrying `init`; `body` returns the next values.
-  SmallVector<Value> fold(Value lb, Value ub, ValueRange init,
-                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-    return KernelBuilder::fold(lb, ub, idx(1), init, body);
+  int64_t rowsOfExperts() const { return experts / kWarp; }
+
+  Value shuffleXor(Value v, int64_t offset) {
+    return gpu::ShuffleOp::create(b, loc, v, i32(offset), i32(kWarp), gpu::ShuffleMode::XOR)
+        .getShuffleResult();
   }
 
-  /// How many entries of `values[0, count)` beat entry `self` (its rank),
-  /// four entries a step where the count allows (independent loads).
-  Value rank(Value values, int64_t count, Value self) {
-    Value mine = load(values, {self});
-    Value zero = idx(0), one = idx(1);
-    int64_t unroll = count % 4 == 0 ? 4 : 1;
-    auto loop = scf::ForOp::create(b, loc, zero, idx(count), idx(unroll), ValueRange{zero},
-                                   [&](OpBuilder &nb, Location, Value i, ValueRange acc) {
-                                     OpBuilder::InsertionGuard guard(b);
-                                     b.setInsertionPoint(nb.getInsertionBlock(),
-                                                         nb.getInsertionPoint());
-                                     Value sum = acc[0];
-                                     for (int64_t j = 0; j < unroll; ++j) {
-                                       Value at = arith::AddIOp::create(b, loc, i, idx(j));
-                                       Value ahead = beats(b, loc, load(values, {at}), mine, at, self);
-                                       sum = arith::AddIOp::create(
-                                           b, loc, sum, arith::SelectOp::create(b, loc, ahead, one, zero));
-                                     }
-                                     scf::YieldOp::create(b, loc, sum);
-                                   });
-    return loop.getResult(0);
+  /// Every lane's `mine` merged with the others', in five xor steps.
+  SmallVector<Value> acrossWarp(SmallVector<Value> mine,
+                                function_ref<SmallVector<Value>(ValueRange, ValueRange)> merge) {
+    for (int64_t offset = kWarp / 2; offset >= 1; offset /= 2) {
+      SmallVector<Value> other;
+      for (Value v : mine)
+        other.push_back(shuffleXor(v, offset));
+      mine = merge(mine, other);
+    }
+    return mine;
   }
 
-  /// lowering::bestBelow over values[begin, end) (workgroup memory).
-  std::pair<Value, Value> bestBelow(Value values, Value begin, Value end, Value firstPick,
-                                    Value prevValue, Value prevIndex) {
-    return lowering::bestBelow(b, loc, begin, end, firstPick, prevValue, prevIndex,
-                               [&](OpBuilder &nb, Location l, Value e) -> Value {
-                                 return memref::LoadOp::create(nb, l, values, ValueRange{e});
-                               });
+  Value select(Value cond, Value x, Value y) { return arith::SelectOp::create(b, loc, cond, x, y); }
+  Value addf(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value nan() { return f32(std::numeric_limits<float>::quiet_NaN()); }
+
+  /// The routing order on values alone (ties are equal, NaN lowest): the
+  /// group scores only need the two best values, not which experts.
+  Value above(Value x, Value y) {
+    Value greater = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, y);
+    Value xNumber = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ORD, x, x);
+    Value yNaN = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, y, y);
+    return arith::OrIOp::create(b, loc, greater, arith::AndIOp::create(b, loc, xNumber, yNaN));
+  }
+  Value higher(Value x, Value y) { return select(above(y, x), y, x); }
+
+  /// The group's two best selection scores (best first; NaN stands for none).
+  SmallVector<Value> groupBestTwo(ArrayRef<Value> selection, ArrayRef<Value> expertIds,
+                                  int64_t group, int64_t perGroup) {
+    Value best = nan(), second = nan();
+    for (int64_t j = 0; j < rowsOfExperts(); ++j) {
+      int64_t rowBegin = j * kWarp, rowEnd = rowBegin + kWarp;
+      int64_t groupBegin = group * perGroup, groupEnd = groupBegin + perGroup;
+      if (rowEnd <= groupBegin || groupEnd <= rowBegin)
+        continue;
+      Value v = selection[j];
+      if (rowBegin < groupBegin || groupEnd < rowEnd) {
+        Value inGroup = arith::AndIOp::create(
+            b, loc, cmp(arith::CmpIPredicate::sge, expertIds[j], i32(groupBegin)),
+            cmp(arith::CmpIPredicate::slt, expertIds[j], i32(groupEnd)));
+        v = select(inGroup, v, nan());
+      }
+      Value takesFirst = above(v, best);
+      second = select(takesFirst, best, higher(second, v));
+      best = select(takesFirst, v, best);
+    }
+    return acrossWarp({best, second}, [&](ValueRange m, ValueRange o) -> SmallVector<Value> {
+      Value mineFirst = above(m[0], o[0]);
+      return {select(mineFirst, m[0], o[0]),
+              select(mineFirst, higher(m[1], o[0]), higher(m[0], o[1]))};
+    });
   }
 
-  /// Thread `e` of token `t`'s block. `raw`, `scores`, `selection` (E),
-  /// `groupScores` (n_group) and `chosen` (k) are workgroup memory.
-  void build(Value t, Value e, Value logits, Value logitBias, Value bias, Value ids,
-             Value weights, Value raw, Value scores, Value selection, Value groupScores,
-             Value chosen) {
-    Value numExperts = idx(experts);
-    Value active = cmp(arith::CmpIPredicate::ult, e, numExperts);
-    Value zero = idx(0);
-    Value fzero = f32(0.0), fone = f32(1.0);
+  /// Sets the selection scores of experts whose group ranks at topk_group
+  /// or below to -inf.
+  void dropGroups(MutableArrayRef<Value> selection, ArrayRef<Value> expertIds) {
+    int64_t groups = routing.getNGroup(), perGroup = experts / groups;
+    SmallVector<Value> groupScores;
+    Value fzero = f32(0.0);
+    for (int64_t g = 0; g < groups; ++g) {
+      SmallVector<Value> two = groupBestTwo(selection, expertIds, g, perGroup);
+      // 0 + best (+ second): the sum of the CPU's (0 + lower index) + higher.
+      Value score = addf(fzero, two[0]);
+      if (!routing.getGroupMax())
+        score = addf(score, two[1]);
+      groupScores.push_back(score);
+    }
+    SmallVector<Value> kept;
+    for (int64_t g = 0; g < groups; ++g) {
+      Value rank = i32(0);
+      for (int64_t h = 0; h < groups; ++h)
+        if (h != g)
+          rank = add(rank, arith::ExtUIOp::create(
+                               b, loc, b.getI32Type(),
+                               beats(b, loc, groupScores[h], groupScores[g], i32(h), i32(g))));
+      kept.push_back(cmp(arith::CmpIPredicate::slt, rank, i32(routing.getTopkGroup())));
+    }
     Value ninf = f32(-std::numeric_limits<float>::infinity());
+    for (int64_t j = 0; j < rowsOfExperts(); ++j) {
+      int64_t first = j * kWarp / perGroup, last = (j * kWarp + kWarp - 1) / perGroup;
+      Value keep = kept[first];
+      if (last != first) {
+        Value group = arith::DivSIOp::create(b, loc, expertIds[j], i32(perGroup));
+        for (int64_t g = first + 1; g <= last; ++g)
+          keep = select(cmp(arith::CmpIPredicate::eq, group, i32(g)), kept[g], keep);
+      }
+      selection[j] = select(keep, selection[j], ninf);
+    }
+  }
+
+  /// Logit `e` of token `t`: the sum of the GEMM's depth partials in order
+  /// where its decode form split the depth (T <= denseDecodeMaxRows()).
+  Value logitAt(Value t, Value e, Value logits, Value depthPartials, Value tokens) {
+    if (!depthPartials)
+      return load(logits, {t, e});
+    int64_t splits = cast<MemRefType>(depthPartials.getType()).getDimSize(0);
+    Value split = cmp(arith::CmpIPredicate::ule, tokens, idx(denseDecodeMaxRows()));
+    auto choice = scf::IfOp::create(b, loc, b.getF32Type(), split, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(choice.thenBlock());
+    Value sum = load(depthPartials, {idx(0), t, e});
+    for (int64_t s = 1; s < splits; ++s)
+      sum = addf(sum, load(depthPartials, {idx(s), t, e}));
+    scf::YieldOp::create(b, loc, sum);
+    b.setInsertionPointToStart(choice.elseBlock());
+    scf::YieldOp::create(b, loc, load(logits, {t, e}));
+    return choice.getResult(0);
+  }
+
+  /// Routes token `t` of `tokens`: ids[t, 0..k) and weights[t, 0..k), lane
+  /// r writing choice r.
+  void build(Value t, Value tokens, Value logits, Value depthPartials, Value logitBias, Value bias,
+             Value ids, Value weights) {
+    int64_t rows = rowsOfExperts();
+    Value laneId = toI32(lane);
+    SmallVector<Value> expertAt, expertIds;
+    for (int64_t j = 0; j < rows; ++j) {
+      expertAt.push_back(add(lane, idx(j * kWarp)));
+      expertIds.push_back(add(laneId, i32(j * kWarp)));
+    }
     // Logits, with gpt-oss's bias and a bf16 model's rounding.
-    ifThen(active, [&] {
-      Value v = load(logits, {t, e});
+    SmallVector<Value> raw;
+    for (int64_t j = 0; j < rows; ++j) {
+      Value v = logitAt(t, expertAt[j], logits, depthPartials, tokens);
       if (logitBias)
-        v = arith::AddFOp::create(b, loc, v, load(logitBias, {e}));
+        v = addf(v, load(logitBias, {expertAt[j]}));
       if (routing.getLogitsBf16())
         v = arith::ExtFOp::create(b, loc, b.getF32Type(),
                                   arith::TruncFOp::create(b, loc, b.getBF16Type(), v).getResult());
-      store(v, raw, {e});
-    });
-    gpu::BarrierOp::create(b, loc);
+      raw.push_back(v);
+    }
+    SmallVector<Value> scores;
+    Value fone = f32(1.0);
     if (routing.getScore() == ScoreFunction::softmax) {
-      // Every thread folds the row in expert order: the same max and sum.
-      Value rowMax = fold(zero, numExperts, ValueRange{ninf}, [&](Value i, ValueRange acc) {
-        return SmallVector<Value>{arith::MaximumFOp::create(b, loc, load(raw, {i}), acc[0])};
+      Value rowMax = f32(-std::numeric_limits<float>::infinity());
+      for (Value v : raw)
+        rowMax = arith::MaximumFOp::create(b, loc, v, rowMax);
+      rowMax = acrossWarp({rowMax}, [&](ValueRange m, ValueRange o) -> SmallVector<Value> {
+        return {arith::MaximumFOp::create(b, loc, m[0], o[0])};
       })[0];
-      ifThen(active, [&] {
-        Value shifted = arith::SubFOp::create(b, loc, load(raw, {e}), rowMax);
-        store(math::ExpOp::create(b, loc, shifted), scores, {e});
-      });
-      gpu::BarrierOp::create(b, loc);
-      Value rowSum = fold(zero, numExperts, ValueRange{fzero}, [&](Value i, ValueRange acc) {
-        return SmallVector<Value>{arith::AddFOp::create(b, loc, load(scores, {i}), acc[0])};
+      SmallVector<Value> exps;
+      Value rowSum = f32(0.0);
+      for (Value v : raw) {
+        exps.push_back(math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, v, rowMax)));
+        rowSum = addf(exps.back(), rowSum);
+      }
+      rowSum = acrossWarp({rowSum}, [&](ValueRange m, ValueRange o) -> SmallVector<Value> {
+        return {addf(m[0], o[0])};
       })[0];
-      // Every thread has read every exponential before any is overwritten.
-      gpu::BarrierOp::create(b, loc);
-      ifThen(active, [&] {
-        store(arith::DivFOp::create(b, loc, load(scores, {e}), rowSum), scores, {e});
-      });
+      for (Value e : exps)
+        scores.push_back(arith::DivFOp::create(b, loc, e, rowSum));
     } else {
-      ifThen(active, [&] {
-        Value ex = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, load(raw, {e})));
-        Value den = arith::AddFOp::create(b, loc, fone, ex);
-        store(arith::DivFOp::create(b, loc, fone, den), scores, {e});
-      });
+      for (Value v : raw) {
+        Value ex = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, v));
+        scores.push_back(arith::DivFOp::create(b, loc, fone, addf(fone, ex)));
+      }
     }
-    ifThen(active, [&] {
-      Value s = load(scores, {e});
-      if (bias)
-        s = arith::AddFOp::create(b, loc, s, load(bias, {e}));
-      store(s, selection, {e});
-    });
-    gpu::BarrierOp::create(b, loc);
+    SmallVector<Value> selection(scores);
+    if (bias)
+      for (int64_t j = 0; j < rows; ++j)
+        selection[j] = addf(selection[j], load(bias, {expertAt[j]}));
+    if (routing.getNGroup() > 1 && routing.getTopkGroup() < routing.getNGroup())
+      dropGroups(selection, expertIds);
 
-    int64_t groups = routing.getNGroup(), keepGroups = routing.getTopkGroup();
-    if (groups > 1 && keepGroups < groups) {
-      int64_t perGroup = experts / groups;
-      // A group's score: its two best selection scores added in index order
-      // to 0 (its best with group_max).
-      ifThen(cmp(arith::CmpIPredicate::ult, e, idx(groups)), [&] {
-        Value begin = arith::MulIOp::create(b, loc, e, idx(perGroup));
-        Value end = arith::AddIOp::create(b, loc, begin, idx(perGroup));
-        Value yes = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-        Value no = arith::ConstantOp::create(b, loc, b.getBoolAttr(false));
-        auto [v1, i1] = bestBelow(selection, begin, end, yes, fzero, zero);
-        Value sum = arith::AddFOp::create(b, loc, fzero, v1);
-        if (!routing.getGroupMax()) {
-          auto [v2, i2] = bestBelow(selection, begin, end, no, v1, i1);
-          Value firstLower = cmp(arith::CmpIPredicate::ult, i1, i2);
-          Value lower = arith::SelectOp::create(b, loc, firstLower, v1, v2);
-          Value higher = arith::SelectOp::create(b, loc, firstLower, v2, v1);
-          sum = arith::AddFOp::create(b, loc, arith::AddFOp::create(b, loc, fzero, lower), higher);
-        }
-        store(sum, groupScores, {e});
-      });
-      gpu::BarrierOp::create(b, loc);
-      // Experts of the groups ranked at topk_group or below drop out. Nobody
-      // reads the selection scores between the barriers around this write.
-      ifThen(active, [&] {
-        Value group = arith::DivUIOp::create(b, loc, e, idx(perGroup));
-        Value dropped =
-            cmp(arith::CmpIPredicate::uge, rank(groupScores, groups, group), idx(keepGroups));
-        ifThen(dropped, [&] { store(ninf, selection, {e}); });
-      });
-      gpu::BarrierOp::create(b, loc);
-    }
-
-    // The experts ranked 0..k-1 are the choices, in rank order.
+    // Choice r is the best expert that choice r - 1 beats: each lane's best
+    // such, then the warp's. (NaN, E) loses to every expert.
     int64_t topK = routing.getTopK();
-    ifThen(active, [&] {
-      Value r = rank(selection, experts, e);
-      ifThen(cmp(arith::CmpIPredicate::ult, r, idx(topK)), [&] {
-        store(arith::IndexCastOp::create(b, loc, b.getI32Type(), e), ids, {t, r});
-        store(load(scores, {e}), chosen, {r});
-      });
-    });
-    gpu::BarrierOp::create(b, loc);
-    ifThen(cmp(arith::CmpIPredicate::eq, e, zero), [&] {
-      Value numChoices = idx(topK);
-      Value sum = fold(zero, numChoices, ValueRange{fzero}, [&](Value j, ValueRange acc) {
-        return SmallVector<Value>{arith::AddFOp::create(b, loc, load(chosen, {j}), acc[0])};
-      })[0];
+    Value fzero = f32(0.0);
+    Value none = i32(experts);
+    SmallVector<Value> chosen =
+        fold(idx(0), idx(topK), idx(1), ValueRange{nan(), none, fzero, i32(0), fzero},
+             [&](Value r, ValueRange acc) -> SmallVector<Value> {
+               Value first = cmp(arith::CmpIPredicate::eq, r, idx(0));
+               Value bestValue = nan(), bestId = none, bestScore = fzero;
+               for (int64_t j = 0; j < rows; ++j) {
+                 Value below = beats(b, loc, acc[0], selection[j], acc[1], expertIds[j]);
+                 Value candidate = arith::OrIOp::create(b, loc, first, below);
+                 Value better = beats(b, loc, selection[j], bestValue, expertIds[j], bestId);
+                 Value take = arith::AndIOp::create(b, loc, candidate, better);
+                 bestValue = select(take, selection[j], bestValue);
+                 bestId = select(take, expertIds[j], bestId);
+                 bestScore = select(take, scores[j], bestScore);
+               }
+               SmallVector<Value> winner =
+                   acrossWarp({bestValue, bestId, bestScore},
+                              [&](ValueRange m, ValueRange o) -> SmallVector<Value> {
+                                Value theirs = beats(b, loc, o[0], m[0], o[1], m[1]);
+                                return {select(theirs, o[0], m[0]), select(theirs, o[1], m[1]),
+                                        select(theirs, o[2], m[2])};
+                              });
+               Value mine = cmp(arith::CmpIPredicate::eq, lane, r);
+               return {winner[0], winner[1], addf(winner[2], acc[2]),
+                       select(mine, winner[1], acc[3]), select(mine, winner[2], acc[4])};
+             });
+    Value sum = chosen[2];
+    ifThen(cmp(arith::CmpIPredicate::ult, lane, idx(topK)), [&] {
       double scale = routing.getScale().convertToDouble();
-      bool rescale = routing.getNormalize() || scale != 1.0;
-      Value denominator = routing.getNormalize() ? sum : fone;
-      fold(zero, numChoices, ValueRange{}, [&](Value j, ValueRange) {
-        Value w = load(chosen, {j});
-        if (rescale)
-          w = arith::MulFOp::create(b, loc, arith::DivFOp::create(b, loc, w, denominator),
-                                    f32(scale));
-        store(w, weights, {t, j});
-        return SmallVector<Value>{};
-      });
+      Value w = chosen[4];
+      if (routing.getNormalize() || scale != 1.0) {
+        Value denominator = routing.getNormalize() ? sum : fone;
+        w = arith::MulFOp::create(b, loc, arith::DivFOp::create(b, loc, w, denominator),
+                                  f32(scale));
+      }
+      store(chosen[3], ids, {t, lane});
+      store(w, weights, {t, lane});
     });
   }
 };
@@ -214,17 +284,17 @@ struct RouteToGPU : OpRewritePattern<RouteOp> {
     int64_t experts = wType.getDimSize(0), hidden = wType.getDimSize(1);
     if (experts > 1024 || !denseTensorCoreGemmApplies(experts, hidden))
       return rewriter.notifyMatchFailure(op, "E a multiple of 32 up to 1024, H of 32");
-    auto f32Buffer = [](Value buffer) {
-      return !buffer || cast<MemRefType>(buffer.getType()).getElementType().isF32();
-    };
+    auto f32Bias = [](Value bias) { return !bias || getElementTypeOrSelf(bias.getType()).isF32(); };
+    if (!f32Bias(op.getLogitBias()) || !f32Bias(op.getCorrectionBias()))
+      return rewriter.notifyMatchFailure(op, "f32 biases");
+    RoutingAttr routing = op.getRouting();
+    int64_t topK = routing.getTopK();
+    if (topK > kWarp || routing.getNGroup() > kWarp)
+      return rewriter.notifyMatchFailure(op, "top_k and n_group up to a warp's lanes");
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
     Value logitBias = op.getLogitBias() ? readBuffer(b, loc, op.getLogitBias()) : Value();
     Value bias = op.getCorrectionBias() ? readBuffer(b, loc, op.getCorrectionBias()) : Value();
-    if (!f32Buffer(logitBias) || !f32Buffer(bias))
-      return rewriter.notifyMatchFailure(op, "f32 biases");
-    RoutingAttr routing = op.getRouting();
-    int64_t topK = routing.getTopK(), groups = routing.getNGroup();
     Value rows = tensor::DimOp::create(b, loc, op.getX(), 0);
     auto bufferOf = [&](int64_t cols, Type element) -> Value {
       auto type = MemRefType::get({xType.getDimSize(0), cols}, element);
@@ -232,29 +302,27 @@ struct RouteToGPU : OpRewritePattern<RouteOp> {
                                      type.isDynamicDim(0) ? ValueRange{rows} : ValueRange{});
     };
     Value logits = bufferOf(experts, b.getF32Type());
-    buildDenseTensorCoreGemm(b, loc, readBuffer(b, loc, op.getX()),
-                             readBuffer(b, loc, op.getRouterWeight()), logits, rows, experts,
-                             hidden);
+    Value depthPartials = buildDenseTensorCoreGemm(b, loc, readBuffer(b, loc, op.getX()),
+                                                   readBuffer(b, loc, op.getRouterWeight()), logits,
+                                                   rows, experts, hidden,
+                                                   /*splitDepth=*/true);
     Value ids = bufferOf(topK, b.getI32Type());
     Value weights = bufferOf(topK, b.getF32Type());
 
-    auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
-    auto shared = [&](int64_t size) {
-      return MemRefType::get({size}, b.getF32Type(), MemRefLayoutAttrInterface{}, workgroup);
-    };
     Value one = arith::ConstantIndexOp::create(b, loc, 1);
-    Value threads = arith::ConstantIndexOp::create(b, loc, (experts + 31) / 32 * 32);
+    Value perBlock = arith::ConstantIndexOp::create(b, loc, kTokensPerBlock);
+    Value blocks = arith::CeilDivUIOp::create(b, loc, rows, perBlock);
     auto launch = gpu::LaunchOp::create(
-        b, loc, rows, one, one, threads, one, one, nullptr, nullptr, {},
-        TypeRange{shared(experts), shared(experts), shared(experts), shared(groups),
-                  shared(topK)});
+        b, loc, blocks, one, one, arith::ConstantIndexOp::create(b, loc, kWarp), perBlock, one);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&launch.getBody().front());
-      ArrayRef<BlockArgument> memory = launch.getWorkgroupAttributions();
-      TokenKernel{{b, loc}, routing, experts}.build(
-          launch.getBlockIds().x, launch.getThreadIds().x, logits, logitBias, bias, ids, weights,
-          memory[0], memory[1], memory[2], memory[3], memory[4]);
+      WarpRoute kernel{{b, loc}, routing, experts, launch.getThreadIds().x};
+      Value t = kernel.add(arith::MulIOp::create(b, loc, launch.getBlockIds().x, perBlock),
+                           launch.getThreadIds().y);
+      kernel.ifThen(kernel.cmp(arith::CmpIPredicate::ult, t, rows), [&] {
+        kernel.build(t, rows, logits, depthPartials, logitBias, bias, ids, weights);
+      });
       gpu::TerminatorOp::create(b, loc);
     }
     auto asTensor = [&](Value buffer, Type type) -> Value {

@@ -11,9 +11,10 @@
 // Every kernel binary is PTX for sm_90.
 // RUN: moe-opt %s -split-input-file --moe-cuda-pipeline | grep 'gpu.binary' \
 // RUN:   | not grep -v -e '.target sm_90'
-// Every kernel has more than one thread per block, along x.
+// Every kernel has more than one thread per block along x (the route kernel also has 4 warps
+// along y, a token each).
 // RUN: moe-opt %s -split-input-file --moe-cuda-pipeline | grep -o 'maxntid [0-9]*, [0-9]*, [0-9]*' \
-// RUN:   | not grep -v -E 'maxntid ([2-9]|[1-9][0-9]+), 1, 1'
+// RUN:   | not grep -v -E 'maxntid ([2-9]|[1-9][0-9]+), (1|4), 1'
 // The chip and PTX features are options of the pipeline.
 // RUN: moe-opt %s -split-input-file '--moe-cuda-pipeline=chip=sm_80 features=+ptx70' \
 // RUN:   | FileCheck %s --check-prefix=SM80
