@@ -235,6 +235,39 @@ func.func @grouped(%x: tensor<?x128xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8x1
 
 // -----
 
+// Tests that a grouped GEMM whose rows are a static worst case above the decode form's limit
+// (190 > 2 x (64 + 15): an expert-parallel receive buffer is sized so) launches both forms with
+// no choice on the host: each kernel reads the rows used, offsets[E], and leaves at once where
+// they are the other form's. The decode form's grid covers the 158 rows it may be given (10
+// tiles), not 190.
+// CHECK-LABEL: func.func @static_rows
+// CHECK-NOT: arith.cmpi ule, %c190
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c2{{.*}}, %{{.+}} = %c10{{.*}}, %{{.+}} = %c1{{.*}}) threads({{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) workgroup(
+// CHECK-NEXT: %[[LIMIT:.+]] = arith.constant 158 : index
+// CHECK-NEXT: %[[E:.+]] = arith.constant 2 : index
+// CHECK-NEXT: %[[USED32:.+]] = memref.load %[[OFF:.+]][%[[E]]] : memref<3xi32
+// CHECK-NEXT: %[[USED:.+]] = arith.index_cast %[[USED32]] : i32 to index
+// CHECK-NEXT: %[[DECODE:.+]] = arith.cmpi ule, %[[USED]], %[[LIMIT]] : index
+// CHECK-NEXT: scf.if %[[DECODE]] {
+// CHECK: nvvm.mma.sync
+// CHECK: gpu.terminator
+// The prefill form's two kernels (its table of blocks, the blocks).
+// CHECK-COUNT-2: arith.cmpi ugt, %{{.+}}, %c158{{.*}} : index
+// CHECK: nvvm.mma.sync
+// CHECK-NOT: gpu.launch
+// CHECK: return
+func.func @static_rows(%x: tensor<80x128xbf16>, %ids: tensor<80x2xi32>, %w: tensor<2x64x128xbf16>)
+    -> tensor<190x64xbf16> {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 2 row_tile = 16
+    : (tensor<80x128xbf16>, tensor<80x2xi32>)
+      -> (tensor<190x128xbf16>, tensor<190xi32>, tensor<80x2xi32>, tensor<3xi32>)
+  %h = moe.grouped_matmul %rows, %w, %re offsets %off
+    : (tensor<190x128xbf16>, tensor<2x64x128xbf16>, tensor<190xi32>, tensor<3xi32>) -> tensor<190x64xbf16>
+  return %h : tensor<190x64xbf16>
+}
+
+// -----
+
 // Tests that rows not padded to tiles of 16 (row_tile 1), f32 weights and a depth that is not a
 // multiple of 32 keep moe.grouped_matmul for convert-moe-to-linalg (their dispatches become
 // kernels all the same).

@@ -354,6 +354,18 @@ struct Kernel : KernelBuilder {
       activateOut();
   }
 
+  /// Rows fixed at a worst case above the decode form's limit (an
+  /// expert-parallel receive buffer): the rows used, offsets[E], are known
+  /// on the device only, so both forms launch and each of their kernels
+  /// leaves at once where offsets[E] says the other form's: the decode form
+  /// at most `limit` used rows (its grid covers that many), else the
+  /// prefill form.
+  void launchBothForms(DecodeShape shape, int64_t limit);
+
+  /// Wraps the body of every kernel built after `mark` in `if (offsets[E]
+  /// usedIs limit)`.
+  void leaveUnless(Operation *mark, arith::CmpIPredicate usedIs, int64_t limit);
+
   void decodeForm(DecodeShape shape) {
     launchDecode(shape);
     if (swigluOut)

@@ -82,7 +82,13 @@ void gemm::Kernel::build() {
   }
   // Rows per expert: N - E * 15 of the padded rows are choices.
   int64_t perExpert = kSplitMaxRowsPerExpert;
-  Value limit = grouped() ? idx(experts * (perExpert + kTileRows - 1)) : idx(perExpert);
+  int64_t limitRows = grouped() ? experts * (perExpert + kTileRows - 1) : perExpert;
+  int64_t staticRows = cast<MemRefType>(a.getType()).getDimSize(0);
+  if (grouped() && !ShapedType::isDynamic(staticRows) && staticRows > limitRows) {
+    launchBothForms(*decode, limitRows);
+    return;
+  }
+  Value limit = idx(limitRows);
   auto choice = scf::IfOp::create(
       b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, rows, limit),
       /*withElseRegion=*/true);
@@ -91,6 +97,47 @@ void gemm::Kernel::build() {
   decodeForm(*decode);
   b.setInsertionPointToStart(choice.elseBlock());
   prefill();
+}
+
+/// The ops `b` built in its block after `mark` (null: from the start).
+static auto builtSince(OpBuilder &b, Operation *mark) {
+  Block *block = b.getInsertionBlock();
+  return llvm::make_range(mark ? std::next(mark->getIterator()) : block->begin(),
+                          b.getInsertionPoint());
+}
+
+void gemm::Kernel::leaveUnless(Operation *mark, arith::CmpIPredicate usedIs, int64_t limit) {
+  SmallVector<gpu::LaunchOp> launches;
+  for (Operation &op : builtSince(b, mark))
+    op.walk([&](gpu::LaunchOp launch) { launches.push_back(launch); });
+  OpBuilder::InsertionGuard guard(b);
+  for (gpu::LaunchOp launch : launches) {
+    Block &body = launch.getBody().front();
+    b.setInsertionPointToStart(&body);
+    Value runs = cmp(usedIs, loadIndex(offsets, idx(experts)), idx(limit));
+    auto form = scf::IfOp::create(b, loc, runs, /*withElseRegion=*/false);
+    Block *then = form.thenBlock();
+    then->getOperations().splice(then->getTerminator()->getIterator(), body.getOperations(),
+                                 std::next(form->getIterator()),
+                                 body.getTerminator()->getIterator());
+  }
+}
+
+void gemm::Kernel::launchBothForms(DecodeShape shape, int64_t limit) {
+  auto lastBuilt = [&]() -> Operation * {
+    Block *block = b.getInsertionBlock();
+    return b.getInsertionPoint() == block->begin() ? nullptr : &*std::prev(b.getInsertionPoint());
+  };
+  // The decode form's grid covers the rows it may be given, limit of them.
+  Operation *mark = lastBuilt();
+  Value allRows = rows;
+  rows = idx(limit);
+  decodeForm(shape);
+  rows = allRows;
+  leaveUnless(mark, arith::CmpIPredicate::ule, limit);
+  mark = lastBuilt();
+  prefill();
+  leaveUnless(mark, arith::CmpIPredicate::ugt, limit);
 }
 
 void mlir::moe::nameSideStreamKernels(bool marked, Operation *before, Operation *end) {
