@@ -268,6 +268,45 @@ func.func @static_rows(%x: tensor<80x128xbf16>, %ids: tensor<80x2xi32>, %w: tens
 
 // -----
 
+// Tests that the activation of such a GEMM comes with it, after each form, its kernel a fixed grid
+// (1024 blocks of 256 threads) striding over the runs of 8 outputs of the rows used, offsets[E],
+// not over the 190 worst-case rows.
+// CHECK-LABEL: func.func @static_rows_activation
+// CHECK: %[[ACT:.+]] = memref.alloc() : memref<190x32xbf16>
+// CHECK: arith.cmpi ule, %{{.+}}, %c158
+// CHECK: nvvm.mma.sync
+// CHECK: gpu.launch blocks(%[[BX:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %c1024{{.*}}, %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) threads(%[[TX:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %c256{{.*}}, %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}})
+// CHECK: arith.cmpi ule, %{{.+}}, %c158
+// CHECK: scf.if
+// CHECK: %[[USED32:.+]] = memref.load %{{.+}}[%c2{{.*}}] : memref<3xi32
+// CHECK: %[[USED:.+]] = arith.index_cast %[[USED32]] : i32 to index
+// CHECK: %[[FIRST0:.+]] = arith.muli %[[BX]], %c256{{.*}} : index
+// CHECK: %[[FIRST:.+]] = arith.addi %[[FIRST0]], %[[TX]] : index
+// CHECK: %[[RUNS:.+]] = arith.muli %[[USED]], %c4{{.*}} : index
+// CHECK: scf.for %{{.+}} = %[[FIRST]] to %[[RUNS]] step %c262144
+// CHECK: math.exp
+// CHECK: vector.store %{{.+}}, %[[ACT]]
+// CHECK: arith.cmpi ugt, %{{.+}}, %c158
+// CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c1024
+// CHECK: arith.cmpi ugt, %{{.+}}, %c158
+// CHECK: scf.for
+// CHECK: vector.store %{{.+}}, %[[ACT]]
+// CHECK-NOT: gpu.launch
+// CHECK: bufferization.to_tensor %[[ACT]]
+// CHECK-NOT: moe.activation
+func.func @static_rows_activation(%x: tensor<80x128xbf16>, %ids: tensor<80x2xi32>,
+                                  %w: tensor<2x64x128xbf16>) -> tensor<190x32xbf16> {
+  %rows, %re, %slot, %off = moe.dispatch %x, %ids num_experts = 2 row_tile = 16
+    : (tensor<80x128xbf16>, tensor<80x2xi32>)
+      -> (tensor<190x128xbf16>, tensor<190xi32>, tensor<80x2xi32>, tensor<3xi32>)
+  %h = moe.grouped_matmul %rows, %w, %re offsets %off
+    : (tensor<190x128xbf16>, tensor<2x64x128xbf16>, tensor<190xi32>, tensor<3xi32>) -> tensor<190x64xbf16>
+  %a = moe.activation %h kind swiglu : (tensor<190x64xbf16>) -> tensor<190x32xbf16>
+  return %a : tensor<190x32xbf16>
+}
+
+// -----
+
 // Tests that rows not padded to tiles of 16 (row_tile 1), f32 weights and a depth that is not a
 // multiple of 32 keep moe.grouped_matmul for convert-moe-to-linalg (their dispatches become
 // kernels all the same).

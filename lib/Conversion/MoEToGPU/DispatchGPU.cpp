@@ -94,13 +94,19 @@ struct Bookkeeping {
     OpBuilder &b = u.b;
     Location loc = u.loc;
     Value inside = u.cmp(arith::CmpIPredicate::ult, n, pairs);
-    Value safe = arith::SelectOp::create(b, loc, inside, n, u.idx(0));
-    Value id = u.load(ids, slotAt(safe));
+    // Nothing is loaded past the end: without tokens the ids are empty.
+    auto loaded = scf::IfOp::create(b, loc, b.getI32Type(), inside, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loaded.thenBlock());
+      scf::YieldOp::create(b, loc, u.load(ids, slotAt(n)));
+      b.setInsertionPointToStart(loaded.elseBlock());
+      scf::YieldOp::create(b, loc, u.i32(-1));
+    }
+    Value id = loaded.getResult(0);
     Value foreign = arith::OrIOp::create(b, loc, u.cmp(arith::CmpIPredicate::slt, id, u.i32(0)),
                                          u.cmp(arith::CmpIPredicate::sge, id, u.i32(experts)));
-    Value none = arith::OrIOp::create(b, loc, foreign, arith::XOrIOp::create(
-        b, loc, inside, arith::ConstantOp::create(b, loc, b.getBoolAttr(true))));
-    return arith::SelectOp::create(b, loc, none, u.i32(-1), id);
+    return arith::SelectOp::create(b, loc, foreign, u.i32(-1), id);
   }
 
   /// Calls body(n, id, rank, count) for each choice of warp `warp` of

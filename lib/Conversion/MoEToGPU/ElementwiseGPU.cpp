@@ -35,6 +35,9 @@ using namespace mlir::moe;
 
 namespace {
 constexpr int64_t kThreads = 256;
+/// Blocks of a kernel striding over a count known on the device only: 8 of
+/// 256 threads for each of 132 multiprocessors, about.
+constexpr int64_t kStridingBlocks = 1024;
 
 /// Elements of `type` a thread moves at a time: 16 bytes where `n` of them
 /// divide into runs of that many, else one.
@@ -89,6 +92,24 @@ struct RunBuilder : KernelBuilder {
     b.setInsertionPointToStart(&launch.getBody().front());
     Value run = add(mul(launch.getBlockIds().x, idx(kThreads)), launch.getThreadIds().x);
     ifThen(cmp(arith::CmpIPredicate::ult, run, runs), [&] {
+      Value row = arith::DivUIOp::create(b, loc, run, idx(perRow));
+      body(row, mul(arith::RemUIOp::create(b, loc, run, idx(perRow)), idx(width)));
+    });
+    gpu::TerminatorOp::create(b, loc);
+  }
+
+  /// launchRuns over the first offsets[experts] rows only, read on the
+  /// device: a fixed grid whose threads stride over their runs.
+  void launchRunsOfUsedRows(Value offsets, int64_t experts, int64_t perRow, int64_t width,
+                            function_ref<void(Value, Value)> body) {
+    Value one = idx(1);
+    auto launch =
+        gpu::LaunchOp::create(b, loc, idx(kStridingBlocks), one, one, idx(kThreads), one, one);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    Value used = toIndex(load(offsets, {idx(experts)}));
+    Value first = add(mul(launch.getBlockIds().x, idx(kThreads)), launch.getThreadIds().x);
+    forEach(first, mul(used, idx(perRow)), idx(kStridingBlocks * kThreads), [&](Value run) {
       Value row = arith::DivUIOp::create(b, loc, run, idx(perRow));
       body(row, mul(arith::RemUIOp::create(b, loc, run, idx(perRow)), idx(width)));
     });
@@ -250,17 +271,21 @@ Value mlir::moe::clampedSwiglu(OpBuilder &b, Location loc, Value gate, Value up,
 }
 
 void mlir::moe::buildActivationKernel(OpBuilder &b, Location loc, ActivationOp op, Value input,
-                                      Value out, Value rows) {
+                                      Value out, Value rows, Value offsets, int64_t experts) {
   Type element = cast<MemRefType>(out.getType()).getElementType();
   const int64_t half = cast<MemRefType>(out.getType()).getDimSize(1);
   const int64_t width = runOf(element, half);
   RunBuilder u{{b, loc}};
-  u.launchRuns(rows, half / width, width, [&](Value row, Value col) {
+  auto body = [&](Value row, Value col) {
     auto type = VectorType::get({width}, element);
     Value gate = u.toF32(u.load(input, {row, col}, type));
     Value up = u.toF32(u.load(input, {row, u.add(col, u.idx(half))}, type));
     u.storeRun(u.fromF32(activate(u, op, gate, up, width), element), out, {row, col});
-  });
+  };
+  if (offsets)
+    u.launchRunsOfUsedRows(offsets, experts, half / width, width, body);
+  else
+    u.launchRuns(rows, half / width, width, body);
 }
 
 void mlir::moe::populateElementwiseToGPUPatterns(RewritePatternSet &patterns) {

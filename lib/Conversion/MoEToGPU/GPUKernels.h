@@ -44,9 +44,11 @@ Value swiglu(OpBuilder &b, Location loc, Value gate, Value up);
 Value clampedSwiglu(OpBuilder &b, Location loc, Value gate, Value up, float alpha, float limit);
 
 /// The kernel of `op` (moe.activation) from `input` [rows, 2I] into `out`
-/// [rows, I] (memrefs).
+/// [rows, I] (memrefs). With `offsets` (a grouped GEMM's [E + 1], whose
+/// offsets[E] rows are used of a worst case `rows`), a fixed grid strides
+/// over the rows used only, read on the device.
 void buildActivationKernel(OpBuilder &b, Location loc, ActivationOp op, Value input, Value out,
-                           Value rows);
+                           Value rows, Value offsets = nullptr, int64_t experts = 0);
 /// rows x cols bf16 `input` quantized per `group` of each row: `codes`
 /// [rows, cols] E4M3 (i8) of x / scale, rounded to nearest and saturated,
 /// and `scales` [rows, cols / group] (f32) amax / 448 (0 for a group of

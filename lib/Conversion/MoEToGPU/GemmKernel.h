@@ -187,6 +187,9 @@ struct Kernel : KernelBuilder {
   /// `activateOut` runs the activation kernel.
   Value swigluOut = nullptr;
   std::function<void()> activateOut;
+  /// False: every form runs activateOut after it (the activation need not
+  /// be SwiGLU).
+  bool swigluEpilogue = true;
   /// A dense GEMM's decode form may split the depth among S blocks along
   /// z (a router's few blocks otherwise leave most multiprocessors idle):
   /// block s writes its partial sums to depthPartials [S,
@@ -333,7 +336,8 @@ struct Kernel : KernelBuilder {
 
   /// Whether the prefill form computes the SwiGLU in its epilogue.
   bool swigluInEpilogue() const {
-    return swigluOut && blockShape.wgmma && !blockShape.fp8 && (wide() || blocks());
+    return swigluOut && swigluEpilogue && blockShape.wgmma && !blockShape.fp8 &&
+           (wide() || blocks());
   }
 
   void prefill() {

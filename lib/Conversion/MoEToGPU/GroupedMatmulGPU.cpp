@@ -224,10 +224,11 @@ bool tilesHoldOneExpert(GroupedMatmulOp op) {
 
 /// Lowers `op` to its kernels, or says why not; with `fuse` (a SwiGLU
 /// moe.activation of op's result), replaces `fuse` by the activation's
-/// result and erases `op`.
+/// result and erases `op`: a SwiGLU in the wgmma epilogue, or with
+/// `usedRowsOnly` any activation after the GEMM, over the rows used only.
 LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
                                  BlockShape blockShape, BlockShape wideShape, bool fp8Rows,
-                                 ActivationOp fuse = nullptr) {
+                                 ActivationOp fuse = nullptr, bool usedRowsOnly = false) {
   auto inType = op.getInput().getType();
   auto wType = op.getWeight().getType();
   if (!op.getExpertOffsets())
@@ -278,7 +279,7 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
       forms.blockShape = forms.wideShape = forms.fp8BlockShape();
   }
 
-  if (fuse && (!blockShape.wgmma || fp8Weights || codes))
+  if (fuse && !usedRowsOnly && (!blockShape.wgmma || fp8Weights || codes))
     return rewriter.notifyMatchFailure(op, "SwiGLU fuses into wgmma blocks of bf16 weights");
   int64_t codeGroup = 0;
   if (codes) {
@@ -329,7 +330,11 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
     auto swigluType = MemRefType::get({inType.getDimSize(0), cols / 2}, b.getBF16Type());
     kernel.swigluOut = memref::AllocOp::create(
         b, loc, swigluType, swigluType.isDynamicDim(0) ? ValueRange{rows} : ValueRange{});
-    kernel.activateOut = [&] { buildActivationKernel(b, loc, fuse, out, kernel.swigluOut, rows); };
+    kernel.swigluEpilogue = !usedRowsOnly;
+    kernel.activateOut = [&] {
+      buildActivationKernel(b, loc, fuse, out, kernel.swigluOut, rows,
+                            usedRowsOnly ? kernel.offsets : Value(), kernel.experts);
+    };
   }
   kernel.build();
   nameSideStreamKernels(op->hasAttr(kSideStreamAttr) || (fuse && fuse->hasAttr(kSideStreamAttr)),
@@ -384,6 +389,30 @@ struct FusedSwigluToGPU : OpRewritePattern<ActivationOp> {
       return rewriter.notifyMatchFailure(op, "fuses into wgmma blocks");
     rewriter.setInsertionPoint(gemm);
     return lowerGroupedMatmul(gemm, rewriter, blockShape, wideShape, /*fp8Rows=*/false, op);
+  }
+};
+
+/// The moe.activation of a grouped GEMM's result (its only use) whose rows
+/// are a static worst case (an expert-parallel receive buffer): lowered
+/// with the GEMM, its kernel taking only the rows used (offsets[E], read
+/// on the device) where it would take every worst-case row.
+struct WorstCaseActivationToGPU : OpRewritePattern<ActivationOp> {
+  WorstCaseActivationToGPU(MLIRContext *context, BlockShape blockShape, BlockShape wideShape,
+                           bool fp8Rows)
+      : OpRewritePattern(context), blockShape(blockShape), wideShape(wideShape), fp8Rows(fp8Rows) {}
+
+  BlockShape blockShape;
+  BlockShape wideShape;
+  bool fp8Rows;
+
+  LogicalResult matchAndRewrite(ActivationOp op, PatternRewriter &rewriter) const override {
+    auto gemm = op.getInput().getDefiningOp<GroupedMatmulOp>();
+    if (!gemm || !gemm->hasOneUse() || gemm.getInput().getType().isDynamicDim(0) ||
+        op.getType().isDynamicDim(1))
+      return rewriter.notifyMatchFailure(op, "not a grouped GEMM's only use, of static rows");
+    rewriter.setInsertionPoint(gemm);
+    return lowerGroupedMatmul(gemm, rewriter, blockShape, wideShape, fp8Rows, op,
+                              /*usedRowsOnly=*/true);
   }
 };
 
@@ -490,14 +519,18 @@ struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass>
     // read off the moe.dispatch that the second step replaces.
     // wgmma blocks serve one expert (the shared one) as well.
     BlockShape wide = shape->wgmma ? *shape : wideShapeOf(prefillStages, prefillStageDepth);
-    if (fuseSwiglu) {
-      RewritePatternSet fusePatterns(&getContext());
-      fusePatterns.add<FusedSwigluToGPU>(&getContext(), *shape, wide);
+    auto lowerActivationsWith = [&](auto pattern) {
+      RewritePatternSet patterns(&getContext());
+      patterns.add(std::move(pattern));
       SmallVector<Operation *> activations;
       getOperation()->walk([&](ActivationOp op) { activations.push_back(op); });
-      if (failed(applyOpPatternsGreedily(activations, std::move(fusePatterns))))
-        return signalPassFailure();
-    }
+      return applyOpPatternsGreedily(activations, std::move(patterns));
+    };
+    if ((fuseSwiglu && failed(lowerActivationsWith(
+                           std::make_unique<FusedSwigluToGPU>(&getContext(), *shape, wide)))) ||
+        failed(lowerActivationsWith(
+            std::make_unique<WorstCaseActivationToGPU>(&getContext(), *shape, wide, fp8Rows))))
+      return signalPassFailure();
     RewritePatternSet gemmPatterns(&getContext());
     gemmPatterns.add<GroupedMatmulToGPU>(&getContext(), *shape, wide, fp8Rows);
     SmallVector<Operation *> gemms, others;

@@ -1,0 +1,705 @@
+"""Executes printed MLIR GPU IR (as `moe-opt --convert-moe-to-gpu` prints it) on the CPU.
+
+Every SSA value of a kernel is an array of 32 lanes, a row per warp; the
+threads of a launch run in lockstep (op i for all of them before op i + 1,
+a valid schedule of a race-free program), blocks in chunks one after
+another. Divergent `scf.if` and `scf.for` run masked. Memory is numpy
+arrays (`Buffer`): loads and stores are bounds checked, reads of elements
+never written raise, and a race detector (`Races`) reports two threads
+touching one element, one of them writing, with no `gpu.barrier` (same
+block) or `nvvm.bar.warp.sync` (same warp) between them. Collective ops
+check that they are reached uniformly: `gpu.barrier` by all threads of a
+block or none, the warp ops by all 32 lanes of a warp.
+
+`run_function` interprets a whole function on the host (allocations, host
+`scf.if`/`scf.for`, launches in sequence); `launch` runs one `gpu.launch`
+given its buffers. Errors of the program raise `KernelError`; an op the
+interpreter does not know raises NotImplementedError.
+"""
+import math
+import re
+
+import ml_dtypes
+import numpy as np
+
+BF16 = ml_dtypes.bfloat16
+DTYPE = {"index": np.int64, "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8": np.int8,
+         "i1": np.bool_, "f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": BF16}
+# Elements nobody wrote: a NaN for floats (bits 0x7FBA..., 0x7FBADBAD...), large for ints.
+POISON = 0x7FBADBAD7FBADBAD
+# Lanes a chunk of blocks holds at most (bounds the arrays of big grids).
+CHUNK_THREADS = 1 << 18
+# CUDA's limits: threads a block, static shared memory a block, grid extents.
+MAX_BLOCK_THREADS, MAX_STATIC_SHARED = 1024, 48 * 1024
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_BLOCK = (1024, 1024, 64)
+
+
+class KernelError(RuntimeError):
+    """The program is wrong: a race, an uninitialised read, a divergent
+    barrier, an access out of bounds, an invalid launch."""
+
+
+# --- Parsing -----------------------------------------------------------------
+
+class Op:
+    """One printed op: name, results, operand names, leading words, type, regions."""
+
+    def __init__(self, text):
+        self.text, self.regions = text, []
+        m = re.match(r"(?:(%[^=]+?) = )?([a-z_]\w*(?:\.\w+)+|return)\s*(.*)$", text)
+        if not m:
+            raise ValueError(f"cannot parse: {text}")
+        self.results = []
+        for r in m.group(1).split(", ") if m.group(1) else []:  # %a, %b or %a:3
+            name, _, count = r.partition(":")
+            self.results += [f"{name}#{i}" for i in range(int(count))] if count else [name]
+        self.name, rest = m.group(2), m.group(3)
+        self.name = "func.return" if self.name == "return" else self.name
+        self.body, _, self.type = rest.rpartition(" : ") if " : " in rest else (rest, "", "")
+        self.operands = re.findall(r"%[\w#-]+", self.body)
+        self.words = re.findall(r"(?<![%\w#.])[a-z_]+\b", self.body.split("%")[0])
+
+
+def parse_region(lines, i):
+    """Ops from lines[i] up to the closing '}' (or '} else {'); returns (ops, i)."""
+    ops = []
+    while i < len(lines) and not lines[i].strip().startswith("}"):
+        line = lines[i].strip()
+        op, i = Op(line.removesuffix(" {")), i + 1
+        while line.endswith("{"):  # its regions, the next one after '} else {'
+            region, i = parse_region(lines, i)
+            op.regions.append(region)
+            line, i = lines[i].strip(), i + 1
+        ops.append(op)
+    return ops, i
+
+
+def parse_function(text, name):
+    """(argument names, body ops) of `func.func @name`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if f"func.func @{name}(" in line)
+    return re.findall(r"(%\w+): ", lines[start]), parse_region(lines, start + 1)[0]
+
+
+def split_kernel(text, func):
+    """(the function's top-level ops above the last launch by result name, that
+    launch with its body parsed, the function's argument names)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if f"func.func @{func}" in line)
+    last = max(i for i, line in enumerate(lines) if "gpu.launch " in line)
+    outer, depth = {}, 0
+    for line in lines[start + 1:last]:
+        if depth == 0 and line.strip().startswith("%"):
+            op = Op(line.strip())
+            outer.update((r, op) for r in op.results)
+        depth += line.rstrip().endswith("{") - line.strip().startswith("}")
+    kernel = Op(lines[last].strip().removesuffix(" {"))
+    kernel.regions.append(parse_region(lines, last + 1)[0])
+    return outer, kernel, re.findall(r"(%arg\d+):", lines[start])
+
+
+def memref_type(text):
+    """(shape with None for '?', element type name, vector width or 1) of a
+    memref type, or of 'memref<...>, vector<Nx...>'."""
+    m = re.match(r"memref<((?:[?\d]+x)*)(\w+)", text)
+    if not m:
+        raise NotImplementedError(f"type {text}")
+    shape = tuple(None if d == "?" else int(d) for d in m.group(1).split("x")[:-1])
+    v = re.search(r"vector<(\d+)x\w+>", text)
+    return shape, m.group(2), int(v.group(1)) if v else 1
+
+
+def element_type(text):
+    """The element type name of 'f32', 'vector<8xbf16>' or 'a to b' (the last)."""
+    text = text.split(" to ")[-1].strip()
+    m = re.fullmatch(r"vector<(?:\d+x)+(\w+)>", text)
+    return m.group(1) if m else text
+
+
+LAUNCH = re.compile(r"gpu\.launch blocks\((.*?)\) in \((.*?)\) threads\((.*?)\) in \((.*?)\)"
+                    r"(?: workgroup\((.*)\))?")
+
+
+class LaunchForm:
+    """A printed `gpu.launch`: block and thread id names, the size names
+    inside and the host values they are bound to, the workgroup buffers."""
+
+    def __init__(self, op):
+        m = LAUNCH.fullmatch(op.text)
+        if not m:
+            raise NotImplementedError(f"the launch form: {op.text}")
+        self.block_ids = re.findall(r"%[\w-]+", m.group(1))
+        self.thread_ids = re.findall(r"%[\w-]+", m.group(3))
+        self.grid = re.findall(r"(%[\w-]+) = (%[\w-]+)", m.group(2))
+        self.block = re.findall(r"(%[\w-]+) = (%[\w-]+)", m.group(4))
+        self.workgroup = re.findall(r"(%[\w-]+) : (memref<.*?#gpu\.address_space<workgroup>>)",
+                                    m.group(5) or "")
+        if (m.group(5) or "").count(" : ") != len(self.workgroup):
+            raise NotImplementedError(f"workgroup attributions: {m.group(5)}")
+
+
+# --- Arithmetic ---------------------------------------------------------------
+
+def uniform(v, mask, what):
+    active = v[mask]
+    if active.size == 0 or (active != active.flat[0]).any():
+        raise KernelError(f"{what} is not uniform over the active lanes")
+    return active.flat[0].item()
+
+
+def unsigned(a):
+    return a.view(np.dtype(f"u{a.dtype.itemsize}")) if a.dtype.kind == "i" else a
+
+
+def select(c, a, b):
+    """arith.select / a masked merge: c per lane, a and b maybe vectors."""
+    c = c.reshape(c.shape + (1,) * (np.ndim(a) - c.ndim))
+    return np.where(c, a, b)
+
+
+def cmpf(pred, a, b):
+    ordered = ~np.isnan(a) & ~np.isnan(b)
+    if pred in ("ord", "uno"):
+        return ordered if pred == "ord" else ~ordered
+    base = {"eq": a == b, "gt": a > b, "ge": a >= b, "lt": a < b, "le": a <= b, "ne": a != b}
+    return base[pred[1:]] & ordered if pred[0] == "o" else base[pred[1:]] | ~ordered
+
+
+def cmpi(pred, a, b):
+    if pred[0] == "u":
+        a, b = unsigned(a), unsigned(b)
+    return {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b,
+            "ge": a >= b}[pred[1:] if pred[0] in "su" else pred]
+
+
+def divide(a, b, signed=False, ceil=False, rem=False):
+    """Integer division (truncating when signed); x / 0 gives junk, not an error."""
+    if signed:
+        q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
+        return np.where((a < 0) != (b < 0), -q, q)
+    ua, ub = unsigned(a), np.maximum(unsigned(b), 1)
+    return (ua % ub if rem else ua // ub + (ceil & (ua % ub != 0))).view(a.dtype)
+
+
+def shift(a, b, kind):
+    """shli, shrui, shrsi; a shift by the bit width or more gives 0 (poison in MLIR)."""
+    bits = 8 * a.dtype.itemsize
+    ok = (unsigned(b) < bits)
+    b = np.where(ok, b, 0).astype(a.dtype)
+    out = {"l": np.left_shift(a, b), "ru": np.right_shift(unsigned(a), unsigned(b)).view(a.dtype),
+           "rs": np.right_shift(a, b)}[kind]
+    return np.where(ok, out, 0)
+
+
+def ctpop(a):
+    return np.bitwise_count(unsigned(a)).astype(a.dtype)
+
+
+ARITH = {  # name -> f(operands) on lane arrays; the result is cast to the op's type
+    "arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b,
+    "arith.muli": lambda a, b: a * b, "arith.divsi": lambda a, b: divide(a, b, signed=True),
+    "arith.divui": divide, "arith.ceildivui": lambda a, b: divide(a, b, ceil=True),
+    "arith.remui": lambda a, b: divide(a, b, rem=True),
+    "arith.minui": lambda a, b: np.minimum(unsigned(a), unsigned(b)).view(a.dtype),
+    "arith.maxui": lambda a, b: np.maximum(unsigned(a), unsigned(b)).view(a.dtype),
+    "arith.minsi": np.minimum, "arith.maxsi": np.maximum,
+    "arith.shli": lambda a, b: shift(a, b, "l"), "arith.shrui": lambda a, b: shift(a, b, "ru"),
+    "arith.shrsi": lambda a, b: shift(a, b, "rs"),
+    "arith.andi": lambda a, b: a & b, "arith.ori": lambda a, b: a | b,
+    "arith.xori": lambda a, b: a ^ b, "arith.select": select,
+    "arith.addf": lambda a, b: a + b, "arith.subf": lambda a, b: a - b,
+    "arith.mulf": lambda a, b: a * b, "arith.divf": lambda a, b: a / b,
+    "arith.negf": lambda a: -a, "arith.maximumf": np.maximum, "arith.maxnumf": np.fmax,
+    "math.exp": np.exp, "arith.index_cast": lambda a: a,
+    "arith.index_castui": unsigned, "arith.extsi": lambda a: a, "arith.trunci": lambda a: a,
+    "arith.extui": lambda a: a if a.dtype == np.bool_ else unsigned(a),
+    "arith.extf": lambda a: a, "arith.truncf": lambda a: a,  # bf16 <-> f32 by the cast
+    "math.ctpop": ctpop, "llvm.intr.ctpop": ctpop,
+    "arith.cmpi": cmpi, "arith.cmpf": cmpf,
+}
+
+
+def poison(shape, dtype):
+    """An array of the poison pattern (NaN for floats)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.ones(shape, bool)
+    return np.full(shape, POISON >> (64 - 8 * dtype.itemsize), f"u{dtype.itemsize}").view(dtype)
+
+
+# --- Memory -------------------------------------------------------------------
+
+class Buffer:
+    """A memref's elements. `init`: which were written (None: all given);
+    `writes`: stores per element; `per_block`: workgroup memory, axis 0 the
+    block of a chunk."""
+
+    def __init__(self, array, name, initialised=True, read_only=False, per_block=False):
+        self.array, self.name, self.read_only, self.per_block = array, name, read_only, per_block
+        self.init = None if initialised else np.zeros(array.shape, bool)
+        self.writes = None
+
+    @property
+    def shape(self):
+        return self.array.shape[1:] if self.per_block else self.array.shape
+
+
+class Races:
+    """Happens-before race detection over a launch. Each block counts the
+    barriers it passed, each warp its warp syncs (epochs). An access by
+    thread t is ordered after an earlier one made by t itself, by t's block
+    in an epoch t's block has left since, or by t's warp in a warp epoch it
+    has left since; else, with a write among the two, they race. Per
+    element: the last write (thread, warp, block and their epochs then) and
+    the reads not ordered before a later read (thread, warp, block: one, or
+    -2 for several; the latest epochs). -1: none."""
+    T, W, B, WE, BE = range(5)  # a write's fields; the reads' are 5 further
+
+    def __init__(self, threads_per_block, warps_per_block, blocks):
+        self.tpb, self.shadows = threads_per_block, {}
+        self.block_epoch = np.zeros(blocks, np.int64)
+        self.warp_epoch = np.zeros(blocks * warps_per_block, np.int64)
+
+    def shadow(self, buffer):
+        if id(buffer) not in self.shadows:
+            self.shadows[id(buffer)] = (buffer, np.full((10, buffer.array.size), -1, np.int64))
+        return self.shadows[id(buffer)][1]
+
+    def forget(self, buffer):
+        self.shadows.pop(id(buffer), None)
+
+    def barrier(self, blocks):
+        self.block_epoch[blocks] += 1
+
+    def warp_sync(self, warps):
+        self.warp_epoch[warps] += 1
+
+    def ordered(self, rec, who):
+        """Per access of `who` (thread, warp, block arrays): whether the
+        accesses recorded in `rec` (5 rows, an access each) come before it."""
+        t, w, b = who
+        return ((rec[self.T] == -1) | (rec[self.T] == t)
+                | ((rec[self.B] == b) & (rec[self.BE] < self.block_epoch[b]))
+                | ((rec[self.W] == w) & (rec[self.WE] < self.warp_epoch[w])))
+
+    def who(self, thread):
+        return f"thread {thread % self.tpb} of block {thread // self.tpb}"
+
+    def access(self, buffer, flat, who, write, op):
+        """Checks and records accesses to elements `flat` by threads `who`
+        (thread, warp, block arrays alike)."""
+        s = self.shadow(buffer)
+        after_write = self.ordered(s[:5, flat], who)
+        after_reads = self.ordered(s[5:, flat], who)
+        bad = np.flatnonzero(~after_write | (write & ~after_reads))
+        if bad.size:
+            i = bad[0]
+            index = np.unravel_index(flat[i], buffer.array.shape)[buffer.per_block:]
+            row = 0 if not after_write[i] else 5
+            other = s[row + self.T, flat[i]]
+            earlier = ("several threads" if other == -2 else self.who(other)) + (
+                " read" if row else " wrote")
+            raise KernelError(f"race on {buffer.name}{list(map(int, index))}: "
+                              f"{self.who(who[0][i])} {'writes' if write else 'reads'} it, "
+                              f"{earlier} it, no barrier or warp sync between ({bad.size} such): "
+                              f"{op.text}")
+        t, w, b = who
+        now = np.stack([t, w, b, self.warp_epoch[w], self.block_epoch[b]])
+        if write:  # what came before is ordered before this write
+            s[:5, flat], s[5:, flat] = now, -1
+            return
+        order = np.argsort(flat, kind="stable")
+        f, now, after_reads = flat[order], now[:, order], after_reads[order]
+        starts = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
+        new = np.maximum.reduceat(now, starts, axis=1)  # the epochs
+        for row in (self.T, self.W, self.B):  # one thread (warp, block), or several
+            same = np.minimum.reduceat(now[row], starts) == new[row]
+            new[row] = np.where(same, new[row], -2)
+        old = s[5:, f[starts]]
+        merged = np.maximum(old, new)
+        merged[:3] = np.where(old[:3] == new[:3], new[:3], -2)
+        # Reads ordered before each of the new ones drop out of the record.
+        replace = np.logical_and.reduceat(after_reads, starts)
+        s[5:, f[starts]] = np.where(replace, new, merged)
+
+
+class Geometry:
+    """The threads of a chunk of blocks: a row per warp of each block; per
+    lane its thread ids, block ids, whether it exists, and its global
+    thread, warp and block number (for the race detector)."""
+
+    def __init__(self, blocks, grid, block):
+        self.tpb = math.prod(block)
+        self.wpb = -(-self.tpb // 32)
+        self.blocks = blocks  # global linear ids, x fastest
+        self.block_row = np.repeat(np.arange(len(blocks)), self.wpb)  # chunk-local block
+        self.shape = (len(self.block_row), 32)
+        b = blocks[self.block_row][:, None] + np.zeros((1, 32), np.int64)
+        warp = (np.arange(self.shape[0]) % self.wpb)[:, None]
+        linear = warp * 32 + np.arange(32)[None, :]
+        self.exists = linear < self.tpb
+        self.lane = np.broadcast_to(np.arange(32, dtype=np.int64), self.shape)
+        self.tid = (linear % block[0], linear // block[0] % block[1],
+                    linear // (block[0] * block[1]))
+        self.bid = (b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1]))
+        self.grid, self.block = grid, block
+        self.ids = (b * self.tpb + linear, b * self.wpb + warp + 0 * linear, b)
+
+
+# --- The interpreter ------------------------------------------------------------
+
+class Threads:
+    """Runs ops for threads in lockstep: values are arrays of `shape` (a row
+    per warp, 32 lanes; (1, 1) on the host), with trailing vector axes;
+    `mask` the active lanes. Values not defined here come from `parent` (the
+    host) or by running the op that defines them in `outer`."""
+
+    def __init__(self, buffers, shape=(1, 1), parent=None, outer=None, dims=None, geometry=None,
+                 races=None):
+        self.buffers, self.shape, self.parent = buffers, shape, parent
+        self.outer, self.dims, self.geometry, self.races = outer or {}, dims or {}, geometry, races
+        self.env = {}
+        self.everywhere = geometry.exists if geometry else np.ones(shape, bool)
+
+    def get(self, name):
+        if name not in self.env:
+            if self.parent is not None:
+                v = self.parent.get(name)
+                self.env[name] = np.broadcast_to(v[0, 0], self.shape + v.shape[2:])
+            elif name in self.outer:  # defined above the launch: a uniform value
+                self.exec(self.outer[name], self.everywhere)
+            else:
+                raise KeyError(f"value {name} is not defined")
+        return self.env[name]
+
+    def full(self, value, dtype, vector=()):
+        return np.full(self.shape + tuple(vector), value, dtype)
+
+    def run(self, ops, mask):
+        """Runs a region; returns the values its scf.yield passes on (or [])."""
+        for op in ops:
+            if op.name in ("scf.yield", "gpu.terminator"):
+                return [self.get(v) for v in op.operands]
+            self.exec(op, mask)
+        return []
+
+    def exec(self, op, mask):
+        handler = getattr(self, "op_" + op.name.replace(".", "_"), None)
+        if handler:
+            return handler(op, mask)
+        if op.name not in ARITH:
+            raise NotImplementedError(f"the interpreter does not know {op.name}: {op.text}")
+        args = [self.get(v) for v in op.operands]
+        if op.name in ("arith.cmpi", "arith.cmpf"):  # i1 results
+            self.env[op.results[0]] = ARITH[op.name](op.words[0], *args)
+        else:
+            result_type = DTYPE[element_type(op.type)]
+            self.env[op.results[0]] = ARITH[op.name](*args).astype(result_type)
+
+    # Values and control flow.
+
+    def op_arith_constant(self, op, mask):
+        text, ty, vector = op.body.strip(), op.type, ()
+        if text in ("true", "false"):
+            self.env[op.results[0]] = self.full(text == "true", np.bool_)
+            return
+        if m := re.fullmatch(r"dense<([^\[\]]*)>", text):
+            text = m.group(1)
+        if m := re.fullmatch(r"vector<(\d+)x(\w+)>", ty):
+            vector, ty = (int(m.group(1)),), m.group(2)
+        if ty not in DTYPE:
+            raise NotImplementedError(f"constant {op.text}")
+        dtype = np.dtype(DTYPE[ty])
+        if text.startswith("0x"):  # NaN, infinities
+            value = np.array(int(text, 16), f"u{dtype.itemsize}").view(dtype)
+        else:
+            value = float(text) if dtype.kind == "f" or dtype == BF16 else int(text)
+        self.env[op.results[0]] = self.full(value, dtype, vector)
+
+    def op_tensor_dim(self, op, mask):  # of an argument: its extent
+        dim = uniform(self.get(op.operands[1]), self.everywhere, op.text)
+        self.env[op.results[0]] = self.full(self.dims[op.operands[0]][dim], np.int64)
+
+    def op_scf_if(self, op, mask):
+        cond = self.get(op.operands[0])
+        masks = (mask & cond, mask & ~cond)
+        outs = [self.run(region, m) if m.any() else None for region, m in zip(op.regions, masks)]
+        for i, name in enumerate(op.results):  # a branch no lane ran yields junk
+            values = [o[i] if o else None for o in outs]
+            fill = next(v for v in values if v is not None)
+            self.env[name] = select(cond, *(fill if v is None else v for v in values))
+
+    def op_scf_for(self, op, mask):
+        """A loop; lanes may run different trip counts (bounds per lane)."""
+        iv, lb, ub, step = op.operands[:4]
+        inners, values = op.operands[4::2], [self.get(v) for v in op.operands[5::2]]
+        i, end, st = (self.get(v) for v in (lb, ub, step))
+        if (st[mask] <= 0).any():
+            raise KernelError(f"a step not positive: {op.text}")
+        active = mask & (i < end)
+        while active.any():
+            self.env[iv] = i
+            self.env.update(zip(inners, values))
+            new = self.run(op.regions[0], active)
+            values = [select(active, n, v) for n, v in zip(new, values)]
+            i = np.where(active, i + st, i)
+            active &= i < end
+        self.env.update(zip(op.results, values))
+
+    # Memory.
+
+    def address(self, op, names, mask, width=None):
+        """The buffer and the active lanes' indices (a trailing axis of
+        `width` for a vector), bounds checked."""
+        buffer = self.buffers[names[0]]
+        shape, elem, _ = memref_type(op.type)
+        if DTYPE[elem] != buffer.array.dtype or len(names) - 1 != len(buffer.shape):
+            raise TypeError(f"{op.text} does not fit buffer {buffer.array.dtype}{buffer.shape}")
+        index = [self.get(i)[mask] for i in names[1:]]
+        if width is not None:
+            index = [i[:, None] for i in index[:-1]] + [index[-1][:, None] + np.arange(width)]
+        for d, ix in enumerate(index):
+            out = (ix < 0) | (ix >= buffer.shape[d])
+            if out.any():
+                first = [int(i[out][0]) for i in np.broadcast_arrays(*index)]
+                raise KernelError(f"out of bounds: {op.text} at {first} of {buffer.name}"
+                                  f"{list(buffer.shape)} ({int(out.sum())} lanes)")
+        if buffer.per_block:
+            rows = np.broadcast_to(self.geometry.block_row[:, None], self.shape)[mask]
+            index = [rows.reshape(rows.shape + (1,) * (width is not None))] + index
+        return buffer, tuple(index)
+
+    def record(self, buffer, index, mask, write, op):
+        """Hands the accesses to the race detector (on the device)."""
+        if self.races is None or buffer.read_only:
+            return
+        flat = np.ravel_multi_index(np.broadcast_arrays(*index), buffer.array.shape)
+        who = [np.broadcast_to(v[mask].reshape((-1,) + (1,) * (flat.ndim - 1)), flat.shape).ravel()
+               for v in self.geometry.ids]
+        self.races.access(buffer, flat.ravel(), who, write, op)
+
+    def load(self, op, names, mask, width=None):
+        buffer, index = self.address(op, names, mask, width)
+        if buffer.init is not None and not buffer.init[index].all():
+            raise KernelError(f"reads {buffer.name} where nothing was written: {op.text}")
+        self.record(buffer, index, mask, False, op)
+        result = np.zeros(self.shape + ((width,) if width is not None else ()), buffer.array.dtype)
+        result[mask] = buffer.array[index]
+        return result
+
+    def store(self, op, value, names, mask, width=None):
+        buffer, index = self.address(op, names, mask, width)
+        if value.dtype != buffer.array.dtype:
+            raise TypeError(f"wrong type: {op.text}")
+        if buffer.read_only:
+            raise KernelError(f"stores to the read-only {buffer.name}: {op.text}")
+        flat = np.ravel_multi_index(np.broadcast_arrays(*index), buffer.array.shape)
+        if len(np.unique(flat)) != flat.size:
+            raise KernelError(f"lanes racing on an element: {op.text}")
+        self.record(buffer, index, mask, True, op)
+        buffer.array[index] = value[mask]
+        if buffer.init is not None:
+            buffer.init[index] = True
+        if buffer.writes is None:
+            buffer.writes = np.zeros(buffer.array.shape, np.int64)
+        buffer.writes[index] += 1
+
+    def op_memref_load(self, op, mask):
+        self.env[op.results[0]] = self.load(op, op.operands, mask)
+
+    def op_memref_store(self, op, mask):
+        self.store(op, self.get(op.operands[0]), op.operands[1:], mask)
+
+    def vector_access(self, op, mask, names):
+        """The width of a vector.load/store, its alignment checked (the
+        buffer's base aligned, rows dense)."""
+        shape, elem, width = memref_type(op.type)
+        m = re.search(r"alignment = (\d+)", op.body)
+        if m:
+            buffer, index = self.address(op, names, mask)
+            flat = np.ravel_multi_index(index[buffer.per_block:], buffer.shape)
+            if (flat * buffer.array.itemsize % int(m.group(1))).any():
+                raise KernelError(f"misaligned: {op.text}")
+        return width
+
+    def op_vector_load(self, op, mask):
+        width = self.vector_access(op, mask, op.operands)
+        self.env[op.results[0]] = self.load(op, op.operands, mask, width)
+
+    def op_vector_store(self, op, mask):
+        width = self.vector_access(op, mask, op.operands[1:])
+        self.store(op, self.get(op.operands[0]), op.operands[1:], mask, width)
+
+    # Threads, warps and blocks.
+
+    def op_gpu_thread_id(self, op, mask):
+        self.env[op.results[0]] = self.geometry.tid["xyz".index(op.words[0])]
+
+    def op_gpu_block_id(self, op, mask):
+        self.env[op.results[0]] = self.geometry.bid["xyz".index(op.words[0])]
+
+    def op_gpu_block_dim(self, op, mask):
+        self.env[op.results[0]] = self.full(self.geometry.block["xyz".index(op.words[0])], np.int64)
+
+    def op_gpu_grid_dim(self, op, mask):
+        self.env[op.results[0]] = self.full(self.geometry.grid["xyz".index(op.words[0])], np.int64)
+
+    def op_gpu_lane_id(self, op, mask):
+        self.env[op.results[0]] = self.geometry.lane
+
+    def whole_warps(self, op, mask, member=None):
+        """The warps (rows) taking part; all 32 lanes of each must, and the
+        member mask (if any) must name them all."""
+        if self.geometry is None:
+            raise KernelError(f"{op.name} on the host")
+        rows = mask.any(axis=1)
+        if member is not None and rows.any() and uniform(member, mask, "member mask") != -1:
+            raise NotImplementedError(f"a member mask other than all lanes: {op.text}")
+        if not mask[rows].all():
+            raise KernelError(f"{op.name} reached by part of a warp (divergent): {op.text}")
+        return rows
+
+    def op_gpu_barrier(self, op, mask):
+        """A no-op in lockstep, but all threads of a block or none must reach it."""
+        if self.geometry is None:
+            raise KernelError(f"gpu.barrier on the host")
+        g = self.geometry
+        active = np.bincount(g.block_row, weights=mask.sum(axis=1), minlength=len(g.blocks))
+        bad = np.flatnonzero((active > 0) & (active != g.tpb))
+        if bad.size:
+            raise KernelError(f"gpu.barrier reached by {int(active[bad[0]])} of {g.tpb} threads "
+                              f"of block {g.blocks[bad[0]]} (divergent): {op.text}")
+        self.races.barrier(g.blocks[active > 0])
+
+    def op_nvvm_bar_warp_sync(self, op, mask):
+        rows = self.whole_warps(op, mask, self.get(op.operands[0]))
+        self.races.warp_sync(self.geometry.ids[1][rows, 0])
+
+    def op_nvvm_match_sync(self, op, mask):
+        """match.any.sync.b32: per lane the mask of the warp's lanes holding
+        its value."""
+        if op.words != ["any"]:
+            raise NotImplementedError(op.text)
+        self.whole_warps(op, mask, self.get(op.operands[0]))
+        value = self.get(op.operands[1])
+        same = value[:, :, None] == value[:, None, :]
+        bits = (same.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=2)
+        self.env[op.results[0]] = bits.astype(np.uint32).view(np.int32)
+
+    def op_gpu_shuffle(self, op, mask):
+        self.whole_warps(op, mask)
+        if op.words != ["xor"]:
+            raise NotImplementedError(f"shuffle not xor: {op.text}")
+        value, offset, width = (self.get(v) for v in op.operands)
+        if uniform(width, mask, "shuffle width") != 32:
+            raise NotImplementedError(op.text)
+        lane = np.arange(32)[None, :]
+        valid = (lane ^ offset) < 32  # else the lane gets its own value (PTX shfl.sync)
+        source = np.where(valid, lane ^ offset, lane)
+        self.env[op.results[0]] = np.take_along_axis(value, source, axis=1)
+        self.env[op.results[1]] = valid
+
+
+# --- Launches and the host ------------------------------------------------------
+
+def launch(op, buffers, parent, chunk_threads=None):
+    """Runs the gpu.launch `op` on `buffers` (name -> Buffer), its sizes and
+    other values from `parent` (a host Threads). A grid of no blocks is no
+    launch (the runtime skips it). Returns (grid, block) sizes."""
+    form = LaunchForm(op)
+    size = [int(uniform(parent.get(v), parent.everywhere, v)) for _, v in form.grid + form.block]
+    grid, block = size[:3], size[3:]
+    shared = 0
+    for _, ty in form.workgroup:
+        shape, elem, _ = memref_type(ty)
+        shared += math.prod(shape) * np.dtype(DTYPE[elem]).itemsize
+    if (any(b < 1 or b > m for b, m in zip(block, MAX_BLOCK))
+            or math.prod(block) > MAX_BLOCK_THREADS or shared > MAX_STATIC_SHARED
+            or any(g < 0 or g > m for g, m in zip(grid, MAX_GRID))):
+        raise KernelError(f"invalid launch: grid {grid}, block {block}, {shared} B shared")
+    if 0 in grid:
+        return grid, block
+    total, warps = math.prod(grid), -(-math.prod(block) // 32)
+    races = Races(math.prod(block), warps, total)
+    per_chunk = max(1, (chunk_threads or CHUNK_THREADS) // (warps * 32))
+    for first in range(0, total, per_chunk):
+        g = Geometry(np.arange(first, min(total, first + per_chunk)), grid, block)
+        memory = dict(buffers)
+        for name, ty in form.workgroup:  # fresh, unwritten, a copy a block
+            shape, elem, _ = memref_type(ty)
+            memory[name] = Buffer(poison((len(g.blocks),) + shape, DTYPE[elem]),
+                                  f"workgroup {name}", initialised=False, per_block=True)
+        t = Threads(memory, g.shape, parent=parent, geometry=g, races=races)
+        for names, values in ((form.block_ids, g.bid), (form.thread_ids, g.tid)):
+            t.env.update(zip(names, values))
+        t.env.update((inner, t.full(s, np.int64))
+                     for (inner, _), s in zip(form.grid + form.block, size))
+        try:
+            with np.errstate(all="ignore"):
+                t.run(op.regions[0], g.exists)
+        except KernelError as error:
+            raise KernelError(f"launch of {grid} blocks of {block}: {error}") from None
+        for name, _ in form.workgroup:
+            races.forget(memory[name])
+    return grid, block
+
+
+class Host(Threads):
+    """The function's body outside the kernels: allocations, host control
+    flow, launches in sequence. `args`: argument name -> array (a memref
+    argument is that array itself)."""
+
+    def __init__(self, args):
+        super().__init__({name: Buffer(a, name) for name, a in args.items()},
+                         dims={name: a.shape for name, a in args.items()})
+        self.args, self.tensors, self.launches, self.results = args, {}, [], None
+
+    def op_memref_alloc(self, op, mask):
+        shape, elem, _ = memref_type(op.type)
+        sizes = iter(int(self.get(v)[0, 0]) for v in op.operands)
+        shape = tuple(next(sizes) if d is None else d for d in shape)
+        if min(shape, default=0) < 0:
+            raise KernelError(f"negative size {shape}: {op.text}")
+        self.buffers[op.results[0]] = Buffer(poison(shape, DTYPE[elem]), op.results[0],
+                                             initialised=False)
+
+    def op_memref_dealloc(self, op, mask):
+        pass
+
+    def op_bufferization_to_buffer(self, op, mask):
+        source = op.operands[0]
+        if source in self.args:
+            array = np.array(self.args[source], copy=True)
+            _, elem, _ = memref_type(op.type.split(" to ")[-1])
+            if array.dtype != DTYPE[elem]:
+                raise TypeError(f"argument {source} is {array.dtype}: {op.text}")
+            self.buffers[op.results[0]] = Buffer(array, source, read_only="read_only" in op.body)
+        else:
+            self.buffers[op.results[0]] = self.tensors[source]
+
+    def op_bufferization_to_tensor(self, op, mask):
+        self.tensors[op.results[0]] = self.buffers[op.operands[0]]
+
+    def op_tensor_cast(self, op, mask):
+        self.tensors[op.results[0]] = self.tensors[op.operands[0]]
+
+    def op_gpu_launch(self, op, mask):
+        try:
+            self.launches.append(launch(op, self.buffers, self))
+        except KernelError as error:
+            raise KernelError(f"kernel {len(self.launches)}, {error}") from None
+
+    def op_func_return(self, op, mask):
+        self.results = [self.tensors[v] if v in self.tensors else self.get(v) for v in op.operands]
+
+
+def run_function(text, name, *args):
+    """Interprets `func.func @name` of the printed module `text` on these
+    arguments (numpy arrays, in order). Returns the Host: `results` (a
+    Buffer per returned tensor), `launches` ((grid, block) each)."""
+    arg_names, body = parse_function(text, name)
+    host = Host(dict(zip(arg_names, args)))
+    with np.errstate(all="ignore"):
+        host.run(body, host.everywhere)
+    return host
