@@ -356,14 +356,19 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
   return success();
 }
 
-struct GroupedMatmulToGPU : OpRewritePattern<GroupedMatmulOp> {
-  GroupedMatmulToGPU(MLIRContext *context, BlockShape blockShape, BlockShape wideShape,
-                     bool fp8Rows)
-      : OpRewritePattern(context), blockShape(blockShape), wideShape(wideShape), fp8Rows(fp8Rows) {}
+/// A pattern on `Op` that lowers grouped GEMMs with the pass's forms.
+template <typename Op> struct WithGemmForms : OpRewritePattern<Op> {
+  WithGemmForms(MLIRContext *context, BlockShape blockShape, BlockShape wideShape, bool fp8Rows)
+      : OpRewritePattern<Op>(context), blockShape(blockShape), wideShape(wideShape),
+        fp8Rows(fp8Rows) {}
 
   BlockShape blockShape;
   BlockShape wideShape;
   bool fp8Rows;
+};
+
+struct GroupedMatmulToGPU : WithGemmForms<GroupedMatmulOp> {
+  using WithGemmForms::WithGemmForms;
 
   LogicalResult matchAndRewrite(GroupedMatmulOp op, PatternRewriter &rewriter) const override {
     return lowerGroupedMatmul(op, rewriter, blockShape, wideShape, fp8Rows);
@@ -396,14 +401,8 @@ struct FusedSwigluToGPU : OpRewritePattern<ActivationOp> {
 /// are a static worst case (an expert-parallel receive buffer): lowered
 /// with the GEMM, its kernel taking only the rows used (offsets[E], read
 /// on the device) where it would take every worst-case row.
-struct WorstCaseActivationToGPU : OpRewritePattern<ActivationOp> {
-  WorstCaseActivationToGPU(MLIRContext *context, BlockShape blockShape, BlockShape wideShape,
-                           bool fp8Rows)
-      : OpRewritePattern(context), blockShape(blockShape), wideShape(wideShape), fp8Rows(fp8Rows) {}
-
-  BlockShape blockShape;
-  BlockShape wideShape;
-  bool fp8Rows;
+struct WorstCaseActivationToGPU : WithGemmForms<ActivationOp> {
+  using WithGemmForms::WithGemmForms;
 
   LogicalResult matchAndRewrite(ActivationOp op, PatternRewriter &rewriter) const override {
     auto gemm = op.getInput().getDefiningOp<GroupedMatmulOp>();
