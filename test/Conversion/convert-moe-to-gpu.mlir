@@ -243,10 +243,10 @@ func.func @grouped(%x: tensor<?x128xbf16>, %ids: tensor<?x2xi32>, %w: tensor<8x1
 // CHECK-LABEL: func.func @static_rows
 // CHECK-NOT: arith.cmpi ule, %c190
 // CHECK: gpu.launch blocks({{.+}}) in (%{{.+}} = %c2{{.*}}, %{{.+}} = %c10{{.*}}, %{{.+}} = %c1{{.*}}) threads({{.+}}) in (%{{.+}} = %c128{{.*}}, %{{.+}} = %c1{{.*}}, %{{.+}} = %c1{{.*}}) workgroup(
-// CHECK-NEXT: %[[LIMIT:.+]] = arith.constant 158 : index
 // CHECK-NEXT: %[[E:.+]] = arith.constant 2 : index
 // CHECK-NEXT: %[[USED32:.+]] = memref.load %[[OFF:.+]][%[[E]]] : memref<3xi32
 // CHECK-NEXT: %[[USED:.+]] = arith.index_cast %[[USED32]] : i32 to index
+// CHECK-NEXT: %[[LIMIT:.+]] = arith.constant 158 : index
 // CHECK-NEXT: %[[DECODE:.+]] = arith.cmpi ule, %[[USED]], %[[LIMIT]] : index
 // CHECK-NEXT: scf.if %[[DECODE]] {
 // CHECK: nvvm.mma.sync

@@ -104,8 +104,9 @@ struct Bookkeeping {
       scf::YieldOp::create(b, loc, u.i32(-1));
     }
     Value id = loaded.getResult(0);
-    Value foreign = arith::OrIOp::create(b, loc, u.cmp(arith::CmpIPredicate::slt, id, u.i32(0)),
-                                         u.cmp(arith::CmpIPredicate::sge, id, u.i32(experts)));
+    Value negative = u.cmp(arith::CmpIPredicate::slt, id, u.i32(0));
+    Value tooLarge = u.cmp(arith::CmpIPredicate::sge, id, u.i32(experts));
+    Value foreign = arith::OrIOp::create(b, loc, negative, tooLarge);
     return arith::SelectOp::create(b, loc, foreign, u.i32(-1), id);
   }
 

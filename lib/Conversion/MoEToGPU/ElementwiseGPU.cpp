@@ -102,16 +102,18 @@ struct RunBuilder : KernelBuilder {
   /// device: a fixed grid whose threads stride over their runs.
   void launchRunsOfUsedRows(Value offsets, int64_t experts, int64_t perRow, int64_t width,
                             function_ref<void(Value, Value)> body) {
-    Value one = idx(1);
-    auto launch =
-        gpu::LaunchOp::create(b, loc, idx(kStridingBlocks), one, one, idx(kThreads), one, one);
+    Value one = idx(1), blocks = idx(kStridingBlocks), threads = idx(kThreads);
+    auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one, threads, one, one);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&launch.getBody().front());
     Value used = toIndex(load(offsets, {idx(experts)}));
     Value first = add(mul(launch.getBlockIds().x, idx(kThreads)), launch.getThreadIds().x);
-    forEach(first, mul(used, idx(perRow)), idx(kStridingBlocks * kThreads), [&](Value run) {
+    Value runs = mul(used, idx(perRow));
+    Value stride = idx(kStridingBlocks * kThreads);
+    forEach(first, runs, stride, [&](Value run) {
       Value row = arith::DivUIOp::create(b, loc, run, idx(perRow));
-      body(row, mul(arith::RemUIOp::create(b, loc, run, idx(perRow)), idx(width)));
+      Value runInRow = arith::RemUIOp::create(b, loc, run, idx(perRow));
+      body(row, mul(runInRow, idx(width)));
     });
     gpu::TerminatorOp::create(b, loc);
   }

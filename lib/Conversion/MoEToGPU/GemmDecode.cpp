@@ -56,10 +56,11 @@ void Kernel::launchDecode(DecodeShape shape) {
   auto partialsType = MemRefType::get({shape.warps, kTileRows, blockCols}, b.getF32Type(),
                                       MemRefLayoutAttrInterface{}, workgroup);
   Value one = idx(1);
-  Value rowBlocks = arith::DivUIOp::create(b, loc, add(rows, idx(kTileRows - 1)), idx(kTileRows));
-  auto launch =
-      gpu::LaunchOp::create(b, loc, idx(cols / blockCols), rowBlocks, idx(shape.splits),
-                            idx(threads), one, one, nullptr, nullptr, {}, TypeRange{partialsType});
+  Value rowsRoundedUp = add(rows, idx(kTileRows - 1));
+  Value rowBlocks = arith::DivUIOp::create(b, loc, rowsRoundedUp, idx(kTileRows));
+  Value colBlocks = idx(cols / blockCols), splits = idx(shape.splits), blockThreads = idx(threads);
+  auto launch = gpu::LaunchOp::create(b, loc, colBlocks, rowBlocks, splits, blockThreads, one, one,
+                                      nullptr, nullptr, {}, TypeRange{partialsType});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&launch.getBody().front());
   Value tid = launch.getThreadIds().x;
@@ -184,7 +185,8 @@ void Kernel::decodeProducts(DecodeShape shape, Value tid, Value warp, Value lane
   if (shape.splits > 1) {
     int64_t splitDepth = depth / shape.splits;
     kBegin = add(mul(split, idx(splitDepth)), kBegin);
-    kEnd = mul(add(split, idx(1)), idx(splitDepth));
+    Value next = add(split, idx(1));
+    kEnd = mul(next, idx(splitDepth));
   }
   // Rows past the end and an expert's padding rows read the tile's first
   // row (a warp's loads of one address are one transaction); their

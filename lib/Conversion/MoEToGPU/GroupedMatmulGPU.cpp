@@ -114,7 +114,8 @@ void gemm::Kernel::leaveUnless(Operation *mark, arith::CmpIPredicate usedIs, int
   for (gpu::LaunchOp launch : launches) {
     Block &body = launch.getBody().front();
     b.setInsertionPointToStart(&body);
-    Value runs = cmp(usedIs, loadIndex(offsets, idx(experts)), idx(limit));
+    Value used = loadIndex(offsets, idx(experts));
+    Value runs = cmp(usedIs, used, idx(limit));
     auto form = scf::IfOp::create(b, loc, runs, /*withElseRegion=*/false);
     Block *then = form.thenBlock();
     then->getOperations().splice(then->getTerminator()->getIterator(), body.getOperations(),

@@ -59,7 +59,8 @@ struct WarpRoute : KernelBuilder {
   int64_t rowsOfExperts() const { return experts / kWarp; }
 
   Value shuffleXor(Value v, int64_t offset) {
-    return gpu::ShuffleOp::create(b, loc, v, i32(offset), i32(kWarp), gpu::ShuffleMode::XOR)
+    Value distance = i32(offset), width = i32(kWarp);
+    return gpu::ShuffleOp::create(b, loc, v, distance, width, gpu::ShuffleMode::XOR)
         .getShuffleResult();
   }
 
@@ -100,19 +101,23 @@ struct WarpRoute : KernelBuilder {
         continue;
       Value v = selection[j];
       if (rowBegin < groupBegin || groupEnd < rowEnd) {
-        Value inGroup = arith::AndIOp::create(
-            b, loc, cmp(arith::CmpIPredicate::sge, expertIds[j], i32(groupBegin)),
-            cmp(arith::CmpIPredicate::slt, expertIds[j], i32(groupEnd)));
-        v = select(inGroup, v, nan());
+        Value fromBegin = cmp(arith::CmpIPredicate::sge, expertIds[j], i32(groupBegin));
+        Value beforeEnd = cmp(arith::CmpIPredicate::slt, expertIds[j], i32(groupEnd));
+        Value inGroup = arith::AndIOp::create(b, loc, fromBegin, beforeEnd);
+        Value none = nan();
+        v = select(inGroup, v, none);
       }
       Value takesFirst = above(v, best);
-      second = select(takesFirst, best, higher(second, v));
+      Value runnerUp = higher(second, v);
+      second = select(takesFirst, best, runnerUp);
       best = select(takesFirst, v, best);
     }
     return acrossWarp({best, second}, [&](ValueRange m, ValueRange o) -> SmallVector<Value> {
       Value mineFirst = above(m[0], o[0]);
-      return {select(mineFirst, m[0], o[0]),
-              select(mineFirst, higher(m[1], o[0]), higher(m[0], o[1]))};
+      Value best = select(mineFirst, m[0], o[0]);
+      Value secondIfMine = higher(m[1], o[0]);
+      Value secondIfTheirs = higher(m[0], o[1]);
+      return {best, select(mineFirst, secondIfMine, secondIfTheirs)};
     });
   }
 
@@ -133,11 +138,13 @@ struct WarpRoute : KernelBuilder {
     SmallVector<Value> kept;
     for (int64_t g = 0; g < groups; ++g) {
       Value rank = i32(0);
-      for (int64_t h = 0; h < groups; ++h)
-        if (h != g)
-          rank = add(rank, arith::ExtUIOp::create(
-                               b, loc, b.getI32Type(),
-                               beats(b, loc, groupScores[h], groupScores[g], i32(h), i32(g))));
+      for (int64_t h = 0; h < groups; ++h) {
+        if (h == g)
+          continue;
+        Value other = i32(h), self = i32(g);
+        Value ahead = beats(b, loc, groupScores[h], groupScores[g], other, self);
+        rank = add(rank, arith::ExtUIOp::create(b, loc, b.getI32Type(), ahead));
+      }
       kept.push_back(cmp(arith::CmpIPredicate::slt, rank, i32(routing.getTopkGroup())));
     }
     Value ninf = f32(-std::numeric_limits<float>::infinity());
@@ -232,10 +239,11 @@ struct WarpRoute : KernelBuilder {
     int64_t topK = routing.getTopK();
     Value fzero = f32(0.0);
     Value none = i32(experts);
+    Value zero = idx(0), rounds = idx(topK), one = idx(1);
     SmallVector<Value> chosen =
-        fold(idx(0), idx(topK), idx(1), ValueRange{nan(), none, fzero, i32(0), fzero},
+        fold(zero, rounds, one, ValueRange{nan(), none, fzero, i32(0), fzero},
              [&](Value r, ValueRange acc) -> SmallVector<Value> {
-               Value first = cmp(arith::CmpIPredicate::eq, r, idx(0));
+               Value first = cmp(arith::CmpIPredicate::eq, r, zero);
                Value bestValue = nan(), bestId = none, bestScore = fzero;
                for (int64_t j = 0; j < rows; ++j) {
                  Value below = beats(b, loc, acc[0], selection[j], acc[1], expertIds[j]);
@@ -263,8 +271,8 @@ struct WarpRoute : KernelBuilder {
       Value w = chosen[4];
       if (routing.getNormalize() || scale != 1.0) {
         Value denominator = routing.getNormalize() ? sum : fone;
-        w = arith::MulFOp::create(b, loc, arith::DivFOp::create(b, loc, w, denominator),
-                                  f32(scale));
+        Value share = arith::DivFOp::create(b, loc, w, denominator);
+        w = arith::MulFOp::create(b, loc, share, f32(scale));
       }
       store(chosen[3], ids, {t, lane});
       store(w, weights, {t, lane});

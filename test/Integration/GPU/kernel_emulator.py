@@ -15,9 +15,20 @@ block or none, the warp ops by all 32 lanes of a warp.
 `scf.if`/`scf.for`, launches in sequence); `launch` runs one `gpu.launch`
 given its buffers. Errors of the program raise `KernelError`; an op the
 interpreter does not know raises NotImplementedError.
+
+Tensor cores: `nvvm.mma.sync` m16n8k16 row.col bf16 x bf16 + f32 (the PTX
+ISA's fragment layout, MMA_M16N8K16; whole warps only), with the vector ops
+around it (vector.bitcast, extract, insert, from_elements, splat) and
+`llvm.extractvalue`; `nvgpu.ldmatrix` (x1/x2/x4, .trans) and cp.async
+(`nvgpu.device_async_copy` lands when a `device_async_wait` completes its
+group, the race detector seeing its write from the copy on), dynamic shared
+memory (`dynamic_shared_memory_size`, `gpu.dynamic_shared_memory`,
+`memref.view`: each view its own record of writes and races).
 """
 import math
 import re
+import sys
+import types
 
 import ml_dtypes
 import numpy as np
@@ -31,6 +42,8 @@ POISON = 0x7FBADBAD7FBADBAD
 CHUNK_THREADS = 1 << 18
 # CUDA's limits: threads a block, static shared memory a block, grid extents.
 MAX_BLOCK_THREADS, MAX_STATIC_SHARED = 1024, 48 * 1024
+# Shared memory a block may have in all with the opt-in attribute (H100, H200).
+MAX_SHARED = 227 * 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
 
@@ -126,7 +139,10 @@ class LaunchForm:
     inside and the host values they are bound to, the workgroup buffers."""
 
     def __init__(self, op):
-        m = LAUNCH.fullmatch(op.text)
+        # `dynamic_shared_memory_size %v` (bytes, i32): the name of the host value, or None.
+        dynamic = re.search(r" dynamic_shared_memory_size (%[\w-]+)", op.text)
+        self.dynamic_shared = dynamic.group(1) if dynamic else None
+        m = LAUNCH.fullmatch(op.text.replace(dynamic.group(0), "") if dynamic else op.text)
         if not m:
             raise NotImplementedError(f"the launch form: {op.text}")
         self.block_ids = re.findall(r"%[\w-]+", m.group(1))
@@ -345,6 +361,54 @@ class Geometry:
         self.bid = (b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1]))
         self.grid, self.block = grid, block
         self.ids = (b * self.tpb + linear, b * self.wpb + warp + 0 * linear, b)
+
+
+# --- Tensor cores ------------------------------------------------------------------
+
+def _mma_m16n8k16_layout():
+    """Per lane and register of mma.m16n8k16 (.f16/.bf16 multiplicands, f32
+    accumulators), as the PTX ISA's "Matrix Fragments for mma.m16n8k16 with
+    floating point type" gives them, with groupID = laneid >> 2 and
+    threadID_in_group = laneid % 4 (g, t): A's elements a0..a7 (a 32-bit
+    register holds two, the lower-numbered in its low 16 bits) lie at row g
+    for a0, a1, a4, a5, else g + 8, column 2t + (i & 1), + 8 for i >= 4; B's
+    b0..b3 at row (k) 2t + (i & 1), + 8 for i >= 2, column g; C's and D's
+    c0..c3 at row g for i < 2, else g + 8, column 2t + (i & 1).
+    Returns (A rows, A columns) [lane, register, half], (B rows, B columns)
+    [lane, register, half], (C rows, C columns) [lane, element]."""
+    g, t = np.arange(32) >> 2, np.arange(32) % 4
+    i = np.arange(8)[None, :]  # A's element number
+    a_row = np.where((i < 2) | ((i >= 4) & (i < 6)), g[:, None], g[:, None] + 8)
+    a_col = 2 * t[:, None] + (i & 1) + 8 * (i >= 4)
+    i = np.arange(4)[None, :]
+    b_row = 2 * t[:, None] + (i & 1) + 8 * (i >= 2)
+    b_col = np.broadcast_to(g[:, None], b_row.shape)
+    c_row = np.where(i < 2, g[:, None], g[:, None] + 8)
+    c_col = 2 * t[:, None] + (i & 1)
+    layout = ((a_row.reshape(32, 4, 2), a_col.reshape(32, 4, 2)),
+              (b_row.reshape(32, 2, 2), b_col.reshape(32, 2, 2)), (c_row, c_col))
+    for (r, c), shape in zip(layout, ((16, 16), (16, 8), (16, 8))):  # each element once
+        assert np.bincount(np.ravel_multi_index((r.ravel(), c.ravel()), shape)).tolist() == [1] * (
+            shape[0] * shape[1])
+    return layout
+
+
+MMA_M16N8K16 = _mma_m16n8k16_layout()
+
+
+def mma_m16n8k16(a, b, c):
+    """D of mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 for a stack of
+    warps: a [warps, 32, 4] i32 (bf16 pairs), b [warps, 32, 2] i32, c [warps,
+    32, 4] f32 -> d [warps, 32, 4] f32. The sum in float64, rounded once."""
+    (ar, ac), (br, bc), (cr, cc) = MMA_M16N8K16
+    assert sys.byteorder == "little"  # the low half of an i32 is bf16 element 0
+    warps = a.shape[0]
+    pairs = lambda r: np.ascontiguousarray(r.astype(np.int32)).view(BF16).reshape(
+        r.shape + (2,)).astype(np.float64)
+    am, bm, cm = (np.zeros((warps, 16, n)) for n in (16, 8, 8))
+    am[:, ar, ac], bm[:, br, bc], cm[:, cr, cc] = pairs(a), pairs(b), c.astype(np.float64)
+    d = (np.matmul(am, bm) + cm).astype(np.float32)
+    return d[:, cr, cc]
 
 
 # --- The interpreter ------------------------------------------------------------
@@ -600,6 +664,290 @@ class Threads:
         self.env[op.results[0]] = np.take_along_axis(value, source, axis=1)
         self.env[op.results[1]] = valid
 
+    # Vectors, bit casts, LLVM structs.
+
+    def op_vector_bitcast(self, op, mask):
+        """Reinterprets the bits of the trailing vector axis (little endian:
+        element 0 of the narrower type is the low bits of the wider one)."""
+        value = np.ascontiguousarray(self.get(op.operands[0]))
+        dtype = np.dtype(DTYPE[element_type(op.type)])
+        width = re.fullmatch(r"vector<(\d+)x\w+>", op.type.split(" to ")[-1].strip())
+        out = value.view(dtype)
+        if width is None or out.shape[-1] != int(width.group(1)):
+            raise NotImplementedError(f"bitcast: {op.text}")
+        self.env[op.results[0]] = out
+
+    def vector_position(self, op, what):
+        """The position of a vector.extract / vector.insert: an int, or a lane
+        array (a dynamic position)."""
+        m = re.search(r"\[([^\]]*)\]", op.body)
+        parts = [p.strip() for p in m.group(1).split(",")] if m else []
+        if len(parts) != 1:
+            raise NotImplementedError(f"{what} of a position not one index: {op.text}")
+        return self.get(parts[0]) if parts[0].startswith("%") else int(parts[0])
+
+    def op_vector_extract(self, op, mask):
+        """A scalar of a 1-D vector (a static or dynamic position), or a row
+        of a 2-D one (a static position)."""
+        vector = self.get(op.operands[0])
+        m = re.fullmatch(r"(\w+|vector<(\d+)x\w+>) from vector<(\d+)x(?:(\d+)x)?\w+>", op.type)
+        if not m or m.group(2) != m.group(4):  # a scalar of 1-D, a row of 2-D
+            raise NotImplementedError(f"vector.extract of this type: {op.text}")
+        axis = -2 if m.group(4) else -1
+        at = self.vector_position(op, "vector.extract")
+        if isinstance(at, int):
+            if not 0 <= at < vector.shape[axis]:
+                raise KernelError(f"position out of the vector: {op.text}")
+            self.env[op.results[0]] = np.take(vector, at, axis=axis).copy()
+        else:
+            if axis != -1:
+                raise NotImplementedError(f"vector.extract at a dynamic position: {op.text}")
+            bad = mask & ((at < 0) | (at >= vector.shape[-1]))
+            if bad.any():
+                raise KernelError(f"position out of the vector: {op.text}")
+            index = np.where(mask, at, 0).astype(np.int64)[..., None]
+            self.env[op.results[0]] = np.take_along_axis(vector, index, axis=-1)[..., 0]
+
+    def op_vector_insert(self, op, mask):
+        """vector.insert %scalar, %vector [i] (a static position)."""
+        if not re.fullmatch(r"\w+ into vector<\d+x\w+>", op.type):
+            raise NotImplementedError(f"vector.insert of this type: {op.text}")
+        at = self.vector_position(op, "vector.insert")
+        value, vector = (self.get(v) for v in op.operands[:2])
+        if not isinstance(at, int):
+            raise NotImplementedError(f"vector.insert at a dynamic position: {op.text}")
+        if not 0 <= at < vector.shape[-1]:
+            raise KernelError(f"position out of the vector: {op.text}")
+        out = np.array(vector, copy=True)
+        out[..., at] = value
+        self.env[op.results[0]] = out
+
+    def op_vector_from_elements(self, op, mask):
+        m = re.fullmatch(r"vector<(\d+)x(\w+)>", op.type.strip())
+        if not m or int(m.group(1)) != len(op.operands):
+            raise NotImplementedError(f"vector.from_elements: {op.text}")
+        dtype = DTYPE[m.group(2)]
+        self.env[op.results[0]] = np.stack(
+            [np.broadcast_to(self.get(v), self.shape).astype(dtype) for v in op.operands], axis=-1)
+
+    def op_vector_splat(self, op, mask):
+        m = re.fullmatch(r"vector<(\d+)x(\w+)>", op.type.split(" to ")[-1].strip())
+        if not m:
+            raise NotImplementedError(f"{op.name}: {op.text}")
+        value = self.get(op.operands[0]).astype(DTYPE[m.group(2)])
+        self.env[op.results[0]] = np.repeat(value[..., None], int(m.group(1)), axis=-1)
+
+    op_vector_broadcast = op_vector_splat
+
+    def op_llvm_extractvalue(self, op, mask):
+        """A field of an LLVM struct (structs of one element type are arrays
+        with a trailing axis, as nvvm.mma.sync makes them)."""
+        m = re.search(r"\[(\d+)\]", op.body)
+        struct = self.get(op.operands[0])
+        if not m or int(m.group(1)) >= struct.shape[-1]:
+            raise NotImplementedError(f"llvm.extractvalue: {op.text}")
+        self.env[op.results[0]] = struct[..., int(m.group(1))].copy()
+
+    # Dynamic shared memory.
+
+    def op_gpu_dynamic_shared_memory(self, op, mask):
+        """The block's dynamic shared memory, bytes (fresh, unwritten), the
+        same for every such op of the kernel."""
+        if self.geometry is None:
+            raise KernelError(f"gpu.dynamic_shared_memory on the host: {op.text}")
+        if not re.fullmatch(r".* : memref<\?xi8, #gpu\.address_space<workgroup>>", op.text):
+            raise NotImplementedError(op.text)
+        if getattr(self, "dynamic_memory", None) is None:
+            size = getattr(self, "dynamic_shared", 0)
+            self.dynamic_memory = Buffer(poison((len(self.geometry.blocks), size), np.uint8),
+                                         "dynamic shared memory", initialised=False,
+                                         per_block=True)
+        self.buffers[op.results[0]] = self.dynamic_memory
+
+    def op_memref_view(self, op, mask):
+        """A typed view of the dynamic shared memory at a byte offset: a
+        Buffer on the same bytes. Each view keeps its own record of what was
+        written and its own race record (a kernel whose views overlap is not
+        checked across them)."""
+        source, offset = op.operands[:2]
+        base = self.buffers[source]
+        m = re.fullmatch(r"\s*%[\w-]+\[%[\w-]+\]\[\]\s*", op.body)
+        shape, elem, _ = memref_type(op.type.split(" to ")[-1])
+        if not m or not base.per_block or None in shape or base.array.dtype != np.uint8:
+            raise NotImplementedError(f"memref.view: {op.text}")
+        start = uniform(self.get(offset), mask, "view offset")
+        dtype = np.dtype(DTYPE[elem])
+        size = math.prod(shape) * dtype.itemsize
+        if start < 0 or start + size > base.shape[0] or start % dtype.itemsize:
+            raise KernelError(f"view of bytes [{start}, {start + size}) of "
+                              f"{base.shape[0]}: {op.text}")
+        views = self.__dict__.setdefault("views", {})
+        if op.results[0] not in views:
+            array = base.array[:, start:start + size].view(dtype).reshape((-1,) + shape)
+            views[op.results[0]] = Buffer(array, f"{base.name} {op.results[0]}",
+                                          initialised=False, per_block=True)
+        self.buffers[op.results[0]] = views[op.results[0]]
+
+    # ldmatrix and cp.async.
+
+    def op_nvgpu_ldmatrix(self, op, mask):
+        """ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared.b16: lanes
+        8 i .. 8 i + 7 give the rows of matrix i (8 contiguous b16 each, 16
+        bytes aligned; other lanes' indices are not used); every lane gets per
+        matrix the elements (laneid >> 2, 2 (laneid % 4) + j), j = 0, 1, or
+        with .trans (2 (laneid % 4) + j, laneid >> 2). All 32 lanes run it.
+        Each element counts as read by the lane that receives it (so the
+        lanes that wrote the rows must be ordered before all of them)."""
+        m = re.search(r"numTiles = (\d+) : i32, transpose = (true|false)", op.body)
+        tiles = int(m.group(1)) if m else 0
+        if (tiles not in (1, 2, 4) or not re.search(rf"-> vector<{tiles}x2x\w+>$", op.type)
+                or "#gpu.address_space<workgroup>" not in op.type):
+            raise NotImplementedError(f"ldmatrix: {op.text}")
+        transpose = m.group(2) == "true"
+        rows = self.whole_warps(op, mask)
+        giving = mask & (self.geometry.lane < 8 * tiles)
+        buffer, index = self.address(op, op.operands, giving)  # bounds checked
+        if buffer.array.itemsize != 2:
+            raise NotImplementedError(f"ldmatrix of elements not 16 bits: {op.text}")
+        flat = np.ravel_multi_index(index[buffer.per_block:], buffer.shape)
+        if (flat * 2 % 16).any():
+            raise KernelError(f"misaligned ldmatrix row: {op.text}")
+        if buffer.shape[-1] < 8 or (index[-1] > buffer.shape[-1] - 8).any():
+            raise KernelError(f"ldmatrix row past the end of its memref: {op.text}")
+        every = np.broadcast_to(rows[:, None], self.shape)
+        starts = [self.get(v) for v in op.operands[1:]]  # per lane, its row's start
+        if buffer.per_block:
+            starts = [np.broadcast_to(self.geometry.block_row[:, None], self.shape)] + starts
+        lane = np.arange(32)
+        out = np.zeros(self.shape + (tiles, 2), buffer.array.dtype)
+        for i in range(tiles):
+            for j in range(2):
+                giver = 8 * i + (2 * (lane % 4) + j if transpose else lane >> 2)
+                column = lane >> 2 if transpose else 2 * (lane % 4) + j
+                where = [np.take(v, giver, axis=1) for v in starts]
+                where[-1] = where[-1] + column
+                where = tuple(v[every].astype(np.int64) for v in where)
+                if buffer.init is not None and not buffer.init[where].all():
+                    raise KernelError(f"reads {buffer.name} where nothing was written: {op.text}")
+                self.record(buffer, where, every, False, op)
+                out[..., i, j][every] = buffer.array[where]
+        self.env[op.results[0]] = out
+
+    def op_nvgpu_device_async_copy(self, op, mask):
+        """cp.async of n elements a lane from global to shared memory. The
+        source is read now; the destination is written only when a
+        device_async_wait lets the copy's group complete (a read before then
+        sees what was there). The race detector sees the write both now (it
+        may land any time from now) and when it lands."""
+        m = re.fullmatch(r"\s*(%[\w-]+)\[([^\]]*)\], (%[\w-]+)\[([^\]]*)\], (\d+)(.*)", op.body)
+        if not m or m.group(6).strip() not in ("", "{bypassL1}"):
+            raise NotImplementedError(f"device_async_copy: {op.text}")
+        src_type, dst_type = op.type.split(" to ")
+        source = [m.group(1)] + re.findall(r"%[\w-]+", m.group(2))
+        target = [m.group(3)] + re.findall(r"%[\w-]+", m.group(4))
+        count = int(m.group(5))
+        shape, elem, _ = memref_type(src_type)
+        size = count * np.dtype(DTYPE[elem]).itemsize
+        if size not in (4, 8, 16):
+            raise KernelError(f"cp.async of {size} bytes: {op.text}")
+        def typed(ty):  # the copy seen as an access of one side's type
+            return types.SimpleNamespace(type=ty, text=op.text, body=op.body)
+        values = self.load(typed(src_type), source, mask, count)
+        buffer, index = self.address(typed(dst_type), target, mask, count)
+        for names, ty in ((source, src_type), (target, dst_type)):
+            b, ix = self.address(typed(ty), names, mask)
+            flat = np.ravel_multi_index(ix[b.per_block:], b.shape)
+            if (flat * b.array.itemsize % size).any():
+                raise KernelError(f"misaligned cp.async: {op.text}")
+        flat = np.ravel_multi_index(np.broadcast_arrays(*index), buffer.array.shape)
+        if len(np.unique(flat)) != flat.size:
+            raise KernelError(f"lanes racing on an element: {op.text}")
+        if buffer.read_only or not buffer.per_block:
+            raise KernelError(f"cp.async to global memory: {op.text}")
+        self.record(buffer, index, mask, True, op)
+        copies = self.__dict__.setdefault("async_copies", [])
+        lanes = int(mask.sum())
+        copies.append(dict(buffer=buffer, index=index, values=values[mask], lanes=mask.copy(),
+                           group=np.full(lanes, -1), landed=np.zeros(lanes, bool), op=op))
+        self.env[op.results[0]] = self.full(len(copies), np.int64)
+
+    def async_groups(self):
+        if getattr(self, "committed", None) is None:
+            self.committed = np.zeros(self.shape, np.int64)
+        return self.committed
+
+    def op_nvgpu_device_async_create_group(self, op, mask):
+        """cp.async.commit_group: each lane's copies not yet in a group make
+        its next group."""
+        committed = self.async_groups()
+        for copy in getattr(self, "async_copies", []):
+            mine = mask[copy["lanes"]] & (copy["group"] < 0)
+            copy["group"][mine] = committed[copy["lanes"]][mine]
+        self.env[op.results[0]] = committed.copy()
+        committed[mask] += 1
+
+    def op_nvgpu_device_async_wait(self, op, mask):
+        """cp.async.wait_group N: each lane's copies but those of its N
+        latest groups land (a lane's copies in no group land too if N = 0,
+        as cp.async.wait_all)."""
+        m = re.search(r"numGroups = (\d+)", op.body)
+        pending = int(m.group(1)) if m else 0
+        committed = self.async_groups()
+        left = []
+        for copy in getattr(self, "async_copies", []):
+            lanes = copy["lanes"]
+            here = mask[lanes] & ~copy["landed"]
+            group = copy["group"]
+            done = here & (((group >= 0) & (group < committed[lanes] - pending))
+                           | ((group < 0) & (pending == 0)))
+            if done.any():
+                who = np.zeros(self.shape, bool)
+                who[lanes] = done
+                index = tuple(ix[done] for ix in copy["index"])
+                buffer, values = copy["buffer"], copy["values"][done]
+                self.record(buffer, index, who, True, copy["op"])
+                buffer.array[index] = values
+                if buffer.init is not None:
+                    buffer.init[index] = True
+                if buffer.writes is None:
+                    buffer.writes = np.zeros(buffer.array.shape, np.int64)
+                buffer.writes[index] += 1
+                copy["landed"] |= done
+            if not copy["landed"].all():
+                left.append(copy)
+        self.async_copies = left
+
+    # Tensor cores.
+
+    def op_nvvm_mma_sync(self, op, mask):
+        """mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (the only form
+        known): per warp D = A (16x16) * B (16x8) + C in the fragment layout of
+        the PTX ISA ("Matrix Fragments for mma.m16n8k16 with floating point
+        type"); see MMA_M16N8K16. The products (exact in float64: bf16 x
+        bf16) and C are summed in float64 and rounded once to f32: the ISA
+        leaves the tensor cores' order and internal precision of the
+        accumulation unspecified, any of them within f32 rounding of the sum.
+        All 32 lanes of each warp taking part must run it (.aligned)."""
+        attributes = dict(re.findall(r"(\w+) = (#nvvm\.[\w_]+<[^>]*>)", op.body))
+        want = {"layoutA": "#nvvm.mma_layout<row>", "layoutB": "#nvvm.mma_layout<col>",
+                "multiplicandAPtxType": "#nvvm.mma_type<bf16>",
+                "multiplicandBPtxType": "#nvvm.mma_type<bf16>",
+                "shape": "#nvvm.shape<m = 16, n = 8, k = 16>"}
+        groups = re.fullmatch(r"\s*A\[([^\]]*)\]\s*B\[([^\]]*)\]\s*C\[([^\]]*)\].*", op.body)
+        if (any(attributes.get(k) != v for k, v in want.items())
+                or op.type.replace(" ", "") != "(i32,i32,f32)->!llvm.struct<(f32,f32,f32,f32)>"
+                or not groups or [len(re.findall(r"%[\w#-]+", g)) for g in groups.groups()]
+                != [4, 2, 4] or "b1Op" in op.body or "intOverflowBehavior" in op.body):
+            raise NotImplementedError(f"an mma.sync other than m16n8k16 row.col "
+                                      f"f32.bf16.bf16.f32: {op.text}")
+        rows = self.whole_warps(op, mask)
+        a, b, c = (np.stack([self.get(v) for v in names], axis=-1)
+                   for names in (op.operands[:4], op.operands[4:6], op.operands[6:10]))
+        out = np.zeros(self.shape + (4,), np.float32)
+        if rows.any():
+            out[rows] = mma_m16n8k16(a[rows], b[rows], c[rows])
+        self.env[op.results[0]] = out
+
 
 # --- Launches and the host ------------------------------------------------------
 
@@ -618,6 +966,10 @@ def launch(op, buffers, parent, chunk_threads=None):
             or math.prod(block) > MAX_BLOCK_THREADS or shared > MAX_STATIC_SHARED
             or any(g < 0 or g > m for g, m in zip(grid, MAX_GRID))):
         raise KernelError(f"invalid launch: grid {grid}, block {block}, {shared} B shared")
+    dynamic = 0 if form.dynamic_shared is None else int(
+        uniform(parent.get(form.dynamic_shared), parent.everywhere, form.dynamic_shared))
+    if dynamic < 0 or shared + dynamic > MAX_SHARED:
+        raise KernelError(f"invalid launch: {dynamic} B dynamic shared memory, {shared} B static")
     if 0 in grid:
         return grid, block
     total, warps = math.prod(grid), -(-math.prod(block) // 32)
@@ -631,6 +983,7 @@ def launch(op, buffers, parent, chunk_threads=None):
             memory[name] = Buffer(poison((len(g.blocks),) + shape, DTYPE[elem]),
                                   f"workgroup {name}", initialised=False, per_block=True)
         t = Threads(memory, g.shape, parent=parent, geometry=g, races=races)
+        t.dynamic_shared = dynamic
         for names, values in ((form.block_ids, g.bid), (form.thread_ids, g.tid)):
             t.env.update(zip(names, values))
         t.env.update((inner, t.full(s, np.int64))
@@ -683,6 +1036,12 @@ class Host(Threads):
 
     def op_tensor_cast(self, op, mask):
         self.tensors[op.results[0]] = self.tensors[op.operands[0]]
+
+    def op_tensor_dim(self, op, mask):  # of a tensor the function made: its buffer's extent
+        if op.operands[0] not in self.tensors:
+            return super().op_tensor_dim(op, mask)
+        dim = uniform(self.get(op.operands[1]), self.everywhere, op.text)
+        self.env[op.results[0]] = self.full(self.tensors[op.operands[0]].shape[dim], np.int64)
 
     def op_gpu_launch(self, op, mask):
         try:
