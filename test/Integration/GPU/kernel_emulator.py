@@ -17,23 +17,35 @@ given its buffers. Errors of the program raise `KernelError`; an op the
 interpreter does not know raises NotImplementedError.
 
 Tensor cores: `nvvm.mma.sync` m16n8k16 row.col bf16 x bf16 + f32 (the PTX
-ISA's fragment layout, MMA_M16N8K16; whole warps only), with the vector ops
+ISA's fragment layout, tensor_cores.MMA_M16N8K16; whole warps only), with the vector ops
 around it (vector.bitcast, extract, insert, from_elements, splat) and
 `llvm.extractvalue`; `nvgpu.ldmatrix` (x1/x2/x4, .trans) and cp.async
 (`nvgpu.device_async_copy` lands when a `device_async_wait` completes its
 group, the race detector seeing its write from the copy on), dynamic shared
 memory (`dynamic_shared_memory_size`, `gpu.dynamic_shared_memory`,
 `memref.view`: each view its own record of writes and races).
+
+Hopper: `nvvm.wgmma.mma_async` m64nNk16 bf16 and m64nNk32 E4M3 with both
+operands in shared memory, K-major with the 128-byte swizzle, read through
+their descriptors at the addresses the hardware computes (the dynamic shared
+memory lies at SHARED_BASE, not 1024-aligned); the warpgroup's rules
+checked: whole warpgroups, `wgmma.fence` before the products after a wait,
+`fence.proxy.async` between shared memory writes and the products reading
+them, accumulators not read before the `wgmma.wait.group` that completes
+their group, operands not overwritten before it (race detector), no product
+left in flight at the kernel's end. E4M3 conversions (cvt.rn.satfinite),
+FMA, vector shuffles and reductions. tensor_cores.py holds the arithmetic
+and layouts.
 """
 import math
 import re
-import sys
 import types
 
-import ml_dtypes
 import numpy as np
 
-BF16 = ml_dtypes.bfloat16
+import tensor_cores as tc
+
+BF16 = tc.BF16
 DTYPE = {"index": np.int64, "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8": np.int8,
          "i1": np.bool_, "f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": BF16}
 # Elements nobody wrote: a NaN for floats (bits 0x7FBA..., 0x7FBADBAD...), large for ints.
@@ -45,6 +57,10 @@ MAX_BLOCK_THREADS, MAX_STATIC_SHARED = 1024, 48 * 1024
 # Shared memory a block may have in all with the opt-in attribute (H100, H200).
 MAX_SHARED = 227 * 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
+# The shared memory address of a block's dynamic shared memory: 16-byte
+# aligned as CUDA promises, not 1024 (a wgmma kernel must align its
+# swizzled stages itself).
+SHARED_BASE = 1024 + 16
 MAX_BLOCK = (1024, 1024, 64)
 
 
@@ -123,9 +139,18 @@ def memref_type(text):
     return shape, m.group(2), int(v.group(1)) if v else 1
 
 
+def struct_fields(text):
+    """The field types of '!llvm.struct<(f32, f32, ...)>' (all alike)."""
+    m = re.fullmatch(r"\s*!llvm\.struct<\(([\w, ]*)\)>\s*", text)
+    fields = [f.strip() for f in m.group(1).split(",")] if m else []
+    if not fields or len(set(fields)) != 1 or fields[0] not in DTYPE:
+        raise NotImplementedError(f"a struct not of one element type: {text}")
+    return fields
+
+
 def element_type(text):
-    """The element type name of 'f32', 'vector<8xbf16>' or 'a to b' (the last)."""
-    text = text.split(" to ")[-1].strip()
+    """The element type name of 'f32', 'vector<8xbf16>', 'a to b' or 'a, b' (the last)."""
+    text = text.split(" to ")[-1].split(", ")[-1].strip()
     m = re.fullmatch(r"vector<(?:\d+x)+(\w+)>", text)
     return m.group(1) if m else text
 
@@ -231,7 +256,10 @@ ARITH = {  # name -> f(operands) on lane arrays; the result is cast to the op's 
     "arith.index_castui": unsigned, "arith.extsi": lambda a: a, "arith.trunci": lambda a: a,
     "arith.extui": lambda a: a if a.dtype == np.bool_ else unsigned(a),
     "arith.extf": lambda a: a, "arith.truncf": lambda a: a,  # bf16 <-> f32 by the cast
-    "math.ctpop": ctpop, "llvm.intr.ctpop": ctpop,
+    "math.ctpop": ctpop, "llvm.intr.ctpop": ctpop, "math.absf": np.abs,
+    # One rounding of the exact product (float64 holds it) plus c: a double
+    # rounding may differ from a fused one in the last bit, rarely.
+    "math.fma": lambda a, b, c: a.astype(np.float64) * b + c,
     "arith.cmpi": cmpi, "arith.cmpf": cmpf,
 }
 
@@ -254,11 +282,30 @@ class Buffer:
     def __init__(self, array, name, initialised=True, read_only=False, per_block=False):
         self.array, self.name, self.read_only, self.per_block = array, name, read_only, per_block
         self.init = None if initialised else np.zeros(array.shape, bool)
-        self.writes = None
+        self.writes = self.unfenced = None
+        # Shared memory: its address (dynamic shared memory and its views),
+        # a view's byte offset in the dynamic shared memory.
+        self.address = self.byte_offset = None
 
     @property
     def shape(self):
         return self.array.shape[1:] if self.per_block else self.array.shape
+
+
+def written(buffer, index, values):
+    """Stores values (by a generic-proxy write: a store or a landing cp.async)
+    and notes it: written, how often, and, in shared memory, not yet fenced
+    for the async proxy (wgmma)."""
+    buffer.array[index] = values
+    if buffer.init is not None:
+        buffer.init[index] = True
+    if buffer.writes is None:
+        buffer.writes = np.zeros(buffer.array.shape, np.int64)
+    buffer.writes[index] += 1
+    if buffer.per_block:
+        if buffer.unfenced is None:
+            buffer.unfenced = np.zeros(buffer.array.shape, bool)
+        buffer.unfenced[index] = True
 
 
 class Races:
@@ -363,54 +410,6 @@ class Geometry:
         self.ids = (b * self.tpb + linear, b * self.wpb + warp + 0 * linear, b)
 
 
-# --- Tensor cores ------------------------------------------------------------------
-
-def _mma_m16n8k16_layout():
-    """Per lane and register of mma.m16n8k16 (.f16/.bf16 multiplicands, f32
-    accumulators), as the PTX ISA's "Matrix Fragments for mma.m16n8k16 with
-    floating point type" gives them, with groupID = laneid >> 2 and
-    threadID_in_group = laneid % 4 (g, t): A's elements a0..a7 (a 32-bit
-    register holds two, the lower-numbered in its low 16 bits) lie at row g
-    for a0, a1, a4, a5, else g + 8, column 2t + (i & 1), + 8 for i >= 4; B's
-    b0..b3 at row (k) 2t + (i & 1), + 8 for i >= 2, column g; C's and D's
-    c0..c3 at row g for i < 2, else g + 8, column 2t + (i & 1).
-    Returns (A rows, A columns) [lane, register, half], (B rows, B columns)
-    [lane, register, half], (C rows, C columns) [lane, element]."""
-    g, t = np.arange(32) >> 2, np.arange(32) % 4
-    i = np.arange(8)[None, :]  # A's element number
-    a_row = np.where((i < 2) | ((i >= 4) & (i < 6)), g[:, None], g[:, None] + 8)
-    a_col = 2 * t[:, None] + (i & 1) + 8 * (i >= 4)
-    i = np.arange(4)[None, :]
-    b_row = 2 * t[:, None] + (i & 1) + 8 * (i >= 2)
-    b_col = np.broadcast_to(g[:, None], b_row.shape)
-    c_row = np.where(i < 2, g[:, None], g[:, None] + 8)
-    c_col = 2 * t[:, None] + (i & 1)
-    layout = ((a_row.reshape(32, 4, 2), a_col.reshape(32, 4, 2)),
-              (b_row.reshape(32, 2, 2), b_col.reshape(32, 2, 2)), (c_row, c_col))
-    for (r, c), shape in zip(layout, ((16, 16), (16, 8), (16, 8))):  # each element once
-        assert np.bincount(np.ravel_multi_index((r.ravel(), c.ravel()), shape)).tolist() == [1] * (
-            shape[0] * shape[1])
-    return layout
-
-
-MMA_M16N8K16 = _mma_m16n8k16_layout()
-
-
-def mma_m16n8k16(a, b, c):
-    """D of mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 for a stack of
-    warps: a [warps, 32, 4] i32 (bf16 pairs), b [warps, 32, 2] i32, c [warps,
-    32, 4] f32 -> d [warps, 32, 4] f32. The sum in float64, rounded once."""
-    (ar, ac), (br, bc), (cr, cc) = MMA_M16N8K16
-    assert sys.byteorder == "little"  # the low half of an i32 is bf16 element 0
-    warps = a.shape[0]
-    pairs = lambda r: np.ascontiguousarray(r.astype(np.int32)).view(BF16).reshape(
-        r.shape + (2,)).astype(np.float64)
-    am, bm, cm = (np.zeros((warps, 16, n)) for n in (16, 8, 8))
-    am[:, ar, ac], bm[:, br, bc], cm[:, cr, cc] = pairs(a), pairs(b), c.astype(np.float64)
-    d = (np.matmul(am, bm) + cm).astype(np.float32)
-    return d[:, cr, cc]
-
-
 # --- The interpreter ------------------------------------------------------------
 
 class Threads:
@@ -506,7 +505,9 @@ class Threads:
             self.env[iv] = i
             self.env.update(zip(inners, values))
             new = self.run(op.regions[0], active)
-            values = [select(active, n, v) for n, v in zip(new, values)]
+            # A product in flight stays so through the loop's iteration arguments.
+            values = [in_flight(select(active, n, v), n.record) if getattr(n, "record", None)
+                      else select(active, n, v) for n, v in zip(new, values)]
             i = np.where(active, i + st, i)
             active &= i < end
         self.env.update(zip(op.results, values))
@@ -562,12 +563,7 @@ class Threads:
         if len(np.unique(flat)) != flat.size:
             raise KernelError(f"lanes racing on an element: {op.text}")
         self.record(buffer, index, mask, True, op)
-        buffer.array[index] = value[mask]
-        if buffer.init is not None:
-            buffer.init[index] = True
-        if buffer.writes is None:
-            buffer.writes = np.zeros(buffer.array.shape, np.int64)
-        buffer.writes[index] += 1
+        written(buffer, index, value[mask])
 
     def op_memref_load(self, op, mask):
         self.env[op.results[0]] = self.load(op, op.operands, mask)
@@ -746,9 +742,64 @@ class Threads:
         struct = self.get(op.operands[0])
         if not m or int(m.group(1)) >= struct.shape[-1]:
             raise NotImplementedError(f"llvm.extractvalue: {op.text}")
-        self.env[op.results[0]] = struct[..., int(m.group(1))].copy()
+        check_complete(struct, mask, op)
+        self.env[op.results[0]] = np.array(struct[..., int(m.group(1))])
+
+    def op_llvm_insertvalue(self, op, mask):
+        m = re.search(r"\[(\d+)\]", op.body)
+        value, struct = (self.get(v) for v in op.operands[:2])
+        if not m or int(m.group(1)) >= struct.shape[-1]:
+            raise NotImplementedError(f"llvm.insertvalue: {op.text}")
+        out = np.array(struct, copy=True)
+        out[..., int(m.group(1))] = value
+        self.env[op.results[0]] = out
+
+    def op_llvm_mlir_zero(self, op, mask):
+        fields = struct_fields(op.text.rpartition(" : ")[2])  # no operands: no " : " split
+        self.env[op.results[0]] = self.full(0, DTYPE[fields[0]], (len(fields),))
+
+    def op_arith_bitcast(self, op, mask):
+        """The bits of each element as another type of their width."""
+        value = np.ascontiguousarray(self.get(op.operands[0]))
+        dtype = np.dtype(DTYPE[element_type(op.type)])
+        if dtype.itemsize != value.dtype.itemsize:
+            raise NotImplementedError(f"arith.bitcast: {op.text}")
+        self.env[op.results[0]] = value.view(dtype)
+
+    def op_vector_shuffle(self, op, mask):
+        """The elements of the two vectors, concatenated, at the positions given."""
+        m = re.search(r"\[([\d, ]*)\]", op.body)
+        a, b = (self.get(v) for v in op.operands[:2])
+        positions = [int(p) for p in m.group(1).split(",")] if m else []
+        both = np.concatenate([a, b], axis=-1)
+        if not positions or max(positions) >= both.shape[-1] or a.ndim != len(self.shape) + 1:
+            raise NotImplementedError(f"vector.shuffle: {op.text}")
+        self.env[op.results[0]] = both[..., positions].copy()
+
+    def op_vector_reduction(self, op, mask):
+        kinds = {"maxnumf": np.fmax, "maximumf": np.maximum, "add": np.add, "minnumf": np.fmin}
+        m = re.match(r"\s*<(\w+)>", op.body)
+        if not m or m.group(1) not in kinds or len(op.operands) != 1:
+            raise NotImplementedError(f"vector.reduction: {op.text}")
+        self.env[op.results[0]] = kinds[m.group(1)].reduce(self.get(op.operands[0]), axis=-1)
+
+    def op_nvvm_convert_f32x2_to_f8x2(self, op, mask):
+        """cvt.rn.satfinite.e4m3x2.f32 d, a, b: a's code in the high byte of
+        d, b's in the low byte."""
+        if (op.type.replace(" ", "") != "i16(f8E4M3FN)" or "#nvvm.fp_rnd_mode<rn>" not in op.body
+                or "#nvvm.sat_mode<satfinite>" not in op.body):
+            raise NotImplementedError(f"a conversion other than rn satfinite to E4M3: {op.text}")
+        high, low = (tc.e4m3_satfinite(self.get(v)).astype(np.uint16) for v in op.operands)
+        self.env[op.results[0]] = ((high << 8) | low).view(np.int16)
 
     # Dynamic shared memory.
+
+    def op_memref_extract_aligned_pointer_as_index(self, op, mask):
+        """The shared memory address of dynamic shared memory or a view of it."""
+        buffer = self.buffers.get(op.operands[0])
+        if buffer is None or buffer.address is None:
+            raise NotImplementedError(f"the address of a buffer not in shared memory: {op.text}")
+        self.env[op.results[0]] = self.full(buffer.address, np.int64)
 
     def op_gpu_dynamic_shared_memory(self, op, mask):
         """The block's dynamic shared memory, bytes (fresh, unwritten), the
@@ -762,6 +813,7 @@ class Threads:
             self.dynamic_memory = Buffer(poison((len(self.geometry.blocks), size), np.uint8),
                                          "dynamic shared memory", initialised=False,
                                          per_block=True)
+            self.dynamic_memory.address = SHARED_BASE
         self.buffers[op.results[0]] = self.dynamic_memory
 
     def op_memref_view(self, op, mask):
@@ -786,6 +838,8 @@ class Threads:
             array = base.array[:, start:start + size].view(dtype).reshape((-1,) + shape)
             views[op.results[0]] = Buffer(array, f"{base.name} {op.results[0]}",
                                           initialised=False, per_block=True)
+            views[op.results[0]].address = base.address + start
+            views[op.results[0]].byte_offset = start
         self.buffers[op.results[0]] = views[op.results[0]]
 
     # ldmatrix and cp.async.
@@ -906,12 +960,7 @@ class Threads:
                 index = tuple(ix[done] for ix in copy["index"])
                 buffer, values = copy["buffer"], copy["values"][done]
                 self.record(buffer, index, who, True, copy["op"])
-                buffer.array[index] = values
-                if buffer.init is not None:
-                    buffer.init[index] = True
-                if buffer.writes is None:
-                    buffer.writes = np.zeros(buffer.array.shape, np.int64)
-                buffer.writes[index] += 1
+                written(buffer, index, values)
                 copy["landed"] |= done
             if not copy["landed"].all():
                 left.append(copy)
@@ -923,7 +972,7 @@ class Threads:
         """mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (the only form
         known): per warp D = A (16x16) * B (16x8) + C in the fragment layout of
         the PTX ISA ("Matrix Fragments for mma.m16n8k16 with floating point
-        type"); see MMA_M16N8K16. The products (exact in float64: bf16 x
+        type"); see tensor_cores.MMA_M16N8K16. The products (exact in float64: bf16 x
         bf16) and C are summed in float64 and rounded once to f32: the ISA
         leaves the tensor cores' order and internal precision of the
         accumulation unspecified, any of them within f32 rounding of the sum.
@@ -945,8 +994,181 @@ class Threads:
                    for names in (op.operands[:4], op.operands[4:6], op.operands[6:10]))
         out = np.zeros(self.shape + (4,), np.float32)
         if rows.any():
-            out[rows] = mma_m16n8k16(a[rows], b[rows], c[rows])
+            out[rows] = tc.mma_m16n8k16(a[rows], b[rows], c[rows])
         self.env[op.results[0]] = out
+
+
+    # wgmma: a warpgroup's asynchronous products from shared memory.
+
+    def warpgroups(self, op, mask):
+        """The warpgroups taking part, as [groups, 4] warp rows: all 128
+        threads of each must run the op (.sync.aligned)."""
+        g = self.geometry
+        if g is None or g.tpb % 128:
+            raise KernelError(f"{op.name} in blocks not of whole warpgroups: {op.text}")
+        rows = self.whole_warps(op, mask)
+        groups = rows.reshape(-1, 4)
+        if (groups.any(axis=1) & ~groups.all(axis=1)).any():
+            raise KernelError(f"{op.name} reached by part of a warpgroup (divergent): {op.text}")
+        return np.flatnonzero(rows).reshape(-1, 4)
+
+    def wgmma_state(self):
+        if getattr(self, "wgmma_records", None) is None:
+            rows = self.shape[0]
+            self.wgmma_records, self.wgmma_committed = [], np.zeros(rows, np.int64)
+            self.wgmma_fenced = np.zeros(rows, bool)
+        return self.wgmma_records
+
+    def op_nvvm_wgmma_fence_aligned(self, op, mask):
+        self.wgmma_state()
+        self.wgmma_fenced[self.warpgroups(op, mask).ravel()] = True
+
+    def op_nvvm_fence_proxy(self, op, mask):
+        """fence.proxy.async.shared::cta: the running threads' shared memory
+        writes so far become visible to the async proxy (wgmma)."""
+        if ("#nvvm.proxy_kind<async.shared>" not in op.body
+                or "#nvvm.shared_space<cta>" not in op.body):
+            raise NotImplementedError(f"fence.proxy: {op.text}")
+        fencing = self.geometry.ids[0][mask]
+        for buffer in {id(b): b for b in self.buffers.values()}.values():
+            if buffer.unfenced is None or not buffer.unfenced.any():
+                continue
+            flat = np.flatnonzero(buffer.unfenced)
+            writer = self.races.shadow(buffer)[Races.T, flat]
+            buffer.unfenced.flat[flat[np.isin(writer, fencing)]] = False
+
+    def shared_operand(self, op, addresses, block_row, warps):
+        """The bytes at shared memory `addresses` of a block (a chunk's block
+        row) as wgmma reads them: within one view of the dynamic shared
+        memory, written, fenced for the async proxy, recorded as read by the
+        warpgroup (`warps`). Returns (bytes, the read's record)."""
+        memory = getattr(self, "dynamic_memory", None)
+        offset = addresses - SHARED_BASE
+        if memory is None or offset.min() < 0 or offset.max() >= memory.shape[0]:
+            raise KernelError(f"wgmma operand outside the dynamic shared memory: {op.text}")
+        view = next((v for v in getattr(self, "views", {}).values()
+                     if v.byte_offset <= offset.min()
+                     and offset.max() < v.byte_offset + v.array[0].nbytes), None)
+        if view is None:
+            raise KernelError(f"wgmma operand not within one view: {op.text}")
+        element = np.unique((offset - view.byte_offset) // view.array.itemsize)
+        index = (np.full(element.shape, block_row),) + np.unravel_index(element, view.shape)
+        if not view.init[index].all():
+            raise KernelError(f"wgmma reads {view.name} where nothing was written: {op.text}")
+        if view.unfenced is not None and view.unfenced[index].any():
+            raise KernelError(f"wgmma reads {view.name} written with no fence.proxy.async "
+                              f"since: {op.text}")
+        flat = np.ravel_multi_index(index, view.array.shape)
+        read = (view, np.repeat(flat, 4), [np.tile(ids[warps, 0], flat.size)
+                                            for ids in self.geometry.ids])
+        self.races.access(*read, False, op)
+        return memory.array[block_row, offset], read
+
+    def op_nvvm_wgmma_mma_async(self, op, mask):
+        """wgmma.mma_async.sync.aligned.m64nNkK.f32 with both operands in shared
+        memory, K-major with 128-byte swizzle (bf16 k16 or e4m3 k32): per
+        warpgroup D = A B^T (+ C with scale-d 1), see tensor_cores.wgmma. The
+        operands are read at issue and count as read again when a wait
+        retires the product (a write between races); the result is in flight
+        (InFlight) until then. The warps must have run wgmma.fence since
+        their last wait."""
+        m = re.fullmatch(r"\s*(%[\w#-]+), (%[\w#-]+), (%[\w#-]+), <m = 64, n = (\d+), k = (\d+)>, "
+                         r"D\[<f32>, <(one|zero)>\], A\[<(bf16|e4m3)>, <one>, <row>\], "
+                         r"B\[<(bf16|e4m3)>, <one>, <col>\]\s*", op.body)
+        if not m or m.group(7) != m.group(8) or int(m.group(5)) != {"bf16": 16,
+                                                                 "e4m3": 32}[m.group(7)]:
+            raise NotImplementedError(f"a wgmma other than bf16 k16 or e4m3 k32 from shared "
+                                      f"memory into f32: {op.text}")
+        n, accumulate, kind = int(m.group(4)), m.group(6) == "one", m.group(7)
+        if n % 8 or not 8 <= n <= 256 or len(struct_fields(op.type.split("->")[-1])) != n // 2:
+            raise NotImplementedError(f"wgmma n = {n}: {op.text}")
+        records = self.wgmma_state()
+        groups = self.warpgroups(op, mask)
+        if not self.wgmma_fenced[groups.ravel()].all():
+            raise KernelError(f"wgmma with no wgmma.fence since the warps' last wait: {op.text}")
+        descriptors = [self.get(v) for v in m.group(1, 2)]
+        accumulators = self.get(m.group(3))
+        out = np.zeros(self.shape + (n // 2,), np.float32)
+        record = dict(rows=np.zeros(self.shape[0], bool), group=np.full(self.shape[0], -1),
+                      retired=np.zeros(self.shape[0], bool), reads=[], op=op)
+        for warps in groups:
+            block_row = self.geometry.block_row[warps[0]]
+            operands = []
+            for desc, rows in zip(descriptors, (64, n)):
+                value = desc[warps]
+                if (value != value.flat[0]).any():
+                    raise KernelError(f"wgmma descriptor not uniform over the warpgroup: {op.text}")
+                start, _, stride, base, swizzle = tc.decode_descriptor(value.flat[0])
+                if swizzle != tc.SWIZZLE_128B or base != 0 or stride == 0:
+                    raise NotImplementedError(f"a descriptor other than 128-byte swizzle with "
+                                              f"base offset 0: {op.text}")
+                if start % 16:
+                    raise KernelError(f"wgmma operand misaligned: {op.text}")
+                addresses = tc.kmajor_swizzled_addresses(start, stride, rows, 32)
+                raw, read = self.shared_operand(op, addresses, block_row, warps)
+                record["reads"].append(read)
+                raw = np.ascontiguousarray(raw)
+                values = raw.view(np.uint16).view(tc.BF16) if kind == "bf16" else raw.view(tc.E4M3)
+                operands.append(values.astype(np.float64))
+            c = accumulators[warps].reshape(128, n // 2) if accumulate else None
+            out[warps] = tc.wgmma(*operands, c).reshape(4, 32, n // 2)
+            record["rows"][warps] = True
+        records.append(record)
+        self.env[op.results[0]] = in_flight(out, record)
+
+    def op_nvvm_wgmma_commit_group_sync_aligned(self, op, mask):
+        """The warps' products not yet in a group make their next group."""
+        records, warps = self.wgmma_state(), self.warpgroups(op, mask).ravel()
+        for record in records:
+            new = np.zeros_like(record["rows"])
+            new[warps] = record["rows"][warps] & (record["group"][warps] < 0)
+            record["group"][new] = self.wgmma_committed[new]
+        self.wgmma_committed[warps] += 1
+
+    def op_nvvm_wgmma_wait_group_sync_aligned(self, op, mask):
+        """wgmma.wait_group N: the warps' products but those of their N latest
+        groups complete; their shared memory reads are recorded again, now."""
+        pending = int(op.body.strip())
+        records, warps = self.wgmma_state(), self.warpgroups(op, mask).ravel()
+        here = np.zeros(self.shape[0], bool)
+        here[warps] = True
+        for record in records:
+            done = (here & record["rows"] & ~record["retired"] & (record["group"] >= 0)
+                    & (record["group"] < self.wgmma_committed - pending))
+            if done.any():
+                record["retired"] |= done
+                for view, flat, who in record["reads"]:
+                    if done[np.isin(self.geometry.ids[1][:, 0], who[1])].any():
+                        self.races.access(view, flat, who, False, record["op"])
+        self.wgmma_records = [r for r in records if not (r["retired"] == r["rows"]).all()]
+        self.wgmma_fenced[warps] = False
+
+    def wgmma_in_flight(self):
+        """The first product some warp never waited for, or None."""
+        return next((r["op"] for r in getattr(self, "wgmma_records", None) or []
+                     if (r["rows"] & ~r["retired"]).any()), None)
+
+
+class InFlight(np.ndarray):
+    """Accumulators of a wgmma not yet known to be complete (`record`)."""
+
+    def __array_finalize__(self, obj):
+        self.record = getattr(obj, "record", None)
+
+
+def in_flight(array, record):
+    out = array.view(InFlight)
+    out.record = record
+    return out
+
+
+def check_complete(value, mask, op):
+    """Refuses a read of accumulators whose wgmma some reading warp has not
+    waited for."""
+    r = getattr(value, "record", None)
+    if r is not None:
+        if (mask.any(axis=1) & r["rows"] & ~r["retired"]).any():
+            raise KernelError(f"reads accumulators of a wgmma not waited for: {op.text}")
 
 
 # --- Launches and the host ------------------------------------------------------
@@ -991,6 +1213,8 @@ def launch(op, buffers, parent, chunk_threads=None):
         try:
             with np.errstate(all="ignore"):
                 t.run(op.regions[0], g.exists)
+            if (left := t.wgmma_in_flight()) is not None:
+                raise KernelError(f"the kernel ends with a wgmma not waited for: {left.text}")
         except KernelError as error:
             raise KernelError(f"launch of {grid} blocks of {block}: {error}") from None
         for name, _ in form.workgroup:
