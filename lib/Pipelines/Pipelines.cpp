@@ -143,11 +143,10 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
   // the caller's device workspace (moe-gpu-host-abi), every loop nest a
   // kernel whose innermost dimension spreads over a block's threads.
   std::string text = llvm::formatv(
-      "{3}{6}{0},{4}func.func(convert-linalg-to-parallel-loops,"
-      "moe-gpu-block-threads{{threads={5}},gpu-map-parallel-loops),"
-      "convert-parallel-loops-to-gpu,canonicalize,{7}"
-      "gpu-launch-sink-index-computations,gpu-kernel-outlining,moe-gpu-kernel-registers,{8}{1}{2}",
-      kToBuffers, lowerToNVVM(options), options.hostABI ? ",moe-gpu-launch-on-stream" : "",
+      "{2}{4}{0},{3}func.func(convert-linalg-to-parallel-loops,"
+      "moe-gpu-block-threads{{threads={1}},gpu-map-parallel-loops),"
+      "convert-parallel-loops-to-gpu,canonicalize{5}",
+      kToBuffers, options.blockThreads.getValue(),
       // Phase variants (moe-specialize-phase) are inlined into their entry,
       // whose one workspace serves both. Rows are padded to the tensor-core
       // GEMM's tiles of 16; the activation runs over them all, so that the
@@ -159,9 +158,13 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
                          /*activateAllRows=*/true, /*intoBuffers=*/true, options.epAllGather,
                          options.epPackInLayer, options.sharedStream)
           : toLinalg(/*dedupeTp=*/true, "none"),
-      options.hostABI ? "moe-gpu-host-abi," : "", options.blockThreads.getValue(),
-      options.hostABI ? "moe-gpu-router-matmul," : "", options.hostABI ? "moe-gpu-host-check," : "",
-      options.hostABI ? "moe-gpu-side-stream," : "");
+      options.hostABI ? "moe-gpu-host-abi," : "", options.hostABI ? "moe-gpu-router-matmul," : "",
+      options.hostABI ? ",moe-gpu-host-check" : "");
+  if (!options.stopBeforeOutlining)
+    text += llvm::formatv(",gpu-launch-sink-index-computations,gpu-kernel-outlining,moe-gpu-kernel-"
+                          "registers,{0}{1}{2}",
+                          options.hostABI ? "moe-gpu-side-stream," : "", lowerToNVVM(options),
+                          options.hostABI ? ",moe-gpu-launch-on-stream" : "");
   return addPipeline(pm, text);
 }
 

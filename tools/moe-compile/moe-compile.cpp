@@ -50,7 +50,7 @@ using namespace mlir;
 namespace cl = llvm::cl;
 
 namespace {
-enum class Emit { Mlir, Lowered, LLVMIR, Object, Shared };
+enum class Emit { Mlir, Launches, Lowered, LLVMIR, Object, Shared };
 enum class Target { Cpu, Cuda };
 
 cl::OptionCategory category("moe-compile options");
@@ -146,15 +146,20 @@ cl::opt<std::string> fp8Weights(
     cl::init("keep"), cl::cat(category));
 cl::opt<std::string> entry("entry", cl::desc("Name of the layer function"),
                            cl::init("moe_layer"), cl::cat(category));
-cl::opt<Emit> emit(
-    "emit", cl::desc("What to produce"), cl::init(Emit::Shared),
-    cl::values(clEnumValN(Emit::Mlir, "mlir", "moe dialect IR"),
-               clEnumValN(Emit::Lowered, "lowered", "IR after the pipeline"),
-               clEnumValN(Emit::LLVMIR, "llvmir", "LLVM IR of the host code"),
-               clEnumValN(Emit::Object, "obj", "object file (with --target cuda: "
-                                               "host code with the kernels embedded)"),
-               clEnumValN(Emit::Shared, "shared", "shared library")),
-    cl::cat(category));
+cl::opt<Emit>
+    emit("emit", cl::desc("What to produce"), cl::init(Emit::Shared),
+         cl::values(clEnumValN(Emit::Mlir, "mlir", "moe dialect IR"),
+                    clEnumValN(Emit::Launches, "launches",
+                               "with --target cuda: the layer with its kernels as gpu.launch "
+                               "regions, before outlining (what test/Integration/GPU/"
+                               "kernel_emulator.py runs on the CPU)"),
+                    clEnumValN(Emit::Lowered, "lowered", "IR after the pipeline"),
+                    clEnumValN(Emit::LLVMIR, "llvmir", "LLVM IR of the host code"),
+                    clEnumValN(Emit::Object, "obj",
+                               "object file (with --target cuda: "
+                               "host code with the kernels embedded)"),
+                    clEnumValN(Emit::Shared, "shared", "shared library")),
+         cl::cat(category));
 cl::opt<std::string> cpu(
     "cpu",
     cl::desc("CPU to generate code for: host (default: this machine's CPU and "
@@ -476,6 +481,8 @@ std::optional<std::string> optionProblem() {
     return "--chip must be one of sm_90a, sm_90, sm_89, sm_80, got '" + chip + "'";
   if (target == Target::Cpu && given(chip))
     return "--chip applies to --target cuda";
+  if (emit == Emit::Launches && target != Target::Cuda)
+    return "--emit=launches applies to --target cuda";
   if ((emit == Emit::Object || emit == Emit::Shared) && outputFile == "-")
     return "--emit=obj and --emit=shared need -o <path>";
   if (!planFile.empty() && configFile.empty())
@@ -844,11 +851,12 @@ int compileLayer(const char *argv0) {
   cpuOptions.epPackInLayer = epPackInLayer;
   moe::CudaPipelineOptions cudaOptions;
   setCudaPipelineOptions(cudaOptions);
+  cudaOptions.stopBeforeOutlining = emit == Emit::Launches;
   LogicalResult built = target == Target::Cpu ? moe::buildCpuPipeline(pm, cpuOptions)
                                               : moe::buildCudaPipeline(pm, cudaOptions);
   if (failed(built) || failed(pm.run(*module)))
     return fail("lowering failed");
-  if (emit == Emit::Lowered)
+  if (emit == Emit::Lowered || emit == Emit::Launches)
     return writeText([&](llvm::raw_ostream &os) { module->print(os); });
 
   llvm::LLVMContext llvmContext;

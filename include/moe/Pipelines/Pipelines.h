@@ -168,6 +168,12 @@ struct CudaPipelineOptions : PassPipelineOptions<CudaPipelineOptions> {
                      "(buffers, before kernels exist): moe-compile folds "
                      "<entry>_workspace_bytes there for its plan report"),
       llvm::cl::init(false)};
+  Option<bool> stopBeforeOutlining{
+      *this, "stop-before-outlining",
+      llvm::cl::desc("Stop with every kernel a gpu.launch region in its host "
+                     "function, before outlining (the IR "
+                     "test/Integration/GPU/kernel_emulator.py runs)"),
+      llvm::cl::init(false)};
   Option<bool> hostABI{
       *this, "host-abi",
       llvm::cl::desc("Give entries the GPU calling convention (device buffers, "

@@ -139,6 +139,64 @@ def memref_type(text):
     return shape, m.group(2), int(v.group(1)) if v else 1
 
 
+def _value(o):
+    return o.v if isinstance(o, Affine) else o
+
+
+class Affine:
+    """An index value in an affine expression: floordiv floors, mod is
+    non-negative, ceildiv (written @, of *'s precedence) rounds up."""
+
+    def __init__(self, v):
+        self.v = np.asarray(v, np.int64)
+
+    def __add__(self, o):
+        return Affine(self.v + _value(o))
+
+    def __sub__(self, o):
+        return Affine(self.v - _value(o))
+
+    def __rsub__(self, o):
+        return Affine(_value(o) - self.v)
+
+    def __mul__(self, o):
+        return Affine(self.v * _value(o))
+
+    def __neg__(self):
+        return Affine(-self.v)
+
+    def __floordiv__(self, o):
+        return Affine(self.v // _value(o))
+
+    def __mod__(self, o):
+        return Affine(self.v % _value(o))
+
+    def __matmul__(self, o):
+        return Affine(-(-self.v // _value(o)))
+
+    __radd__, __rmul__ = __add__, __mul__
+
+
+AFFINE_MAPS = {}  # '#map' -> f(dims and symbols, in order) of the module being run
+
+
+def parse_affine_maps(text):
+    """The module's `#name = affine_map<(d...)[s...] -> (expr)>` of one result."""
+    maps = {}
+    for name, dims, symbols, expr in re.findall(
+            r"^(#\w+) = affine_map<\(([^)]*)\)(?:\[([^\]]*)\])? -> \(([^,]*?)\)>$", text,
+            re.M):
+        names = [n.strip() for n in (dims + "," + (symbols or "")).split(",") if n.strip()]
+        body = re.sub(r"\bceildiv\b", "@", re.sub(r"\bfloordiv\b", "//",
+                                                   re.sub(r"\bmod\b", "%", expr)))
+        if not re.fullmatch(r"[\w\s+\-*/%@()]*", body):
+            continue
+        code = compile(body, name, "eval")
+        maps[name] = (lambda code, names: lambda values: eval(  # noqa: S307 (our own IR)
+            code, {}, {n: Affine(v) for n, v in zip(names, values)}).v)(code, names)
+    return maps
+
+
 def struct_fields(text):
     """The field types of '!llvm.struct<(f32, f32, ...)>' (all alike)."""
     m = re.fullmatch(r"\s*!llvm\.struct<\(([\w, ]*)\)>\s*", text)
@@ -149,7 +207,10 @@ def struct_fields(text):
 
 
 def element_type(text):
-    """The element type name of 'f32', 'vector<8xbf16>', 'a to b' or 'a, b' (the last)."""
+    """The element type name of 'f32', 'vector<8xbf16>', an LLVM struct of one
+    type, 'a to b' or 'a, b' (the last)."""
+    if "!llvm.struct<(" in text:
+        return struct_fields(text[text.rindex("!llvm.struct<("):])[0]
     text = text.split(" to ")[-1].split(", ")[-1].strip()
     m = re.fullmatch(r"vector<(?:\d+x)+(\w+)>", text)
     return m.group(1) if m else text
@@ -252,6 +313,7 @@ ARITH = {  # name -> f(operands) on lane arrays; the result is cast to the op's 
     "arith.addf": lambda a, b: a + b, "arith.subf": lambda a, b: a - b,
     "arith.mulf": lambda a, b: a * b, "arith.divf": lambda a, b: a / b,
     "arith.negf": lambda a: -a, "arith.maximumf": np.maximum, "arith.maxnumf": np.fmax,
+    "arith.minimumf": np.minimum, "arith.minnumf": np.fmin,
     "math.exp": np.exp, "arith.index_cast": lambda a: a,
     "arith.index_castui": unsigned, "arith.extsi": lambda a: a, "arith.trunci": lambda a: a,
     "arith.extui": lambda a: a if a.dtype == np.bool_ else unsigned(a),
@@ -286,10 +348,50 @@ class Buffer:
         # Shared memory: its address (dynamic shared memory and its views),
         # a view's byte offset in the dynamic shared memory.
         self.address = self.byte_offset = None
+        # A view of a global byte buffer (a workspace): (that buffer, view
+        # number); per byte of a byte buffer the view that wrote it last
+        # (`owner`) and the views by number.
+        self.bytes, self.owner, self.views = None, None, []
 
     @property
     def shape(self):
         return self.array.shape[1:] if self.per_block else self.array.shape
+
+    def alias(self, view, name):
+        """The same elements in another shape or a part of them (memref.cast,
+        expand_shape, collapse_shape, subview): `view` maps an array of this
+        buffer's shape to the alias's; one record of writes for both."""
+        if self.writes is None:
+            self.writes = np.zeros(self.array.shape, np.int64)
+        other = Buffer(view(self.array), name, read_only=self.read_only, per_block=self.per_block)
+        other.init = None if self.init is None else view(self.init)
+        other.writes = view(self.writes)
+        other.bytes, other.address = self.bytes, self.address
+        return other
+
+    def check_bytes(self, index, write, op):
+        """A view of a workspace: a write makes its bytes this view's; a read
+        of bytes another view wrote since this one did means two buffers the
+        plan keeps alive at once share memory."""
+        if self.bytes is None:
+            return
+        base, number = self.bytes
+        start = self.array.__array_interface__["data"][0] - base.array.__array_interface__[
+            "data"][0]
+        at = start + sum(np.asarray(i, np.int64) * s for i, s in zip(
+            np.broadcast_arrays(*index), self.array.strides))
+        byte = (at.ravel()[:, None] + np.arange(self.array.itemsize)).ravel()
+        if base.owner is None:
+            base.owner = np.full(base.array.shape, -1, np.int64)
+        if write:
+            base.owner[byte] = number
+            return
+        other = base.owner[byte]
+        bad = (other >= 0) & (other != number)
+        if bad.any():
+            raise KernelError(f"{self.name} reads workspace bytes "
+                              f"{int(byte[bad][0])}.. that {base.views[other[bad][0]]} wrote "
+                              f"since: two live buffers overlap: {op.text}")
 
 
 def written(buffer, index, values):
@@ -443,7 +545,8 @@ class Threads:
         """Runs a region; returns the values its scf.yield passes on (or [])."""
         for op in ops:
             if op.name in ("scf.yield", "gpu.terminator"):
-                return [self.get(v) for v in op.operands]
+                return [self.buffers[v] if v not in self.env and v in self.buffers
+                        else self.get(v) for v in op.operands]
             self.exec(op, mask)
         return []
 
@@ -491,6 +594,10 @@ class Threads:
         for i, name in enumerate(op.results):  # a branch no lane ran yields junk
             values = [o[i] if o else None for o in outs]
             fill = next(v for v in values if v is not None)
+            if isinstance(fill, Buffer):  # a memref: the branch taken, uniformly
+                uniform(cond, mask, f"the condition of an scf.if yielding a memref: {op.text}")
+                self.buffers[name] = fill
+                continue
             self.env[name] = select(cond, *(fill if v is None else v for v in values))
 
     def op_scf_for(self, op, mask):
@@ -537,6 +644,7 @@ class Threads:
 
     def record(self, buffer, index, mask, write, op):
         """Hands the accesses to the race detector (on the device)."""
+        buffer.check_bytes(index, write, op)
         if self.races is None or buffer.read_only:
             return
         flat = np.ravel_multi_index(np.broadcast_arrays(*index), buffer.array.shape)
@@ -755,7 +863,11 @@ class Threads:
         self.env[op.results[0]] = out
 
     def op_llvm_mlir_zero(self, op, mask):
-        fields = struct_fields(op.text.rpartition(" : ")[2])  # no operands: no " : " split
+        ty = op.text.rpartition(" : ")[2].strip()  # no operands: no " : " split
+        if ty in DTYPE:
+            self.env[op.results[0]] = self.full(0, DTYPE[ty])
+            return
+        fields = struct_fields(ty)
         self.env[op.results[0]] = self.full(0, DTYPE[fields[0]], (len(fields),))
 
     def op_arith_bitcast(self, op, mask):
@@ -823,6 +935,8 @@ class Threads:
         checked across them)."""
         source, offset = op.operands[:2]
         base = self.buffers[source]
+        if not base.per_block:
+            return self.global_view(op, mask, base)
         m = re.fullmatch(r"\s*%[\w-]+\[%[\w-]+\]\[\]\s*", op.body)
         shape, elem, _ = memref_type(op.type.split(" to ")[-1])
         if not m or not base.per_block or None in shape or base.array.dtype != np.uint8:
@@ -841,6 +955,84 @@ class Threads:
             views[op.results[0]].address = base.address + start
             views[op.results[0]].byte_offset = start
         self.buffers[op.results[0]] = views[op.results[0]]
+
+    def global_view(self, op, mask, base):
+        """A typed view of a global byte buffer (the workspace) at a byte
+        offset, its dynamic sizes given: a Buffer on the same bytes, never
+        written yet; bytes it writes are its own until another view writes
+        them (Buffer.check_bytes)."""
+        m = re.fullmatch(r"\s*%[\w-]+\[(%[\w-]+)\]\[([^\]]*)\]\s*", op.body)
+        shape, elem, _ = memref_type(op.type.split(" to ")[-1])
+        if not m or base.array.dtype != np.uint8 or base.array.ndim != 1:
+            raise NotImplementedError(f"memref.view: {op.text}")
+        sizes = iter(uniform(self.get(v), mask, "view size") for v in re.findall(r"%[\w-]+",
+                                                                                  m.group(2)))
+        shape = tuple(next(sizes) if d is None else d for d in shape)
+        start = uniform(self.get(m.group(1)), mask, "view offset")
+        dtype = np.dtype(DTYPE[elem])
+        size = math.prod(shape) * dtype.itemsize
+        if start < 0 or start + size > base.shape[0] or start % dtype.itemsize:
+            raise KernelError(f"view of bytes [{start}, {start + size}) of "
+                              f"{base.shape[0]}: {op.text}")
+        view = Buffer(base.array[start:start + size].view(dtype).reshape(shape),
+                      f"{base.name} {op.results[0]}", initialised=False)
+        view.bytes = (base, len(base.views))
+        base.views.append(view.name)
+        self.buffers[op.results[0]] = view
+
+    def op_memref_cast(self, op, mask):
+        self.buffers[op.results[0]] = self.buffers[op.operands[0]]
+
+    def reshaped(self, op):
+        """expand_shape / collapse_shape: the same elements in the result's shape."""
+        buffer = self.buffers[op.operands[0]]
+        shape, _, _ = memref_type(op.type.split(" into ")[-1])
+        known = math.prod(d for d in shape if d is not None)
+        shape = tuple(buffer.array.size // known if d is None else d for d in shape)
+        if shape.count(None) > 1 or math.prod(shape) != buffer.array.size:
+            raise NotImplementedError(f"{op.name}: {op.text}")
+        self.buffers[op.results[0]] = buffer.alias(lambda a: a.reshape(shape),
+                                                   f"{buffer.name} {op.results[0]}")
+
+    def op_memref_subview(self, op, mask):
+        """A box of the source's elements (offsets, sizes, strides; same rank)."""
+        m = re.fullmatch(r"\s*(%[\w-]+)\[([^\]]*)\] \[([^\]]*)\] \[([^\]]*)\]\s*", op.body)
+        if not m:
+            raise NotImplementedError(f"memref.subview: {op.text}")
+        buffer = self.buffers[m.group(1)]
+
+        def numbers(text):
+            return [int(uniform(self.get(v), mask, op.text)) if v.startswith("%") else int(v)
+                    for v in (w.strip() for w in text.split(","))]
+        offsets, sizes, strides = (numbers(m.group(i)) for i in (2, 3, 4))
+        shape, _, _ = memref_type(op.type.split(" to ")[-1])
+        if not len(offsets) == len(shape) == len(buffer.shape):
+            raise NotImplementedError(f"a rank-reducing subview: {op.text}")
+        if any(o < 0 or o + (n - 1) * st >= d for o, n, st, d in zip(offsets, sizes, strides,
+                                                                     buffer.shape) if n):
+            raise KernelError(f"subview out of {list(buffer.shape)}: {op.text}")
+        box = tuple(slice(o, o + n * st, st) for o, n, st in zip(offsets, sizes, strides))
+        self.buffers[op.results[0]] = buffer.alias(lambda a: a[box],
+                                                   f"{buffer.name} {op.results[0]}")
+
+    op_memref_expand_shape = op_memref_collapse_shape = lambda self, op, mask: self.reshaped(op)
+
+    def op_memref_dim(self, op, mask):
+        dim = uniform(self.get(op.operands[1]), mask, op.text)
+        self.env[op.results[0]] = self.full(self.buffers[op.operands[0]].shape[dim], np.int64)
+
+    def op_cf_assert(self, op, mask):
+        if not self.get(op.operands[0])[mask].all():
+            raise KernelError(f"assertion failed: {op.text}")
+
+    def op_affine_apply(self, op, mask):
+        """affine.apply #map(dims)[symbols] of a map the module defines."""
+        m = re.fullmatch(r"\s*(#\w+)\(([^)]*)\)(?:\[([^\]]*)\])?\s*", op.body)
+        if not m or m.group(1) not in AFFINE_MAPS:
+            raise NotImplementedError(f"affine.apply: {op.text}")
+        values = [self.get(v) for v in re.findall(r"%[\w-]+", (m.group(2) or "") + " "
+                                                   + (m.group(3) or ""))]
+        self.env[op.results[0]] = AFFINE_MAPS[m.group(1)](values).astype(np.int64)
 
     # ldmatrix and cp.async.
 
@@ -1225,12 +1417,14 @@ def launch(op, buffers, parent, chunk_threads=None):
 class Host(Threads):
     """The function's body outside the kernels: allocations, host control
     flow, launches in sequence. `args`: argument name -> array (a memref
-    argument is that array itself)."""
+    argument is that array itself; a 0-d array a scalar)."""
 
     def __init__(self, args):
         super().__init__({name: Buffer(a, name) for name, a in args.items()},
                          dims={name: a.shape for name, a in args.items()})
         self.args, self.tensors, self.launches, self.results = args, {}, [], None
+        self.env.update((name, self.full(a, np.asarray(a).dtype)) for name, a in args.items()
+                        if np.ndim(a) == 0)  # a scalar argument (an index)
 
     def op_memref_alloc(self, op, mask):
         shape, elem, _ = memref_type(op.type)
@@ -1282,6 +1476,8 @@ def run_function(text, name, *args):
     arguments (numpy arrays, in order). Returns the Host: `results` (a
     Buffer per returned tensor), `launches` ((grid, block) each)."""
     arg_names, body = parse_function(text, name)
+    AFFINE_MAPS.clear()
+    AFFINE_MAPS.update(parse_affine_maps(text))
     host = Host(dict(zip(arg_names, args)))
     with np.errstate(all="ignore"):
         host.run(body, host.everywhere)
