@@ -1,5 +1,5 @@
 """Whole GPU layers, as `moe-compile --target cuda` builds them, executed on the
-CPU against transformers' own MoE blocks.
+CPU against transformers' own MoE blocks, and expert-parallel ones on MPI ranks.
 
 `moe-compile --emit=launches` stops the CUDA pipeline where every kernel is
 still a gpu.launch region of its host function (the same options, passes and
@@ -24,6 +24,7 @@ import pytest
 import torch  # utils/setup.sh installs torch and transformers
 import transformers
 
+from moec.main import mpirun
 from moec.toolchain import ROOT, tool
 from moec.weights import dequantize_fp8_blocks, quantize_fp8_blocks
 from test_hf_families import _hf_forward, _layer_weights, _module, _randomize
@@ -192,3 +193,57 @@ def test_overlapping_workspace_buffers_are_caught(tmp_path):
     _run(text, plan, x, weights)  # as planned: no complaint
     with pytest.raises(emulator.KernelError, match="two live buffers overlap"):
         _run(moved, plan, x, weights)
+
+
+EXAMPLES = ROOT / "examples"
+EP_CASES = [  # (name, config, ranks, tokens a rank, scenario, rows quantized, flags)
+    ("qwen3_ep2", "qwen3-moe-tiny", 2, 12, "uniform", "none", []),
+    ("qwen3_ep2_empty_rank", "qwen3-moe-tiny", 2, 12, "empty-rank", "none", []),
+    ("qwen3_ep4_one_rank", "qwen3-moe-tiny", 4, 6, "one-rank", "none", []),
+    ("deepseek_v3_ep2_decode_variant", "deepseek-v3-tiny", 2, 5, "uniform", "none",
+     ["--decode-max-tokens", "8"]),
+    ("deepseek_v3_ep2_all_gather", "deepseek-v3-tiny", 2, 5, "uniform", "none",
+     ["--decode-max-tokens", "8", "--ep-all-gather"]),
+    ("qwen3_ep2_pack_in_layer", "qwen3-moe-tiny", 2, 12, "uniform", "none",
+     ["--decode-max-tokens", "8", "--ep-pack-in-layer"]),
+    ("fp8_ep2_codes_g32", "deepseek_v3_fp8", 2, 12, "uniform", "fp8-e4m3-g32-ue8m0",
+     ["--dispatch-quant", "fp8-e4m3-g32-ue8m0", "--gpu-fp8-rows", "--gpu-prefill-mma", "wgmma",
+      "--gpu-prefill-block", "128x128"]),
+    # 330 tokens a rank: ~1,300 rows an expert-parallel rank receives, above its decode
+    # limit (16 experts x 79): the FP8 rows prefill form by wgmma runs on the codes.
+    ("fp8_ep2_codes_g128_prefill", "deepseek_v3_fp8", 2, 330, "uniform", "fp8-e4m3-g128",
+     ["--dispatch-quant", "fp8-e4m3-g128", "--gpu-fp8-rows", "--gpu-prefill-mma", "wgmma",
+      "--gpu-prefill-block", "128x128"]),
+]
+
+
+@pytest.mark.parametrize("name, config, ranks, tokens, scenario, quant, flags", EP_CASES,
+                         ids=[c[0] for c in EP_CASES])
+def test_emulated_expert_parallel_layer_matches_the_reference(name, config, ranks, tokens,
+                                                              scenario, quant, flags, tmp_path):
+    """Each rank emulates its layer, the exchanges through libmoert on MPI (host
+    memory), and compares its tokens' y with moec.reference (the experts' rows
+    quantized as the FP8 dispatch delivers them). With FP8 rows the down GEMM's
+    rows are quantized too, which the reference does not: the FP8 dispatch's
+    bound then."""
+    if (EXAMPLES / config).is_dir():
+        path = EXAMPLES / config / "config.json"
+    else:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(_build(config)[0]))
+    ir, plan = tmp_path / "layer.mlir", tmp_path / "plan.json"
+    subprocess.run([tool("moe-compile"), "--config", str(path), "--dtype", "bf16", "--target",
+                    "cuda", "--ep", str(ranks), "--max-tokens-per-rank", str(tokens + 3 * ranks),
+                    "--emit=launches", "--plan", str(plan), "-o", str(ir), *flags], check=True)
+    tolerance = FP8_ROWS_TOLERANCE if "--gpu-fp8-rows" in flags else TOLERANCE
+    done = mpirun(ranks, sys.executable,
+                  str(ROOT / "test" / "Integration" / "GPU" / "ep_layer_emulation.py"),
+                  "--ir", str(ir), "--plan", str(plan), "--tokens", str(tokens), "--scenario",
+                  scenario, "--expert-rows-quantization", quant, "--tolerance", str(tolerance),
+                  "--out", str(tmp_path))
+    results = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
+    assert len(results) == ranks, done.stdout[-3000:] + done.stderr[-3000:]
+    for r in results:
+        assert r["ok"], r
+    if name.endswith("_prefill"):
+        assert all("nvvm.wgmma.mma_async" in r["ran"] for r in results), results

@@ -54,9 +54,11 @@ void buildActivationKernel(OpBuilder &b, Location loc, ActivationOp op, Value in
 /// and `scales` [rows, cols / group] (f32) amax / 448 (0 for a group of
 /// zeros, whose codes are 0). A thread per 8 elements, the group's amax
 /// by shuffles among its cols / 8 threads (`group` a multiple of 128 at
-/// most 256, dividing cols).
+/// most 256, dividing cols). With `offsets` (a grouped GEMM's [E + 1] of a
+/// worst case `rows`), only the first offsets[E] rows, read on the device.
 void buildRowQuantizeKernel(OpBuilder &b, Location loc, Value input, Value codes, Value scales,
-                            Value rows, int64_t cols, int64_t group);
+                            Value rows, int64_t cols, int64_t group, Value offsets = nullptr,
+                            int64_t experts = 0);
 /// The exact f32 values of the E4M3 (e4m3fn) `codes` (a vector of i8):
 /// each code's exponent and mantissa moved into an f32's and the result
 /// scaled by 2^120 (the difference of the biases; E4M3's subnormals become

@@ -351,8 +351,12 @@ struct Kernel : KernelBuilder {
       out = unfused;
       return;
     }
-    if (blockShape.fp8Rows && !codesGiven())
-      buildRowQuantizeKernel(b, loc, a, rowCodes, rowScales, rows, depth, kFp8RowGroup);
+    if (blockShape.fp8Rows && !codesGiven()) {
+      // Static rows are a worst case of which offsets[E] were written.
+      const bool worstCase = grouped() && !cast<MemRefType>(a.getType()).isDynamicDim(0);
+      buildRowQuantizeKernel(b, loc, a, rowCodes, rowScales, rows, depth, kFp8RowGroup,
+                             worstCase ? offsets : Value(), experts);
+    }
     wide() ? launchWide() : blocks() ? launchBlocks() : launch();
     if (swigluOut)
       activateOut();

@@ -8,7 +8,9 @@
 // elements (16 bytes); the group's threads, consecutive lanes of one warp,
 // meet at its amax through xor shuffles, so every thread of the launch runs
 // them (the ones past the rows on a copy of the first row) and only the
-// stores are guarded.
+// stores are guarded. Rows that are a static worst case (an expert-parallel
+// receive buffer) are quantized up to offsets[E] only, read on the device:
+// the rows past it were never written.
 //
 //===----------------------------------------------------------------------===//
 #include "GPUKernels.h"
@@ -33,7 +35,8 @@ constexpr float kE4m3Max = 448.0f;
 } // namespace
 
 void mlir::moe::buildRowQuantizeKernel(OpBuilder &b, Location loc, Value input, Value codes,
-                                       Value scales, Value rows, int64_t cols, int64_t group) {
+                                       Value scales, Value rows, int64_t cols, int64_t group,
+                                       Value offsets, int64_t experts) {
   assert(group % kRun == 0 && cols % group == 0 && llvm::isPowerOf2_64(group / kRun) &&
          group / kRun <= 32 && "a group is a power of two of threads within a warp");
   KernelBuilder k{b, loc};
@@ -46,7 +49,13 @@ void mlir::moe::buildRowQuantizeKernel(OpBuilder &b, Location loc, Value input, 
   b.setInsertionPointToStart(&launch.getBody().front());
   Value run = k.add(arith::MulIOp::create(b, loc, launch.getBlockIds().x, k.idx(kThreads)),
                     launch.getThreadIds().x);
-  Value valid = k.cmp(arith::CmpIPredicate::ult, run, runs);
+  // Worst-case rows: only the used ones were written.
+  Value runsUsed = runs;
+  if (offsets) {
+    Value used = k.toIndex(k.load(offsets, {k.idx(experts)}));
+    runsUsed = arith::MulIOp::create(b, loc, used, k.idx(perRow));
+  }
+  Value valid = k.cmp(arith::CmpIPredicate::ult, run, runsUsed);
   // Runs past the end take the first row's (the launch has one).
   Value safe = arith::SelectOp::create(b, loc, valid, run, k.idx(0));
   Value row = arith::DivUIOp::create(b, loc, safe, k.idx(perRow));

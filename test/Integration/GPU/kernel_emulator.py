@@ -37,6 +37,7 @@ left in flight at the kernel's end. E4M3 conversions (cvt.rn.satfinite),
 FMA, vector shuffles and reductions. tensor_cores.py holds the arithmetic
 and layouts.
 """
+import json
 import math
 import re
 import types
@@ -47,7 +48,8 @@ import tensor_cores as tc
 
 BF16 = tc.BF16
 DTYPE = {"index": np.int64, "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8": np.int8,
-         "i1": np.bool_, "f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": BF16}
+         "i1": np.bool_, "f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": BF16,
+         "!llvm.ptr": np.int64}  # a pointer is its address
 # Elements nobody wrote: a NaN for floats (bits 0x7FBA..., 0x7FBADBAD...), large for ints.
 POISON = 0x7FBADBAD7FBADBAD
 # Lanes a chunk of blocks holds at most (bounds the arrays of big grids).
@@ -76,7 +78,7 @@ class Op:
 
     def __init__(self, text):
         self.text, self.regions = text, []
-        m = re.match(r"(?:(%[^=]+?) = )?([a-z_]\w*(?:\.\w+)+|return)\s*(.*)$", text)
+        m = re.match(r"(?:(%[^=]+?) = )?([a-z_]\w*(?:\.\w+)+|return|call)\s*(.*)$", text)
         if not m:
             raise ValueError(f"cannot parse: {text}")
         self.results = []
@@ -84,7 +86,7 @@ class Op:
             name, _, count = r.partition(":")
             self.results += [f"{name}#{i}" for i in range(int(count))] if count else [name]
         self.name, rest = m.group(2), m.group(3)
-        self.name = "func.return" if self.name == "return" else self.name
+        self.name = {"return": "func.return", "call": "func.call"}.get(self.name, self.name)
         self.body, _, self.type = rest.rpartition(" : ") if " : " in rest else (rest, "", "")
         self.operands = re.findall(r"%[\w#-]+", self.body)
         self.words = re.findall(r"(?<![%\w#.])[a-z_]+\b", self.body.split("%")[0])
@@ -178,6 +180,19 @@ class Affine:
 
 
 AFFINE_MAPS = {}  # '#map' -> f(dims and symbols, in order) of the module being run
+GLOBALS = {}  # name -> array: the module's constant memref.globals
+
+
+def parse_globals(text):
+    """`memref.global ... constant @name : memref<...> = dense<...>` of the module."""
+    out = {}
+    for name, ty, value in re.findall(r'memref\.global "\w+" constant @([\w.]+) : '
+                                      r'(memref<[^>]*>) = dense<(.*?)>(?: \{.*\})?$', text, re.M):
+        shape, elem, _ = memref_type(ty)
+        values = np.array(json.loads(value) if value.startswith("[") else float(value))
+        out[name] = np.broadcast_to(values, shape).astype(DTYPE[elem]).copy()
+    return out
+
 
 
 def parse_affine_maps(text):
@@ -323,6 +338,7 @@ ARITH = {  # name -> f(operands) on lane arrays; the result is cast to the op's 
     # rounding may differ from a fused one in the last bit, rarely.
     "math.fma": lambda a, b, c: a.astype(np.float64) * b + c,
     "arith.cmpi": cmpi, "arith.cmpf": cmpf,
+    "llvm.select": select, "llvm.inttoptr": lambda a: a,  # pointers are int64 here
 }
 
 
@@ -559,6 +575,8 @@ class Threads:
         args = [self.get(v) for v in op.operands]
         if op.name in ("arith.cmpi", "arith.cmpf"):  # i1 results
             self.env[op.results[0]] = ARITH[op.name](op.words[0], *args)
+        elif op.name == "llvm.select":
+            self.env[op.results[0]] = select(*args)
         else:
             result_type = DTYPE[element_type(op.type)]
             self.env[op.results[0]] = ARITH[op.name](*args).astype(result_type)
@@ -862,10 +880,26 @@ class Threads:
         out[..., int(m.group(1))] = value
         self.env[op.results[0]] = out
 
+    def op_llvm_mlir_constant(self, op, mask):
+        m = re.fullmatch(r"\s*\((-?\d+) : (\w+)\)\s*", op.body)
+        if not m or m.group(2) not in DTYPE:
+            raise NotImplementedError(f"llvm.mlir.constant: {op.text}")
+        self.env[op.results[0]] = self.full(int(m.group(1)), DTYPE[m.group(2)])
+
+    def op_llvm_icmp(self, op, mask):
+        m = re.match(r'\s*"(\w+)"', op.body)
+        self.env[op.results[0]] = cmpi(m.group(1), *(self.get(v) for v in op.operands))
+
+    def op_memref_get_global(self, op, mask):
+        m = re.match(r"\s*@([\w.]+)", op.body)
+        if not m or m.group(1) not in GLOBALS:
+            raise NotImplementedError(f"memref.get_global: {op.text}")
+        self.buffers[op.results[0]] = Buffer(GLOBALS[m.group(1)], m.group(1), read_only=True)
+
     def op_llvm_mlir_zero(self, op, mask):
         ty = op.text.rpartition(" : ")[2].strip()  # no operands: no " : " split
-        if ty in DTYPE:
-            self.env[op.results[0]] = self.full(0, DTYPE[ty])
+        if ty in DTYPE or ty == "!llvm.ptr":  # a null pointer is the int64 0 here
+            self.env[op.results[0]] = self.full(0, DTYPE.get(ty, np.int64))
             return
         fields = struct_fields(ty)
         self.env[op.results[0]] = self.full(0, DTYPE[fields[0]], (len(fields),))
@@ -1419,8 +1453,9 @@ class Host(Threads):
     flow, launches in sequence. `args`: argument name -> array (a memref
     argument is that array itself; a 0-d array a scalar)."""
 
-    def __init__(self, args):
-        super().__init__({name: Buffer(a, name) for name, a in args.items()},
+    def __init__(self, args, externals=None):
+        self.externals = externals or {}
+        super().__init__({name: Buffer(a, name) for name, a in args.items() if np.ndim(a)},
                          dims={name: a.shape for name, a in args.items()})
         self.args, self.tensors, self.launches, self.results = args, {}, [], None
         self.env.update((name, self.full(a, np.asarray(a).dtype)) for name, a in args.items()
@@ -1461,6 +1496,19 @@ class Host(Threads):
         dim = uniform(self.get(op.operands[1]), self.everywhere, op.text)
         self.env[op.results[0]] = self.full(self.tensors[op.operands[0]].shape[dim], np.int64)
 
+    def op_func_call(self, op, mask):
+        """A call of an external function (the runtime's): `externals[name](op,
+        values)` with a Buffer per memref operand and a scalar per other one;
+        returns the results' values."""
+        callee = re.match(r"\s*@([\w.]+)\(", op.body)
+        if not callee or callee.group(1) not in self.externals:
+            raise NotImplementedError(f"a call of an unknown function: {op.text}")
+        values = [self.buffers[v] if v in self.buffers and v not in self.env
+                  else int(self.get(v)[0, 0]) for v in op.operands]
+        results = self.externals[callee.group(1)](op, values) or []
+        for name, value in zip(op.results, results):
+            self.env[name] = self.full(value, np.int64)
+
     def op_gpu_launch(self, op, mask):
         try:
             self.launches.append(launch(op, self.buffers, self))
@@ -1471,14 +1519,17 @@ class Host(Threads):
         self.results = [self.tensors[v] if v in self.tensors else self.get(v) for v in op.operands]
 
 
-def run_function(text, name, *args):
+def run_function(text, name, *args, externals=None):
     """Interprets `func.func @name` of the printed module `text` on these
-    arguments (numpy arrays, in order). Returns the Host: `results` (a
-    Buffer per returned tensor), `launches` ((grid, block) each)."""
+    arguments (numpy arrays, in order; 0-d arrays for scalars). `externals`:
+    the functions it calls (Host.op_func_call). Returns the Host: `results`
+    (a Buffer per returned tensor), `launches` ((grid, block) each)."""
     arg_names, body = parse_function(text, name)
     AFFINE_MAPS.clear()
     AFFINE_MAPS.update(parse_affine_maps(text))
-    host = Host(dict(zip(arg_names, args)))
+    GLOBALS.clear()
+    GLOBALS.update(parse_globals(text))
+    host = Host(dict(zip(arg_names, args)), externals)
     with np.errstate(all="ignore"):
         host.run(body, host.everywhere)
     return host

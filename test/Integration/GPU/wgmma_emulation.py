@@ -108,6 +108,9 @@ CASES = [
          "128x128", 3, "prefill", True),
     Case("static_fp8_rows_used150", "fp8_rows", 2, 128, 256, 80, 2, "counts:64,79", "128x128",
          3, "decode", True),
+    # FP8 rows on static rows: the quantize kernel takes the rows used (offsets[E]).
+    Case("static_fp8_rows_used192", "fp8_rows", 2, 128, 256, 100, 2, "counts:90,100",
+         "128x128", 3, "prefill", True),
 ]
 
 
