@@ -206,6 +206,10 @@ EP_CASES = [  # (name, config, ranks, tokens a rank, scenario, rows quantized, f
      ["--decode-max-tokens", "8", "--ep-all-gather"]),
     ("qwen3_ep2_pack_in_layer", "qwen3-moe-tiny", 2, 12, "uniform", "none",
      ["--decode-max-tokens", "8", "--ep-pack-in-layer"]),
+    # Tensor-parallel pairs holding the same tokens: one dispatch a pair (the dedupe).
+    ("qwen3_ep4_tp2_dedupe", "qwen3-moe-tiny", 4, 10, "uniform", "none", ["--tp", "2"]),
+    ("deepseek_v3_ep4_tp2_all_gather", "deepseek-v3-tiny", 4, 5, "uniform", "none",
+     ["--tp", "2", "--decode-max-tokens", "8", "--ep-all-gather"]),
     ("fp8_ep2_codes_g32", "deepseek_v3_fp8", 2, 12, "uniform", "fp8-e4m3-g32-ue8m0",
      ["--dispatch-quant", "fp8-e4m3-g32-ue8m0", "--gpu-fp8-rows", "--gpu-prefill-mma", "wgmma",
       "--gpu-prefill-block", "128x128"]),
@@ -236,10 +240,12 @@ def test_emulated_expert_parallel_layer_matches_the_reference(name, config, rank
                     "cuda", "--ep", str(ranks), "--max-tokens-per-rank", str(tokens + 3 * ranks),
                     "--emit=launches", "--plan", str(plan), "-o", str(ir), *flags], check=True)
     tolerance = FP8_ROWS_TOLERANCE if "--gpu-fp8-rows" in flags else TOLERANCE
+    tp = flags[flags.index("--tp") + 1] if "--tp" in flags else "1"
     done = mpirun(ranks, sys.executable,
                   str(ROOT / "test" / "Integration" / "GPU" / "ep_layer_emulation.py"),
                   "--ir", str(ir), "--plan", str(plan), "--tokens", str(tokens), "--scenario",
-                  scenario, "--expert-rows-quantization", quant, "--tolerance", str(tolerance),
+                  scenario, "--tp", tp, "--expert-rows-quantization", quant, "--tolerance",
+                  str(tolerance),
                   "--out", str(tmp_path))
     results = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
     assert len(results) == ranks, done.stdout[-3000:] + done.stderr[-3000:]

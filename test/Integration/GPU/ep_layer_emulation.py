@@ -101,6 +101,8 @@ def main():
     parser.add_argument("--tokens", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scenario", default="uniform")
+    parser.add_argument("--tp", type=int, default=1,
+                        help="tensor-parallel group size: tp consecutive ranks hold the same tokens")
     parser.add_argument("--tolerance", type=float, required=True)
     parser.add_argument("--expert-rows-quantization", choices=("none", *fp8.SCHEMES),
                         default="none")
@@ -111,10 +113,11 @@ def main():
     rank, ranks = runtime.rank, runtime.size
     plan = json.loads(Path(args.plan).read_text())
     text = Path(args.ir).read_text()
-    counts = tokens_per_rank(args.scenario, ranks, args.tokens)
+    group = rank // args.tp
+    counts = tokens_per_rank(args.scenario, ranks // args.tp, args.tokens)
     x_all, weights = make_inputs(plan, sum(counts), args.seed)
-    start = sum(counts[:rank])
-    x = x_all[start:start + counts[rank]]
+    start = sum(counts[:group])
+    x = x_all[start:start + counts[group]]
     local = plan["experts"] // ranks
     mine = np.arange(rank * local, (rank + 1) * local)
     given = {"x": x, **weights}
