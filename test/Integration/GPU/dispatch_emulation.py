@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kernel_emulator as emulator  # noqa: E402
+from mutations import run_mutations  # noqa: E402
 
 BF16 = emulator.BF16
 # Up to this many choices the host launches the fused bookkeeping kernel
@@ -367,17 +368,10 @@ MUTATIONS = [
 def check_mutations(lowered, seed):
     """Runs each mutation's case on the mutated text; returns how many were missed."""
     cases = {case.name: case for case in CASES}
-    missed = 0
-    for label, name, mutate in MUTATIONS:
-        case = cases[name]
-        lines = lowered(case).splitlines()
-        mutate(lines)
-        problems, _, _ = run_case(case, "\n".join(lines), case_rng(case, seed))
-        missed += not problems
-        verdict = f"caught: {problems[0][:240]}" if problems else "MISSED"
-        print(f"{label:84s} [{name}] {verdict}")
-    print(f"{missed} of {len(MUTATIONS)} mutations missed")
-    return missed
+    return run_mutations(
+        MUTATIONS, lambda name: lowered(cases[name]),
+        lambda name, text: run_case(cases[name], text, case_rng(cases[name], seed))[0],
+        width=84)
 
 
 def main():

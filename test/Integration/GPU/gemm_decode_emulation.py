@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(HERE))
 import dispatch_emulation as dispatch  # noqa: E402
 import kernel_emulator as emulator  # noqa: E402
+from mutations import run_mutations  # noqa: E402
 import route_warp_emulation as routing  # noqa: E402
 
 BF16 = emulator.BF16
@@ -540,19 +541,8 @@ MUTATIONS = [
 
 def check_mutations(lowered, seed, only=None):
     cases = {c.name: c for c in ROUTE_CASES + GEMM_CASES}
-    missed = 0
-    for label, name, mutate in MUTATIONS:
-        if only and name not in only:
-            continue
-        case = cases[name]
-        lines = lowered(source_of(case)).splitlines()
-        mutate(lines)
-        problems, _ = run_case(case, "\n".join(lines), seed)
-        missed += not problems
-        verdict = f"caught: {problems[0][:200]}" if problems else "MISSED"
-        print(f"{label:62s} [{name}] {verdict}")
-    print(f"{missed} of {len(MUTATIONS)} mutations missed")
-    return missed
+    return run_mutations(MUTATIONS, lambda name: lowered(source_of(cases[name])),
+                         lambda name, text: run_case(cases[name], text, seed)[0], only)
 
 
 def main():

@@ -51,6 +51,7 @@ import dispatch_emulation as dispatch  # noqa: E402
 import gemm_decode_emulation as gemm  # noqa: E402
 import kernel_emulator as emulator  # noqa: E402
 import tensor_cores as tc  # noqa: E402
+from mutations import run_mutations  # noqa: E402
 
 BF16 = tc.BF16
 TILE = 16  # the dispatch's row tile
@@ -357,18 +358,8 @@ MUTATIONS = [
 
 def check_mutations(build, seed, only=None):
     cases = {c.name: c for c in CASES}
-    missed = 0
-    for label, name, mutate in MUTATIONS:
-        if only and name not in only:
-            continue
-        lines = lower(cases[name], build).splitlines()
-        mutate(lines)
-        problems, _ = run_case(cases[name], "\n".join(lines), seed)
-        missed += not problems
-        verdict = f"caught: {problems[0][:200]}" if problems else "MISSED"
-        print(f"{label:62s} [{name}] {verdict}")
-    print(f"{missed} of {len(MUTATIONS)} mutations missed")
-    return missed
+    return run_mutations(MUTATIONS, lambda name: lower(cases[name], build),
+                         lambda name, text: run_case(cases[name], text, seed)[0], only)
 
 
 def main():
