@@ -210,6 +210,10 @@ EP_CASES = [  # (name, config, ranks, tokens a rank, scenario, rows quantized, f
     ("qwen3_ep4_tp2_dedupe", "qwen3-moe-tiny", 4, 10, "uniform", "none", ["--tp", "2"]),
     ("deepseek_v3_ep4_tp2_all_gather", "deepseek-v3-tiny", 4, 5, "uniform", "none",
      ["--tp", "2", "--decode-max-tokens", "8", "--ep-all-gather"]),
+    # bf16 weights reading the codes (--fp8-gemm=true given): the gate/up GEMM (K = 64, a
+    # prefill form only) reads what the dequantize kernel writes.
+    ("qwen3_ep2_bf16_weights_read_codes", "qwen3-moe-tiny", 2, 12, "uniform",
+     "fp8-e4m3-g32-ue8m0", ["--dispatch-quant", "fp8-e4m3-g32-ue8m0", "--fp8-gemm=true"]),
     ("fp8_ep2_codes_g32", "deepseek_v3_fp8", 2, 12, "uniform", "fp8-e4m3-g32-ue8m0",
      ["--dispatch-quant", "fp8-e4m3-g32-ue8m0", "--gpu-fp8-rows", "--gpu-prefill-mma", "wgmma",
       "--gpu-prefill-block", "128x128"]),

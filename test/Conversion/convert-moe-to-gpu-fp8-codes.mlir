@@ -1,6 +1,7 @@
 // RUN: moe-opt %s -split-input-file --convert-moe-to-gpu | FileCheck %s
 // RUN: moe-opt %s -split-input-file '--convert-moe-to-gpu=prefill-mma=wgmma prefill-block=128x128 prefill-stages=3 fp8-rows=true' \
 // RUN:   | FileCheck %s --check-prefix=FP8ROWS
+// RUN: moe-opt %s -split-input-file --convert-moe-to-gpu | FileCheck %s --check-prefix=BF16W
 
 // Tests that an FP8 dispatch's codes (i8 rows with f32 scales per 128) feed the gate/up GEMM of
 // FP8 weights as they are. The codes and their scales are permuted by dispatches of the same
@@ -121,6 +122,43 @@ func.func @codes_g32(%codes: tensor<?x256xi8>, %scales: tensor<?x8xf32>, %ids: t
       -> (tensor<?x8xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
   %h = moe.grouped_matmul %rows, %w, %re scales %srows weight_scales %s offsets %off {weight_block = array<i64: 128, 128>}
     : (tensor<?x256xi8>, tensor<8x128x256xi8>, tensor<?xi32>, tensor<?x8xf32>, tensor<8x1x2xf32>, tensor<9xi32>)
+      -> tensor<?x128xbf16>
+  return %h : tensor<?x128xbf16>
+}
+
+// -----
+
+// Tests that bf16 weights read an FP8 dispatch's codes too: the decode form dequantizes them
+// as it loads them; the prefill form (bf16 rows staged by cp.async) reads them from a kernel
+// that first dequantizes the codes into a bf16 buffer, rounded as the decode form rounds them.
+// BF16W-LABEL: func.func @codes_bf16_weights
+// BF16W: %[[ROWS16:.+]] = memref.alloc(%{{.+}}) : memref<?x256xbf16>
+// BF16W: scf.if
+// BF16W: arith.bitcast %{{.+}} : vector<8xi32> to vector<8xf32>
+// BF16W: nvvm.mma.sync
+// BF16W: } else {
+// BF16W: gpu.launch
+// BF16W: %[[CODES:.+]] = vector.load %{{.+}} : memref<?x256xi8, {{.+}}>, vector<8xi8>
+// BF16W: %[[SCALE:.+]] = memref.load %{{.+}} : memref<?x2xf32, {{.+}}>
+// BF16W: %[[WIDE:.+]] = arith.bitcast %{{.+}} : vector<8xi32> to vector<8xf32>
+// BF16W: %[[VALUES:.+]] = arith.mulf
+// BF16W: %[[BF16:.+]] = arith.truncf %{{.+}} : vector<8xf32> to vector<8xbf16>
+// BF16W: vector.store %[[BF16]], %[[ROWS16]]
+// BF16W: gpu.launch
+// BF16W: nvgpu.device_async_copy %[[ROWS16]]
+// BF16W: nvgpu.ldmatrix
+// BF16W-NOT: moe.grouped_matmul
+func.func @codes_bf16_weights(%codes: tensor<?x256xi8>, %scales: tensor<?x2xf32>,
+                              %ids: tensor<?x2xi32>, %w: tensor<8x128x256xbf16>)
+    -> tensor<?x128xbf16> {
+  %rows, %re, %slot, %off = moe.dispatch %codes, %ids num_experts = 8 row_tile = 16
+    : (tensor<?x256xi8>, tensor<?x2xi32>)
+      -> (tensor<?x256xi8>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+  %srows, %sre, %sslot, %soff = moe.dispatch %scales, %ids num_experts = 8 row_tile = 16
+    : (tensor<?x2xf32>, tensor<?x2xi32>)
+      -> (tensor<?x2xf32>, tensor<?xi32>, tensor<?x2xi32>, tensor<9xi32>)
+  %h = moe.grouped_matmul %rows, %w, %re scales %srows offsets %off
+    : (tensor<?x256xi8>, tensor<8x128x256xbf16>, tensor<?xi32>, tensor<?x2xf32>, tensor<9xi32>)
       -> tensor<?x128xbf16>
   return %h : tensor<?x128xbf16>
 }

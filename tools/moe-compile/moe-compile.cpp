@@ -110,8 +110,10 @@ cl::opt<std::string> dispatchQuant(
 cl::opt<bool> fp8Gemm("fp8-gemm",
                       cl::desc("With --dispatch-quant, the expert GEMM reads the FP8 codes and "
                                "scales as they arrived (=false: the receiver dequantizes; "
-                               "--target cuda reads them with --gpu-fp8-rows, and dequantizes "
-                               "otherwise)"),
+                               "--target cuda reads them by default with --gpu-fp8-rows, and "
+                               "with --fp8-gemm=true given for other weights: the decode form "
+                               "as it loads them, the prefill form after a kernel dequantizes "
+                               "them; not yet run on a GPU)"),
                       cl::init(true), cl::cat(category));
 cl::opt<int64_t> decodeMaxTokens(
     "decode-max-tokens",
@@ -281,9 +283,11 @@ constexpr llvm::StringLiteral kChips[] = {"sm_90a", "sm_90", "sm_89", "sm_80"};
 /// Whether the expert GEMM takes an FP8 dispatch's codes. On a GPU only
 /// the FP8 rows GEMM (--gpu-fp8-rows) multiplies codes: elsewhere its
 /// receiver dequantizes.
+bool given(const cl::Option &option);
+
 bool expertsReadCodes() {
   if (target == Target::Cuda)
-    return fp8Gemm && gpuFp8Rows && dispatchQuant != "none";
+    return fp8Gemm && (gpuFp8Rows || given(fp8Gemm)) && dispatchQuant != "none";
   return fp8Gemm;
 }
 

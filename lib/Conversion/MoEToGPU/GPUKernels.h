@@ -59,6 +59,13 @@ void buildActivationKernel(OpBuilder &b, Location loc, ActivationOp op, Value in
 void buildRowQuantizeKernel(OpBuilder &b, Location loc, Value input, Value codes, Value scales,
                             Value rows, int64_t cols, int64_t group, Value offsets = nullptr,
                             int64_t experts = 0);
+/// rows x cols E4M3 `codes` (i8) with f32 `scales` per `group` of a row
+/// into bf16 `out`: bf16(f32(code) * scale), as the decode form's loads
+/// round them (a thread per 8). With `offsets`, only the first offsets[E]
+/// rows (read on the device) of a worst case `rows`.
+void buildRowDequantizeKernel(OpBuilder &b, Location loc, Value codes, Value scales, Value out,
+                              Value rows, int64_t cols, int64_t group, Value offsets = nullptr,
+                              int64_t experts = 0);
 /// The exact f32 values of the E4M3 (e4m3fn) `codes` (a vector of i8):
 /// each code's exponent and mantissa moved into an f32's and the result
 /// scaled by 2^120 (the difference of the biases; E4M3's subnormals become

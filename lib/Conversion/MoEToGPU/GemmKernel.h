@@ -170,9 +170,14 @@ struct Kernel : KernelBuilder {
   /// decode form dequantizes them to bf16 as it loads them (as a receiver
   /// that dequantizes would round them); the FP8 rows prefill form
   /// multiplies them as they are (fp8RowsTakeGroup: scales per 128, or per
-  /// 32 or 64 as UE8M0's). The other prefill forms take bf16 rows only.
+  /// 32 or 64 as UE8M0's). The other prefill forms take bf16 rows only:
+  /// with `prefillRows` ([rows, K] bf16) a kernel first dequantizes the
+  /// codes into it as the decode form rounds them (the rows used only, of
+  /// a worst case), and the prefill form reads those.
   Value codeScales = nullptr;
   int64_t codeGroup = 0;
+  bool dequantizeForPrefill = false;
+  Value prefillRows = nullptr;
   /// The block form's shape for GEMMs of several experts (rows 0: the
   /// narrow form instead), and the wide form's.
   BlockShape blockShape{0, 0, 2};
@@ -205,6 +210,9 @@ struct Kernel : KernelBuilder {
   int64_t rowScaleGroup() const { return codesGiven() ? codeGroup : kFp8RowGroup; }
 
   bool grouped() const { return rowExpert != nullptr; }
+  /// Static rows of a grouped GEMM are a worst case (an expert-parallel
+  /// receive buffer) of which the first offsets[E] were written.
+  bool worstCaseRows() const { return grouped() && !cast<MemRefType>(a.getType()).isDynamicDim(0); }
   bool fp8() const { return wScales != nullptr; }
   bool codesGiven() const { return codeScales != nullptr; }
 
@@ -341,6 +349,17 @@ struct Kernel : KernelBuilder {
   }
 
   void prefill() {
+    if (codesGiven() && prefillRows) {
+      buildRowDequantizeKernel(b, loc, a, codeScales, prefillRows, rows, depth, codeGroup,
+                               worstCaseRows() ? offsets : Value(), experts);
+      Value codes = a, scales = codeScales;
+      a = prefillRows;
+      codeScales = nullptr;
+      prefill();
+      a = codes;
+      codeScales = scales;
+      return;
+    }
     if (swigluInEpilogue()) {
       // The epilogue stores to swigluOut, through the same helpers.
       Value unfused = out;
@@ -351,12 +370,9 @@ struct Kernel : KernelBuilder {
       out = unfused;
       return;
     }
-    if (blockShape.fp8Rows && !codesGiven()) {
-      // Static rows are a worst case of which offsets[E] were written.
-      const bool worstCase = grouped() && !cast<MemRefType>(a.getType()).isDynamicDim(0);
+    if (blockShape.fp8Rows && !codesGiven())
       buildRowQuantizeKernel(b, loc, a, rowCodes, rowScales, rows, depth, kFp8RowGroup,
-                             worstCase ? offsets : Value(), experts);
-    }
+                             worstCaseRows() ? offsets : Value(), experts);
     wide() ? launchWide() : blocks() ? launchBlocks() : launch();
     if (swigluOut)
       activateOut();

@@ -62,6 +62,11 @@ void gemm::Kernel::build() {
   if (blockShape.fp8Rows && codesGiven()) {
     rowCodes = a;
     rowScales = codeScales;
+  } else if (codesGiven() && dequantizeForPrefill) {
+    auto codesType = cast<MemRefType>(a.getType());
+    prefillRows =
+        memref::AllocOp::create(b, loc, MemRefType::get(codesType.getShape(), b.getBF16Type()),
+                                codesType.isDynamicDim(0) ? ValueRange{rows} : ValueRange{});
   } else if (blockShape.fp8Rows) {
     rowCodes = memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic, depth}, b.getI8Type()), ValueRange{rows});
@@ -283,6 +288,7 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
   if (fuse && !usedRowsOnly && (!blockShape.wgmma || fp8Weights || codes))
     return rewriter.notifyMatchFailure(op, "SwiGLU fuses into wgmma blocks of bf16 weights");
   int64_t codeGroup = 0;
+  bool dequantizeForPrefill = false;
   if (codes) {
     // The decode form dequantizes codes as it loads them (groups of 8 or
     // more); the prefill form that decodes FP8 weights stages bf16 rows,
@@ -290,12 +296,13 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
     auto scalesType = cast<RankedTensorType>(op.getScales().getType());
     const int64_t groups = scalesType.getDimSize(1);
     codeGroup = groups > 0 && depth % groups == 0 ? depth / groups : 0;
-    const bool prefillTakesCodes =
-        forms.blockShape.fp8Rows ? fp8RowsTakeGroup(codeGroup) : !forms.blockShape.fp8;
-    if (!fp8Weights || codeGroup == 0 || codeGroup % 8 != 0 || !prefillTakesCodes)
+    // (FP8 weights by mma.sync take the decode form at every row count.)
+    if (codeGroup == 0 || codeGroup % 8 != 0 ||
+        (forms.blockShape.fp8Rows && !fp8RowsTakeGroup(codeGroup)))
       return rewriter.notifyMatchFailure(
-          op, "FP8 rows take FP8 weights, scales per 8 or more of depth, and per 32, 64 or 128 "
-              "with fp8-rows for the prefill form of wgmma blocks");
+          op, "FP8 rows take scales per 8 or more of depth, and per 32, 64 or 128 with fp8-rows "
+              "for the prefill form of wgmma blocks");
+    dequantizeForPrefill = !forms.blockShape.fp8Rows && !(fp8Weights && !forms.blockShape.fp8);
   }
 
   Location loc = op.getLoc();
@@ -326,6 +333,7 @@ LogicalResult lowerGroupedMatmul(GroupedMatmulOp op, PatternRewriter &rewriter,
   if (codes) {
     kernel.codeScales = readBuffer(b, loc, op.getScales());
     kernel.codeGroup = codeGroup;
+    kernel.dequantizeForPrefill = dequantizeForPrefill;
   }
   if (fuse) {
     auto swigluType = MemRefType::get({inType.getDimSize(0), cols / 2}, b.getBF16Type());
@@ -551,10 +559,10 @@ struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass>
     WalkResult left = getOperation()->walk([&](GroupedMatmulOp op) {
       if (!op.getScales())
         return WalkResult::advance();
-      op.emitOpError("convert-moe-to-gpu: the GEMM of an FP8 dispatch's codes needs FP8 "
-                     "weights kept as codes, and for its prefill form fp8-rows with wgmma "
-                     "blocks and scales per 32, 64 or 128 of depth; else dequantize on "
-                     "receipt (moe-fuse-quant-dispatch{gemm-consumes-fp8=false})");
+      op.emitOpError("convert-moe-to-gpu: the GEMM of an FP8 dispatch's codes needs scales "
+                     "per 8 or more of depth, and per 32, 64 or 128 where the FP8 rows "
+                     "prefill form (fp8-rows) multiplies them; else dequantize on receipt "
+                     "(moe-fuse-quant-dispatch{gemm-consumes-fp8=false})");
       return WalkResult::interrupt();
     });
     if (left.wasInterrupted())

@@ -107,6 +107,45 @@ void mlir::moe::buildRowQuantizeKernel(OpBuilder &b, Location loc, Value input, 
   gpu::TerminatorOp::create(b, loc);
 }
 
+void mlir::moe::buildRowDequantizeKernel(OpBuilder &b, Location loc, Value codes, Value scales,
+                                         Value out, Value rows, int64_t cols, int64_t group,
+                                         Value offsets, int64_t experts) {
+  assert(group % kRun == 0 && cols % group == 0 && "a thread's 8 codes share a scale");
+  KernelBuilder k{b, loc};
+  const int64_t perRow = cols / kRun;
+  Value runs = arith::MulIOp::create(b, loc, rows, k.idx(perRow));
+  Value blocks = arith::CeilDivUIOp::create(b, loc, runs, k.idx(kThreads));
+  Value one = k.idx(1);
+  auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one, k.idx(kThreads), one, one);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value run = k.add(arith::MulIOp::create(b, loc, launch.getBlockIds().x, k.idx(kThreads)),
+                    launch.getThreadIds().x);
+  Value runsUsed = runs;
+  if (offsets) {
+    Value used = k.toIndex(k.load(offsets, {k.idx(experts)}));
+    runsUsed = arith::MulIOp::create(b, loc, used, k.idx(perRow));
+  }
+  k.ifThen(k.cmp(arith::CmpIPredicate::ult, run, runsUsed), [&] {
+    Value row = arith::DivUIOp::create(b, loc, run, k.idx(perRow));
+    Value first = arith::MulIOp::create(b, loc, arith::RemUIOp::create(b, loc, run, k.idx(perRow)),
+                                        k.idx(kRun));
+    auto load = vector::LoadOp::create(b, loc, VectorType::get({kRun}, b.getI8Type()), codes,
+                                       ValueRange{row, first});
+    load.setAlignment(uint64_t(kRun));
+    Value scale = k.load(scales, {row, arith::DivUIOp::create(b, loc, first, k.idx(group))});
+    Value decoded = decodeE4m3(b, loc, load.getResult());
+    auto f32s = VectorType::get({kRun}, b.getF32Type());
+    Value values =
+        arith::MulFOp::create(b, loc, decoded, vector::BroadcastOp::create(b, loc, f32s, scale));
+    Value rounded =
+        arith::TruncFOp::create(b, loc, VectorType::get({kRun}, b.getBF16Type()), values);
+    auto store = vector::StoreOp::create(b, loc, rounded, out, ValueRange{row, first});
+    store.setAlignment(uint64_t(2 * kRun));
+  });
+  gpu::TerminatorOp::create(b, loc);
+}
+
 Value mlir::moe::decodeE4m3(OpBuilder &b, Location loc, Value codes) {
   auto codesType = cast<VectorType>(codes.getType());
   auto wordType = codesType.clone(b.getI32Type());

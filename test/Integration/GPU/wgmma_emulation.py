@@ -97,6 +97,14 @@ CASES = [
     Case("codes_g32_128x128", "codes_g32", 4, 128, 256, 200, 2, "distinct", "128x128", 3,
          "prefill"),
     Case("codes_g32_decode", "codes_g32", 4, 128, 256, 20, 2, "skewed", "128x128", 3, "decode"),
+    # bf16 weights reading an FP8 dispatch's codes: the decode form dequantizes as it
+    # loads, the prefill forms read what a dequantize kernel wrote.
+    Case("codes_bf16w_decode", "codes_bf16w", 4, 128, 256, 20, 2, "distinct", "128x128", 3,
+         "decode"),
+    Case("codes_bf16w_wgmma", "codes_bf16w", 4, 128, 256, 200, 2, "skewed", "128x128", 3,
+         "prefill"),
+    Case("codes_bf16w_static_prefill", "codes_bf16w", 2, 128, 256, 80, 2, "counts:70,90",
+         "128x128", 3, "prefill", True),
     Case("fp8_rows_128x256_k512_s4", "fp8_rows", 2, 256, 512, 150, 2, "distinct", "128x256", 4,
          "prefill"),
     # Static worst-case rows: both forms launch, each kernel leaving unless offsets[E] (the
@@ -134,7 +142,7 @@ def source(case):
     """The function @gemm(x, ids, w[, weight scales][, row scales])."""
     e, n, h = case.experts, case.n, case.hidden
     codes = case.kind.startswith("codes")
-    fp8 = case.kind not in ("bf16", "swiglu")
+    fp8 = case.kind not in ("bf16", "swiglu", "codes_bf16w")
     t = str(case.tokens) if case.static else "?"
     x, ids = f"tensor<{t}x{h}x{'i8' if codes else 'bf16'}>", f"tensor<{t}x2xi32>"
     r = str(dispatched_rows(case)) if case.static else "?"
@@ -203,6 +211,11 @@ def inputs(case, rng):
     the weights' values [E, N, H] float64)."""
     e, n, h, t = case.experts, case.n, case.hidden, case.tokens
     ids = gemm.gemm_ids(case, rng)
+    if case.kind == "codes_bf16w":
+        w = (rng.standard_normal((e, n, h)) / np.sqrt(h)).astype(BF16)
+        x = e4m3_codes(rng, (t, h)).view(np.int8)
+        scales = rng.uniform(0.001, 0.01, (t, row_scale_groups(case))).astype(np.float32)
+        return [x, ids, w, scales], w.astype(np.float64)
     if case.kind in ("bf16", "swiglu"):
         w = (rng.standard_normal((e, n, h)) / np.sqrt(h)).astype(BF16)
         x = rng.standard_normal((t, h)).astype(BF16)
@@ -227,10 +240,11 @@ def reference(case, args, w, form):
     layout = dispatch.reference(x, ids, case.experts, TILE)
     rows, expert = layout["dispatched"], layout["row_expert"]
     if case.kind.startswith("codes"):
-        scales = dispatch.reference(args[4], ids, case.experts, TILE)["dispatched"]
+        scales = dispatch.reference(args[-1], ids, case.experts, TILE)["dispatched"]
         group = case.hidden // scales.shape[1]
         value = e4m3_value(rows) * np.repeat(scales.astype(np.float64), group, axis=1)
-        if form == "decode":  # dequantized to bf16 as the decode form loads them
+        # Dequantized to bf16 as the decode form loads them (bf16 weights: both forms).
+        if form == "decode" or case.kind == "codes_bf16w":
             value = (e4m3_value(rows).astype(np.float32) * np.repeat(scales, group, axis=1)
                      ).astype(BF16).astype(np.float64)
     elif case.kind == "fp8_rows" and form == "prefill":
