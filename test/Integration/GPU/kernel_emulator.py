@@ -194,7 +194,6 @@ def parse_globals(text):
     return out
 
 
-
 def parse_affine_maps(text):
     """The module's `#name = affine_map<(d...)[s...] -> (expr)>` of one result."""
     maps = {}
@@ -575,8 +574,6 @@ class Threads:
         args = [self.get(v) for v in op.operands]
         if op.name in ("arith.cmpi", "arith.cmpf"):  # i1 results
             self.env[op.results[0]] = ARITH[op.name](op.words[0], *args)
-        elif op.name == "llvm.select":
-            self.env[op.results[0]] = select(*args)
         else:
             result_type = DTYPE[element_type(op.type)]
             self.env[op.results[0]] = ARITH[op.name](*args).astype(result_type)
@@ -898,8 +895,8 @@ class Threads:
 
     def op_llvm_mlir_zero(self, op, mask):
         ty = op.text.rpartition(" : ")[2].strip()  # no operands: no " : " split
-        if ty in DTYPE or ty == "!llvm.ptr":  # a null pointer is the int64 0 here
-            self.env[op.results[0]] = self.full(0, DTYPE.get(ty, np.int64))
+        if ty in DTYPE:  # a scalar, or a null pointer (the int64 0 here)
+            self.env[op.results[0]] = self.full(0, DTYPE[ty])
             return
         fields = struct_fields(ty)
         self.env[op.results[0]] = self.full(0, DTYPE[fields[0]], (len(fields),))
