@@ -76,6 +76,11 @@ add deepseek-v3-fp8-rows-ep2-codes examples/full-size/deepseek-v3.json bf16 "7, 
 # The same with UE8M0 scales per 32: each k32 product joins the total times its own row scale.
 add deepseek-v3-fp8-rows-ep2-codes-g32 examples/full-size/deepseek-v3.json bf16 "7, 1000" \
   --ep=2 --decode-max-tokens=8 --gpu-fp8-rows --dispatch-quant=fp8-e4m3-g32-ue8m0
+# bf16 weights reading the FP8 dispatch's codes (--fp8-gemm=true): the decode form dequantizes
+# as it loads, the prefill form after one dequantize kernel (next to -ep2-fp8, which
+# dequantizes on receipt).
+add qwen3-30b-a3b-bf16-ep2-fp8-codes examples/full-size/qwen3-30b-a3b.json bf16 "7, 1000" \
+  --ep=2 --decode-max-tokens=8 --dispatch-quant=fp8-e4m3-g128 --fp8-gemm=true
 # The shared expert on a second stream while the ranks exchange rows.
 add deepseek-tiny-bf16-ep2-shared-stream examples/deepseek-v3-tiny/config.json bf16 \
   "0, 1, 7, 64, 1000" --ep=2 --decode-max-tokens=8 --gpu-shared-stream
