@@ -34,6 +34,29 @@ constexpr int64_t kRun = 8;
 constexpr float kE4m3Max = 448.0f;
 } // namespace
 
+/// A launch of a thread per kRun elements of `rows` rows of perRow runs,
+/// the builder left in its body: (the thread's run, whether it lies in the
+/// rows, or with `offsets` in the first offsets[E] of them, read on the
+/// device: of worst-case rows only the used ones were written).
+static std::pair<Value, Value> launchRuns(KernelBuilder &k, Value rows, int64_t perRow,
+                                          Value offsets, int64_t experts) {
+  OpBuilder &b = k.b;
+  Location loc = k.loc;
+  Value runs = arith::MulIOp::create(b, loc, rows, k.idx(perRow));
+  Value blocks = arith::CeilDivUIOp::create(b, loc, runs, k.idx(kThreads));
+  Value one = k.idx(1);
+  auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one, k.idx(kThreads), one, one);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value run = k.add(arith::MulIOp::create(b, loc, launch.getBlockIds().x, k.idx(kThreads)),
+                    launch.getThreadIds().x);
+  Value runsUsed = runs;
+  if (offsets) {
+    Value used = k.toIndex(k.load(offsets, {k.idx(experts)}));
+    runsUsed = arith::MulIOp::create(b, loc, used, k.idx(perRow));
+  }
+  return {run, k.cmp(arith::CmpIPredicate::ult, run, runsUsed)};
+}
+
 void mlir::moe::buildRowQuantizeKernel(OpBuilder &b, Location loc, Value input, Value codes,
                                        Value scales, Value rows, int64_t cols, int64_t group,
                                        Value offsets, int64_t experts) {
@@ -41,21 +64,9 @@ void mlir::moe::buildRowQuantizeKernel(OpBuilder &b, Location loc, Value input, 
          group / kRun <= 32 && "a group is a power of two of threads within a warp");
   KernelBuilder k{b, loc};
   const int64_t perRow = cols / kRun, lanes = group / kRun;
-  Value runs = arith::MulIOp::create(b, loc, rows, k.idx(perRow));
-  Value blocks = arith::CeilDivUIOp::create(b, loc, runs, k.idx(kThreads));
-  Value one = k.idx(1);
-  auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one, k.idx(kThreads), one, one);
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&launch.getBody().front());
-  Value run = k.add(arith::MulIOp::create(b, loc, launch.getBlockIds().x, k.idx(kThreads)),
-                    launch.getThreadIds().x);
-  // Worst-case rows: only the used ones were written.
-  Value runsUsed = runs;
-  if (offsets) {
-    Value used = k.toIndex(k.load(offsets, {k.idx(experts)}));
-    runsUsed = arith::MulIOp::create(b, loc, used, k.idx(perRow));
-  }
-  Value valid = k.cmp(arith::CmpIPredicate::ult, run, runsUsed);
+  std::pair<Value, Value> runAndValid = launchRuns(k, rows, perRow, offsets, experts);
+  Value run = runAndValid.first, valid = runAndValid.second;
   // Runs past the end take the first row's (the launch has one).
   Value safe = arith::SelectOp::create(b, loc, valid, run, k.idx(0));
   Value row = arith::DivUIOp::create(b, loc, safe, k.idx(perRow));
@@ -113,20 +124,10 @@ void mlir::moe::buildRowDequantizeKernel(OpBuilder &b, Location loc, Value codes
   assert(group % kRun == 0 && cols % group == 0 && "a thread's 8 codes share a scale");
   KernelBuilder k{b, loc};
   const int64_t perRow = cols / kRun;
-  Value runs = arith::MulIOp::create(b, loc, rows, k.idx(perRow));
-  Value blocks = arith::CeilDivUIOp::create(b, loc, runs, k.idx(kThreads));
-  Value one = k.idx(1);
-  auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one, k.idx(kThreads), one, one);
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&launch.getBody().front());
-  Value run = k.add(arith::MulIOp::create(b, loc, launch.getBlockIds().x, k.idx(kThreads)),
-                    launch.getThreadIds().x);
-  Value runsUsed = runs;
-  if (offsets) {
-    Value used = k.toIndex(k.load(offsets, {k.idx(experts)}));
-    runsUsed = arith::MulIOp::create(b, loc, used, k.idx(perRow));
-  }
-  k.ifThen(k.cmp(arith::CmpIPredicate::ult, run, runsUsed), [&] {
+  std::pair<Value, Value> runAndValid = launchRuns(k, rows, perRow, offsets, experts);
+  Value run = runAndValid.first, valid = runAndValid.second;
+  k.ifThen(valid, [&] {
     Value row = arith::DivUIOp::create(b, loc, run, k.idx(perRow));
     Value first = arith::MulIOp::create(b, loc, arith::RemUIOp::create(b, loc, run, k.idx(perRow)),
                                         k.idx(kRun));
