@@ -70,8 +70,9 @@ public:
     StreamScope(const StreamScope &) = delete;
     StreamScope &operator=(const StreamScope &) = delete;
     Status wait() {
-      if (Status e = c.comm->waitForStream(Clock::now() + c.limit))
-        return "collective '" + std::string(name) + "': " + *e;
+      const std::string collective = "collective '" + std::string(name) + "'";
+      if (Status e = c.comm->waitForStream(Clock::now() + c.limit, collective))
+        return collective + ": " + *e;
       return std::nullopt;
     }
 

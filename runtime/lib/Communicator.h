@@ -124,9 +124,13 @@ public:
   /// it is enqueued; null restores the backend's stream. Only the nccl
   /// backend has streams.
   virtual void useStream(void *stream) { (void)stream; }
-  /// Waits until the collectives enqueued on the layer's stream are done.
-  virtual Status waitForStream(Clock::time_point deadline) {
+  /// The collectives enqueued on the layer's stream must be done by
+  /// `deadline`: waits for them, or (the nccl backend's watchdog) returns
+  /// at once and ends the process with an error naming `collective` if
+  /// they are not done by then.
+  virtual Status waitForStream(Clock::time_point deadline, const std::string &collective) {
     (void)deadline;
+    (void)collective;
     return std::nullopt;
   }
 };

@@ -8,6 +8,10 @@
 // can hang: each returns at once and is then polled, with the stream, against
 // the deadline. A stuck NCCL collective cannot be cancelled, so on timeout or
 // error the communicator is aborted and later calls fail with the reason.
+// Collectives on a layer's stream are polled only until NCCL has enqueued
+// them: their completion is the watchdog's (NCCLWatchdog.h), which keeps
+// the deadline without a host wait ($MOERT_NCCL_HOST_WAIT=1: the host
+// polls the stream instead).
 //
 // MPI bootstraps NCCL (ranks, unique id) and carries the control channel:
 // descriptors go point to point over MPI exactly as in the MPI backend.
@@ -15,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #include "NCCLCommunicator.h"
 #include "MPIControl.h"
+#include "NCCLWatchdog.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -22,6 +27,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 using namespace moert;
@@ -102,11 +108,13 @@ public:
                    Clock::time_point deadline) override;
   Status barrier(Clock::time_point deadline) override;
   void useStream(void *layer) override { layerStream = static_cast<cudaStream_t>(layer); }
-  Status waitForStream(Clock::time_point deadline) override {
+  Status waitForStream(Clock::time_point deadline, const std::string &collective) override {
     if (!layerStream)
       return std::nullopt;
     if (Status s = begin())
       return s;
+    if (watchdog)
+      return watchdog->watch(layerStream, deadline, collective);
     return finish("collectives on the layer's stream", ncclSuccess, deadline, true, layerStream);
   }
 
@@ -159,9 +167,13 @@ private:
   int64_t *hostScratch = nullptr;   // pinned, so the copy back is async
   int64_t scratchCount = 0;
   Status broken;
+  /// Keeps the timeout of the layer's collectives without a host wait;
+  /// null with $MOERT_NCCL_HOST_WAIT=1 (the host waits for them).
+  std::unique_ptr<NCCLWatchdog> watchdog;
 };
 
 NCCLCommunicator::~NCCLCommunicator() {
+  watchdog.reset(); // the layer's collectives first, each by its deadline
   if (comm) {
     cudaSetDevice(device);
     // Finalize flushes pending work; past the deadline, abort instead.
@@ -228,7 +240,12 @@ Status NCCLCommunicator::setUp(Clock::time_point deadline) {
     comm = nullptr;
     return message;
   }
-  return finish("communicator setup", ncclSuccess, deadline, false);
+  if (Status s = finish("communicator setup", ncclSuccess, deadline, false))
+    return s;
+  const char *hostWait = std::getenv("MOERT_NCCL_HOST_WAIT");
+  if (!hostWait || std::strcmp(hostWait, "1") != 0)
+    watchdog = std::make_unique<NCCLWatchdog>(device, myRank);
+  return std::nullopt;
 }
 
 Status NCCLCommunicator::begin() {

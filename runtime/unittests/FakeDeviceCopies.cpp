@@ -15,10 +15,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -29,7 +32,9 @@ struct Region {
 std::vector<Region> regions;
 int copies = 0, waits = 0;
 void *expectedStream = nullptr;
-std::vector<std::function<void()>> pending; // the stream's work, in order
+/// The stream's work, in order; an item returns false while it cannot end
+/// yet (a collective waiting for its peers), and is called again.
+std::deque<std::function<bool()>> pending;
 
 /// The fake device allocation holding [p, p + n), or null if it is host memory.
 const Region *deviceRegion(const void *p, size_t n) {
@@ -51,22 +56,44 @@ void copy(void *dst, const void *src, size_t n) {
   setAccess(from, PROT_NONE);
   setAccess(to, PROT_NONE);
 }
+/// Runs the stream's work as far as it can; true when none is left.
+bool progress() {
+  while (!pending.empty()) {
+    if (!pending.front()())
+      return false;
+    pending.pop_front();
+  }
+  return true;
+}
 void runPending() {
-  std::vector<std::function<void()>> work;
-  work.swap(pending);
-  for (auto &w : work)
-    w();
+  while (!progress())
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
 }
 /// Enqueues a copy on the stream; a host source is read now.
 void enqueueCopy(void *dst, const void *src, size_t n) {
   if (deviceRegion(src, n)) {
-    pending.push_back([=] { copy(dst, src, n); });
+    pending.push_back([=] {
+      copy(dst, src, n);
+      return true;
+    });
     return;
   }
   std::vector<char> bytes(static_cast<const char *>(src), static_cast<const char *>(src) + n);
-  pending.push_back([=] { copy(dst, bytes.data(), n); });
+  pending.push_back([=] {
+    copy(dst, bytes.data(), n);
+    return true;
+  });
 }
 } // namespace
+
+/// Enqueues `work` on the test's stream (FakeNccl.cpp's collectives and
+/// events there); false for another stream, whose work runs at once.
+bool fakeDeviceEnqueue(void *stream, std::function<bool()> work) {
+  if (stream != expectedStream)
+    return false;
+  pending.push_back(std::move(work));
+  return true;
+}
 
 extern "C" {
 /// `bytes` of fake device memory on pages of their own.
@@ -94,6 +121,10 @@ void fake_device_reach(void *stream) {
   if (stream == expectedStream)
     runPending();
 }
+/// Whether the work on `stream` is done, running what can run (a query).
+int fake_device_idle(void *stream) { return stream != expectedStream || progress(); }
+/// How many items of the stream's work have not run (none is run here).
+int fake_device_pending() { return int(pending.size()); }
 /// Whether [p, p + n) lies in one fake device allocation.
 int fake_device_holds(const void *p, size_t n) { return deviceRegion(p, n) != nullptr; }
 void fake_device_expect_stream(void *stream) { expectedStream = stream; }

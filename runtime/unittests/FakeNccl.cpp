@@ -8,25 +8,35 @@
 //   a runtime that handed NCCL a host buffer, or read a device buffer itself,
 //   fails the test (a host buffer makes the NCCL call fail, as the real one
 //   fails on unregistered host memory);
-// - the communicator's own stream runs each operation at once; on the
-//   layer's stream (the one FakeDeviceCopies expects) a collective or a
-//   query first runs the copies enqueued before it, as stream order does;
 // - NCCL calls behave as a non-blocking communicator's (config.blocking =
-//   0): a collective posts its MPI transfer and returns ncclInProgress, and
-//   ncclCommGetAsyncError reports ncclInProgress until the transfer is done,
-//   then copies what arrived into device memory;
+//   0) and return ncclInProgress. On the communicator's own stream a
+//   collective posts its MPI transfer at once, and ncclCommGetAsyncError
+//   reports ncclInProgress until the transfer is done, then copies what
+//   arrived into device memory. On the layer's stream (the one
+//   FakeDeviceCopies expects) the collective is enqueued after the copies
+//   before it, as stream order does: it reads its send buffer, posts, waits
+//   for the transfer and writes what arrived when the stream's work runs
+//   (the test reads device memory, or the runtime waits for the stream), so
+//   ncclCommGetAsyncError reports it enqueued at once;
+// - events complete in stream order (cudaEventQuery, thread-safe: the
+//   runtime's watchdog polls them from its own thread);
 // - $FAKE_NCCL_STALL=R or $FAKE_NCCL_FAIL=R: rank R's first all-gather is
-//   never posted (its peers wait for it), or fails.
+//   never posted (its peers wait for it; on the layer's stream the
+//   stream's work then never ends), or fails.
 //
 //===----------------------------------------------------------------------===//
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 extern "C" {
@@ -34,7 +44,9 @@ void *fake_device_alloc(size_t bytes);
 void fake_device_copy_now(void *dst, const void *src, size_t n);
 void fake_device_reach(void *stream);
 int fake_device_holds(const void *p, size_t n);
+int fake_device_idle(void *stream);
 }
+bool fakeDeviceEnqueue(void *stream, std::function<bool()> work);
 
 namespace {
 /// A transfer in flight: its MPI request and where its bytes go when done.
@@ -57,6 +69,41 @@ struct PointToPoint {
 int groupDepth = 0;
 std::vector<PointToPoint> grouped;
 bool injected = false;
+
+/// A collective's transfers and how to post them (reading its send buffers).
+struct Job {
+  std::vector<std::shared_ptr<Transfer>> transfers;
+  std::function<void()> post;
+};
+
+/// `job` as the stream's work: posted when the stream reaches it, then
+/// done once its transfers are (what arrived then written to the device).
+/// A stalled collective never ends.
+std::function<bool()> streamWork(Job job, bool stalled) {
+  auto posted = std::make_shared<bool>(false);
+  return [job, stalled, posted] {
+    if (stalled)
+      return false;
+    if (!*posted) {
+      job.post();
+      *posted = true;
+    }
+    for (auto &t : job.transfers) {
+      int done = 0;
+      MPI_Test(&t->request, &done, MPI_STATUS_IGNORE);
+      if (!done)
+        return false;
+    }
+    for (auto &t : job.transfers)
+      if (t->device)
+        fake_device_copy_now(t->device, t->host.data(), t->host.size());
+    return true;
+  };
+}
+
+struct FakeEvent {
+  std::atomic<bool> done{true};
+};
 
 /// Which fault, if any, this rank injects into its first collective.
 enum class Fault { None, Stall, Fail };
@@ -92,36 +139,46 @@ struct ncclComm {
   int rank = 0, size = 0;
   bool starting = true; // the first poll completes the set-up
   ncclResult_t asyncError = ncclSuccess;
-  std::vector<std::unique_ptr<Transfer>> inFlight;
+  std::vector<std::shared_ptr<Transfer>> inFlight;
 
-  /// Starts an all-gather unless this rank injects a fault into it.
-  bool admit() {
+  /// The fault this rank injects into its first all-gather, if any.
+  Fault admit() {
     if (injected)
-      return true;
+      return Fault::None;
     injected = true;
-    switch (faultFor(rank)) {
-    case Fault::Stall:
-      inFlight.push_back(std::make_unique<Transfer>());
-      inFlight.back()->stalled = true;
-      return false;
-    case Fault::Fail:
-      asyncError = ncclSystemError;
-      return false;
-    case Fault::None:
-      return true;
-    }
-    return true;
+    return faultFor(rank);
   }
-  Transfer &add(size_t bytes, void *device) {
-    inFlight.push_back(std::make_unique<Transfer>());
-    inFlight.back()->host.resize(bytes);
-    inFlight.back()->device = device;
-    return *inFlight.back();
+  /// Starts `job` on `stream`: in order with the test stream's work, or
+  /// now, polled by ncclCommGetAsyncError.
+  ncclResult_t start(cudaStream_t stream, Job job, Fault fault = Fault::None) {
+    if (fault == Fault::Fail) {
+      asyncError = ncclSystemError;
+      return ncclInProgress;
+    }
+    const bool stalled = fault == Fault::Stall;
+    if (fakeDeviceEnqueue(stream, streamWork(job, stalled)))
+      return ncclInProgress;
+    if (stalled) {
+      inFlight.push_back(std::make_shared<Transfer>());
+      inFlight.back()->stalled = true;
+      return ncclInProgress;
+    }
+    job.post();
+    inFlight.insert(inFlight.end(), job.transfers.begin(), job.transfers.end());
+    return ncclInProgress;
   }
 };
 
+std::shared_ptr<Transfer> transfer(size_t bytes, void *device) {
+  auto t = std::make_shared<Transfer>();
+  t->host.resize(bytes);
+  t->device = device;
+  return t;
+}
+
 extern "C" {
-// cudart: one device; a stream is idle once queried.
+// cudart: one device; a stream is idle once its work has run (a query runs
+// what can run).
 cudaError_t cudaGetDeviceCount(int *count) {
   *count = 1;
   return cudaSuccess;
@@ -134,9 +191,26 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  fake_device_reach(stream);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int) {
+  *event = reinterpret_cast<cudaEvent_t>(new FakeEvent);
   return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete reinterpret_cast<FakeEvent *>(event);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  auto *e = reinterpret_cast<FakeEvent *>(event);
+  e->done = false;
+  if (!fakeDeviceEnqueue(stream, [e] { return e->done = true; }))
+    e->done = true;
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  return reinterpret_cast<FakeEvent *>(event)->done ? cudaSuccess : cudaErrorNotReady;
+}
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  return fake_device_idle(stream) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaMalloc(void **p, size_t bytes) {
   *p = fake_device_alloc(bytes);
@@ -240,7 +314,6 @@ const char *ncclGetLastError(ncclComm_t) { return ""; }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type,
                            ncclComm_t comm, cudaStream_t stream) {
-  fake_device_reach(stream);
   const size_t bytes = count * typeBytes(type);
   if (!bytes || !fake_device_holds(send, bytes) ||
       !fake_device_holds(recv, bytes * size_t(comm->size)))
@@ -251,30 +324,27 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataT
   if (from < to + bytes * size_t(comm->size) && to < from + bytes &&
       from != to + bytes * size_t(comm->rank))
     return ncclInvalidUsage;
-  if (!comm->admit())
-    return ncclInProgress;
-  std::vector<char> mine(bytes);
-  fake_device_copy_now(mine.data(), send, bytes);
-  Transfer &t = comm->add(bytes * size_t(comm->size), recv);
-  MPI_Iallgather(mine.data(), int(bytes), MPI_BYTE, t.host.data(), int(bytes), MPI_BYTE, comm->mpi,
-                 &t.request);
-  return ncclInProgress;
+  auto mine = transfer(bytes, nullptr), all = transfer(bytes * size_t(comm->size), recv);
+  Job job{{mine, all}, [=] {
+            fake_device_copy_now(mine->host.data(), send, bytes);
+            MPI_Iallgather(mine->host.data(), int(bytes), MPI_BYTE, all->host.data(), int(bytes),
+                           MPI_BYTE, comm->mpi, &all->request);
+          }};
+  return comm->start(stream, job, comm->admit());
 }
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  fake_device_reach(stream);
   const size_t bytes = count * typeBytes(type);
   if (type != ncclInt64 || (op != ncclSum && op != ncclMax) || !fake_device_holds(send, bytes) ||
       !fake_device_holds(recv, bytes))
     return ncclInvalidArgument;
-  auto in = std::make_unique<Transfer>();
-  in->host.resize(bytes);
-  fake_device_copy_now(in->host.data(), send, bytes);
-  Transfer &t = comm->add(bytes, recv);
-  MPI_Iallreduce(in->host.data(), t.host.data(), int(count), MPI_INT64_T,
-                 op == ncclSum ? MPI_SUM : MPI_MAX, comm->mpi, &t.request);
-  comm->inFlight.push_back(std::move(in)); // the send buffer lives as long
-  return ncclInProgress;
+  auto in = transfer(bytes, nullptr), out = transfer(bytes, recv);
+  Job job{{in, out}, [=] {
+            fake_device_copy_now(in->host.data(), send, bytes);
+            MPI_Iallreduce(in->host.data(), out->host.data(), int(count), MPI_INT64_T,
+                           op == ncclSum ? MPI_SUM : MPI_MAX, comm->mpi, &out->request);
+          }};
+  return comm->start(stream, job);
 }
 
 ncclResult_t ncclGroupStart() {
@@ -313,16 +383,21 @@ ncclResult_t ncclGroupEnd() {
     if (p.comm != comm || p.stream != calls.front().stream)
       return ncclInvalidUsage;
   }
-  fake_device_reach(calls.front().stream);
-  for (const PointToPoint &p : calls) {
-    Transfer &t = comm->add(p.bytes, p.send ? nullptr : p.buffer);
-    if (p.send) {
-      fake_device_copy_now(t.host.data(), p.buffer, p.bytes);
-      MPI_Isend(t.host.data(), int(p.bytes), MPI_BYTE, p.peer, 0, comm->mpi, &t.request);
-    } else {
-      MPI_Irecv(t.host.data(), int(p.bytes), MPI_BYTE, p.peer, 0, comm->mpi, &t.request);
+  Job job;
+  for (const PointToPoint &p : calls)
+    job.transfers.push_back(transfer(p.bytes, p.send ? nullptr : p.buffer));
+  job.post = [calls, transfers = job.transfers, comm] {
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const PointToPoint &p = calls[i];
+      Transfer &t = *transfers[i];
+      if (p.send) {
+        fake_device_copy_now(t.host.data(), p.buffer, p.bytes);
+        MPI_Isend(t.host.data(), int(p.bytes), MPI_BYTE, p.peer, 0, comm->mpi, &t.request);
+      } else {
+        MPI_Irecv(t.host.data(), int(p.bytes), MPI_BYTE, p.peer, 0, comm->mpi, &t.request);
+      }
     }
-  }
-  return ncclInProgress;
+  };
+  return comm->start(calls.front().stream, job);
 }
 } // extern "C"

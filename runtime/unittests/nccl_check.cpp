@@ -54,10 +54,24 @@ void check(bool ok, const std::string &what) {
 struct FakeDevice : moert::test::FakeDevice {
   FakeDevice() : moert::test::FakeDevice(std::getenv("MOERT_CUDA_LIBRARY")) {}
   void (*expectStream)(void *) = get<void (*)(void *)>("fake_device_expect_stream");
+  int (*pending)() = get<int (*)()>("fake_device_pending");
   template <typename T> T *produce(const std::vector<T> &host) const {
     return moert::test::FakeDevice::produce(host, kStream);
   }
 };
+
+/// An exchange on the layer's stream returns once its collectives are
+/// enqueued (their timeout is the watchdog's), or, with
+/// $MOERT_NCCL_HOST_WAIT=1, once they are done.
+void checkReturn(const FakeDevice &dev, const std::string &what) {
+  const char *env = std::getenv("MOERT_NCCL_HOST_WAIT");
+  const bool hostWait = env && std::string(env) == "1";
+  const int pending = dev.pending();
+  check(hostWait ? pending == 0 : pending > 0,
+        what + (hostWait ? ": returned with " + std::to_string(pending) +
+                               " items of the stream's work not run"
+                         : ": the host waited for the stream's collectives"));
+}
 
 int64_t tokensOn(int rank) { return 1 + rank % kSlots; }
 /// Row values every rank can compute: exact in bf16 (small integers / 8).
@@ -115,6 +129,7 @@ void returnAndCheck(FakeDevice &dev, int64_t handle, int64_t hidden, int round,
     _mlir_ciface_moert_ep_return_into_bf16(&partm, handle, &retm, kStream);
   else
     _mlir_ciface_moert_ep_return_into_f32(&partm, handle, &retm, kStream);
+  checkReturn(dev, tag + ": combine");
   returned = dev.download(dreturned, returned.size());
   for (int from = 0; from < ranks; ++from)
     for (int64_t s = 0; s < kSlots; ++s)
@@ -159,6 +174,7 @@ template <typename T> void allGatherRound(FakeDevice &dev, int round) {
                             : _mlir_ciface_moert_ep_gather_into_f32(&xm, &im, &wm, &rm, &pm, &rxm,
                                                                     &gim, &gwm, kStream);
   const std::string tag = std::string(bf ? "bf16" : "f32") + " round " + std::to_string(round);
+  checkReturn(dev, tag + ": dispatch");
   std::vector<T> received = dev.download(dreceived, size_t(rows * kHidden));
   std::vector<int32_t> gids = dev.download(dgids, size_t(rows * kTopK));
   std::vector<float> gweights = dev.download(dgweights, size_t(rows * kTopK));

@@ -1,0 +1,63 @@
+//===- NCCLWatchdog.h - timeouts for collectives the host does not wait for -*- C++ -*-===//
+//
+// The nccl backend enqueues a layer's collectives on the layer's stream and
+// returns without waiting for them, so that the entry never synchronises
+// with the host after its dispatch or combine. Their timeout is kept here
+// instead, as PyTorch's ProcessGroupNCCL keeps it: an event recorded after
+// them on the stream, and a thread that polls the events in order. A
+// collective not done by its deadline (a rank that never joined it), or a
+// stream that failed, ends the process with `moert: rank R: error: ...`, as
+// the runtime ends it for compiled code on any error: by then the caller
+// has returned and has no error path, and its stream would otherwise wait
+// forever. Ending the process ends its kernels too, so the communicator is
+// not aborted first (the calling thread may be using it).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOERT_LIB_NCCLWATCHDOG_H
+#define MOERT_LIB_NCCLWATCHDOG_H
+
+#include "Communicator.h"
+
+#include <cuda_runtime.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace moert {
+
+class NCCLWatchdog {
+public:
+  NCCLWatchdog(int device, int rank);
+  /// Waits for what is watched (each by its deadline), then stops.
+  ~NCCLWatchdog();
+  NCCLWatchdog(const NCCLWatchdog &) = delete;
+  NCCLWatchdog &operator=(const NCCLWatchdog &) = delete;
+
+  /// The work enqueued on `stream` so far must be done by `deadline`, or
+  /// the process ends with an error naming `what`.
+  Status watch(cudaStream_t stream, Clock::time_point deadline, std::string what);
+
+private:
+  struct Watched {
+    cudaEvent_t event;
+    Clock::time_point deadline;
+    std::string what;
+  };
+  void run();
+  [[noreturn]] void failAndExit(const std::string &message);
+
+  const int device, rank;
+  std::mutex mutex;
+  std::condition_variable wake, drained;
+  std::deque<Watched> watched;
+  std::vector<cudaEvent_t> spare; // completed events, recorded again later
+  bool stopping = false;
+  std::thread thread; // last: starts once the rest is built
+};
+
+} // namespace moert
+
+#endif // MOERT_LIB_NCCLWATCHDOG_H
