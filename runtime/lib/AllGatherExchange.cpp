@@ -35,6 +35,24 @@ Status moert::gatherProblem(const GatherInput &in, int ranks) {
   return std::nullopt;
 }
 
+Status GatherCheck::problem(const std::vector<const void *> &host, Placement &placement) const {
+  GatherInput in;
+  in.tokens = tokens;
+  in.topK = topK;
+  in.expertIds = static_cast<const int32_t *>(host[0]);
+  in.experts = mapSize;
+  const auto *map = static_cast<const int32_t *>(host[1]);
+  if (placed) {
+    const auto *share = static_cast<const float *>(host.size() > 2 ? host[2] : nullptr);
+    if (Status e = Placement::fromReplicas(map, share, mapSize, ranks, experts, placement))
+      return e;
+    in.experts = placement.experts();
+  } else {
+    in.expertRank = map;
+  }
+  return gatherProblem(in, ranks);
+}
+
 Status moert::returnBlocks(Collectives &c, const void *partial, int64_t blockBytes, void *recv) {
   std::vector<int64_t> bytes(size_t(c.size()), blockBytes);
   return c.allToAllV("combine.payload", partial, bytes.data(), recv, bytes.data());

@@ -14,8 +14,10 @@
 #define MOERT_LIB_ALLGATHEREXCHANGE_H
 
 #include "Collectives.h"
+#include "Placement.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace moert {
 
@@ -32,6 +34,23 @@ struct GatherInput {
 /// in equal blocks by rank (rank r owns [r*E/R, (r+1)*E/R)), which is what
 /// the compiled code's map from global to local ids assumes.
 Status gatherProblem(const GatherInput &in, int ranks);
+
+/// The all-gather's checks of one rank's ids and the layer's map, on host
+/// copies: at once after a host wait, or by the nccl backend's watchdog
+/// once the layer's stream has passed them (Communicator::checkOnStream).
+struct GatherCheck {
+  int64_t tokens = 0, topK = 0;
+  int64_t mapSize = 0; ///< expert_rank's length, or phys_to_log's
+  int ranks = 1;
+  bool placed = false;
+  int64_t experts = 0; ///< the plan's expert count (0: not stated)
+
+  /// Why this rank cannot take part, or nothing (gatherProblem, and with a
+  /// placement Placement::fromReplicas): `host` holds the ids, the map and,
+  /// with a placement, the shares (null: not checked); `placement` gets the
+  /// placement.
+  Status problem(const std::vector<const void *> &host, Placement &placement) const;
+};
 
 /// The combine's exchange: block r of `partial` (`blockBytes` each) goes to
 /// rank r, and block r of `recv` comes from rank r.

@@ -648,38 +648,55 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
   checkBlocks(entry, "dispatch.payload", outWeights, "gathered_weights", all, k, 4);
   const DeviceStaging staging = exchangeStaging(entry, "dispatch.payload", stream);
   const bool nccl = std::strcmp(coll.backend(), "nccl") == 0;
-  std::vector<uint8_t> idsHost, rankHost, shareHost;
-  moert_memref2d hids = staged(staging, idsHost, *ids, 4);
-  moert_memref1d hmap = staged(staging, rankHost, placed ? *map.physToLog : *map.expertRank, 4);
-  moert_memref1d hshare = placed ? staged(staging, shareHost, *map.share, 4) : moert_memref1d{};
-  staging.wait();
-  GatherInput in;
-  in.tokens = t;
-  in.topK = k;
-  in.expertIds = reinterpret_cast<const int32_t *>(dataOf(hids, 4));
-  in.experts = hmap.sizes[0];
+  // nccl: each collective on the layer's stream after its block; their
+  // timeout is kept without a host wait (StreamScope::wait).
+  std::optional<Collectives::StreamScope> onLayer;
+  if (nccl)
+    onLayer.emplace(coll, stream, "dispatch.weights");
   // Static shares: the layer chooses the replicas. Per batch: this rank
   // sends each choice's slot instead of its expert, chosen here.
   const bool perBatch = fields.replicaSelection == 1;
+  moert_memref1d *mapped = placed ? map.physToLog : map.expertRank;
+  GatherCheck check{t, k, mapped->sizes[0], int(ranks), placed, fields.experts};
+  // With nccl and no choice per batch, the host needs neither the ids nor
+  // the map: they are checked once the stream passes them, without a host
+  // wait (the watchdog ends the process on a problem). The layer's kernels
+  // take only the ids of this rank's slots, so unchecked ids cannot make
+  // them read out of bounds meanwhile.
+  const bool deferred = nccl && !perBatch && coll.checksOnStream() && (!placed || check.experts);
+  std::vector<uint8_t> idsHost, mapHost, shareHost;
+  const int32_t *hostIds = nullptr;
   Placement placement;
-  if (placed) { // the placement must be sound either way
-    const float *share = perBatch ? nullptr : reinterpret_cast<const float *>(dataOf(hshare, 4));
-    if (Status e =
-            Placement::fromReplicas(reinterpret_cast<const int32_t *>(dataOf(hmap, 4)), share,
-                                    hmap.sizes[0], int(ranks), fields.experts, placement))
+  if (deferred) {
+    std::vector<Communicator::DeviceSpan> spans = {{dataOf(*ids, 4), t * k * 4},
+                                                   {dataOf(*mapped, 4), check.mapSize * 4}};
+    if (placed)
+      spans.push_back({dataOf(*map.share, 4), check.mapSize * 4});
+    if (Status e = coll.checkOnStream("dispatch.payload", spans,
+                                      [check](const std::vector<const void *> &host) {
+                                        Placement unused;
+                                        return check.problem(host, unused);
+                                      }))
       fatal("dispatch.payload", *e);
-    in.experts = placement.experts();
   } else {
-    in.expertRank = reinterpret_cast<const int32_t *>(dataOf(hmap, 4));
+    moert_memref2d hids = staged(staging, idsHost, *ids, 4);
+    moert_memref1d hmap = staged(staging, mapHost, *mapped, 4);
+    moert_memref1d hshare = placed ? staged(staging, shareHost, *map.share, 4) : moert_memref1d{};
+    staging.wait();
+    hostIds = reinterpret_cast<const int32_t *>(dataOf(hids, 4));
+    // Per batch the shares are the runtime's to choose, not checked.
+    const void *share = placed && !perBatch ? dataOf(hshare, 4) : nullptr;
+    if (Status e = check.problem({hostIds, dataOf(hmap, 4), share}, placement))
+      fatal("dispatch.payload", *e);
   }
-  if (Status e = gatherProblem(in, int(ranks)))
-    fatal("dispatch.payload", *e);
   CallSignature signature;
   signature.set(CallSignature::Hidden, h);
   signature.set(CallSignature::TopK, k);
   signature.set(CallSignature::Dtype, elementBytes);
   signature.set(CallSignature::Ep, fields.ranks);
-  signature.set(CallSignature::Experts, in.experts);
+  signature.set(CallSignature::Experts, !placed    ? check.mapSize
+                                        : deferred ? check.experts
+                                                   : placement.experts());
   signature.set(CallSignature::Entry, 4 | (placed ? 1 : 0)); // bit 2: the all-gather form
   signature.set(CallSignature::PlanHash, int64_t(planHash(fields)));
   Collectives::SignatureScope scope(coll, signature);
@@ -688,13 +705,13 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
   if (perBatch) {
     std::optional<BatchSelection> selection;
     std::vector<int64_t> before;
-    if (Status e = selectForBatch(coll, in.expertIds, t * k, placement, "dispatch.payload",
-                                  selection, before))
+    if (Status e =
+            selectForBatch(coll, hostIds, t * k, placement, "dispatch.payload", selection, before))
       die(*e);
     slotIds.resize(size_t(t * k));
     SlotCursor cursor(placement, *selection, before);
     for (int64_t i = 0; i < t * k; ++i)
-      slotIds[i] = in.expertIds[i] < 0 ? -1 : cursor.next(in.expertIds[i]);
+      slotIds[i] = hostIds[i] < 0 ? -1 : cursor.next(hostIds[i]);
     slotIdsView = makeMemref(slotIds.data(), t, k);
   }
   struct Part {
@@ -709,10 +726,6 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
         {rows.scales, rows.outScales, "dispatch.scales", scaleBytes, groups * scaleBytes, 0});
   parts.push_back({perBatch ? &slotIdsView : ids, outIds, "dispatch.ids", 4, k * 4, 0xffffffffu});
   parts.push_back({weights, outWeights, "dispatch.weights", 4, k * 4, 0});
-  // nccl: each collective on the layer's stream after its block, one wait.
-  std::optional<Collectives::StreamScope> onLayer;
-  if (nccl)
-    onLayer.emplace(coll, stream, "dispatch.weights");
   for (const Part &part : parts) {
     const uint8_t *src = dataOf(*part.in, part.elementSize);
     uint8_t *gathered = const_cast<uint8_t *>(dataOf(*part.out, part.elementSize));

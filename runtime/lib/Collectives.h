@@ -81,6 +81,17 @@ public:
     const char *name;
   };
 
+  /// Whether checkOnStream can check device bytes without a host wait.
+  bool checksOnStream() const { return comm->checksOnStream(); }
+  /// Within a StreamScope: `check` runs on host copies of `spans` once the
+  /// layer's stream passes this point (Communicator::checkOnStream); a
+  /// problem ends the process naming collective `name`.
+  Status checkOnStream(const char *name, const std::vector<Communicator::DeviceSpan> &spans,
+                       Communicator::SpanCheck check) {
+    return comm->checkOnStream(spans, std::move(check), Clock::now() + limit,
+                               "collective '" + std::string(name) + "'");
+  }
+
   /// "dispatch.counts"-style names fit the descriptor: 1 to 47 characters.
   static Status checkName(const char *name);
 

@@ -3,8 +3,9 @@
 #define MOERT_LIB_COMMUNICATOR_H
 
 #include <chrono>
-#include <cstdint>
 #include <climits>
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -132,6 +133,26 @@ public:
     (void)deadline;
     (void)collective;
     return std::nullopt;
+  }
+
+  /// Device bytes a check reads, and the check of their host copies (in
+  /// the order given): an error, or nothing.
+  struct DeviceSpan {
+    const void *data;
+    int64_t bytes;
+  };
+  using SpanCheck = std::function<Status(const std::vector<const void *> &)>;
+  /// Whether checkOnStream works (the nccl backend, unless the host waits).
+  virtual bool checksOnStream() const { return false; }
+  /// Copies `spans` to the host where the layer's stream (useStream) now
+  /// is, and runs `check` on them once the stream has passed this point,
+  /// on another thread, without a host wait: an error, or the stream not
+  /// passing by `deadline`, ends the process naming `collective`. `check`
+  /// must touch nothing but what it captured by value.
+  virtual Status checkOnStream(const std::vector<DeviceSpan> &spans, SpanCheck check,
+                               Clock::time_point deadline, const std::string &collective) {
+    (void)spans, (void)check, (void)deadline, (void)collective;
+    return std::string("this backend does not check device bytes on a stream");
   }
 };
 

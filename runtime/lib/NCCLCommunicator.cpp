@@ -117,6 +117,15 @@ public:
       return watchdog->watch(layerStream, deadline, collective);
     return finish("collectives on the layer's stream", ncclSuccess, deadline, true, layerStream);
   }
+  bool checksOnStream() const override { return watchdog != nullptr; }
+  Status checkOnStream(const std::vector<DeviceSpan> &spans, SpanCheck check,
+                       Clock::time_point deadline, const std::string &collective) override {
+    if (!watchdog || !layerStream)
+      return std::string("checks on the stream need the watchdog and the layer's stream");
+    if (Status s = begin())
+      return s;
+    return watchdog->watch(layerStream, deadline, collective, spans, std::move(check));
+  }
 
 private:
   /// Fails if an earlier failure aborted the communicator; else makes this

@@ -1,6 +1,7 @@
 //===- NCCLWatchdog.cpp - timeouts for collectives the host does not wait for -===//
 #include "NCCLWatchdog.h"
 
+#include <algorithm>
 #include <cstdio>
 
 using namespace moert;
@@ -18,29 +19,78 @@ NCCLWatchdog::~NCCLWatchdog() {
   thread.join();
   for (cudaEvent_t event : spare)
     cudaEventDestroy(event);
+  for (Pinned &p : freePinned)
+    cudaFreeHost(p.data);
 }
 
-Status NCCLWatchdog::watch(cudaStream_t stream, Clock::time_point deadline, std::string what) {
-  cudaEvent_t event = nullptr;
+Status NCCLWatchdog::takePinned(int64_t bytes, Pinned &out) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (size_t i = 0; i < freePinned.size(); ++i)
+      if (freePinned[i].bytes >= bytes) {
+        out = freePinned[i];
+        freePinned.erase(freePinned.begin() + long(i));
+        return std::nullopt;
+      }
+  }
+  // A new buffer (the pool grows to the checks in flight at once, and to
+  // their largest size).
+  out.bytes = std::max<int64_t>(bytes, 4096);
+  if (cudaError_t rc = cudaMallocHost(reinterpret_cast<void **>(&out.data), size_t(out.bytes)))
+    return std::string("cudaMallocHost of a check's copies failed: ") + cudaGetErrorString(rc);
+  return std::nullopt;
+}
+
+Status NCCLWatchdog::watch(cudaStream_t stream, Clock::time_point deadline, std::string what,
+                           const std::vector<Communicator::DeviceSpan> &spans,
+                           Communicator::SpanCheck check) {
+  Watched item{nullptr, deadline, std::move(what), std::move(check), {}, {}};
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (!spare.empty()) {
-      event = spare.back();
+      item.event = spare.back();
       spare.pop_back();
     }
   }
-  if (!event)
-    if (cudaError_t rc = cudaEventCreateWithFlags(&event, cudaEventDisableTiming))
+  if (!item.event)
+    if (cudaError_t rc = cudaEventCreateWithFlags(&item.event, cudaEventDisableTiming))
       return std::string("cudaEventCreateWithFlags failed: ") + cudaGetErrorString(rc);
-  if (cudaError_t rc = cudaEventRecord(event, stream)) {
-    cudaEventDestroy(event);
-    return std::string("cudaEventRecord failed: ") + cudaGetErrorString(rc);
-  }
+  Status problem = item.check ? copyForCheck(stream, spans, item) : std::nullopt;
+  if (!problem)
+    if (cudaError_t rc = cudaEventRecord(item.event, stream))
+      problem = std::string("cudaEventRecord failed: ") + cudaGetErrorString(rc);
   {
     std::lock_guard<std::mutex> lock(mutex);
-    watched.push_back({event, deadline, std::move(what)});
+    if (problem) {
+      spare.push_back(item.event);
+      if (item.pinned.data)
+        freePinned.push_back(item.pinned);
+      return problem;
+    }
+    watched.push_back(std::move(item));
   }
   wake.notify_all();
+  return std::nullopt;
+}
+
+Status NCCLWatchdog::copyForCheck(cudaStream_t stream,
+                                  const std::vector<Communicator::DeviceSpan> &spans,
+                                  Watched &item) {
+  const auto padded = [](int64_t bytes) { return (bytes + 15) / 16 * 16; };
+  int64_t total = 0;
+  for (const Communicator::DeviceSpan &span : spans)
+    total += padded(span.bytes);
+  if (Status s = takePinned(total, item.pinned))
+    return s;
+  int64_t at = 0;
+  for (const Communicator::DeviceSpan &span : spans) {
+    item.copies.push_back(item.pinned.data + at);
+    if (span.bytes > 0)
+      if (cudaError_t rc = cudaMemcpyAsync(item.pinned.data + at, span.data, size_t(span.bytes),
+                                           cudaMemcpyDeviceToHost, stream))
+        return std::string("cudaMemcpyAsync of a check's bytes failed: ") + cudaGetErrorString(rc);
+    at += padded(span.bytes);
+  }
   return std::nullopt;
 }
 
@@ -60,7 +110,12 @@ void NCCLWatchdog::run() {
     const Watched &first = watched.front();
     const cudaError_t state = cudaEventQuery(first.event);
     if (state == cudaSuccess) {
+      if (first.check)
+        if (Status problem = first.check(first.copies))
+          failAndExit(first.what + ": " + *problem);
       spare.push_back(first.event);
+      if (first.pinned.data)
+        freePinned.push_back(first.pinned);
       watched.pop_front();
       pause = std::chrono::microseconds(20);
       continue;

@@ -37,15 +37,33 @@ public:
   NCCLWatchdog &operator=(const NCCLWatchdog &) = delete;
 
   /// The work enqueued on `stream` so far must be done by `deadline`, or
-  /// the process ends with an error naming `what`.
-  Status watch(cudaStream_t stream, Clock::time_point deadline, std::string what);
+  /// the process ends with an error naming `what`. With `spans`, their
+  /// bytes are copied to the host on `stream` first and `check` runs on
+  /// them once it is done; an error it returns ends the process too.
+  Status watch(cudaStream_t stream, Clock::time_point deadline, std::string what,
+               const std::vector<Communicator::DeviceSpan> &spans = {},
+               Communicator::SpanCheck check = nullptr);
 
 private:
+  /// Pinned host memory for a check's copies (pageable memory would make
+  /// the copy wait for the stream).
+  struct Pinned {
+    char *data = nullptr;
+    int64_t bytes = 0;
+  };
   struct Watched {
     cudaEvent_t event;
     Clock::time_point deadline;
     std::string what;
+    Communicator::SpanCheck check; // null: none
+    std::vector<const void *> copies;
+    Pinned pinned;
   };
+  /// Pinned memory of at least `bytes`, from those no check holds.
+  Status takePinned(int64_t bytes, Pinned &out);
+  /// Enqueues the copies of `spans` into `item`'s pinned memory.
+  Status copyForCheck(cudaStream_t stream, const std::vector<Communicator::DeviceSpan> &spans,
+                      Watched &item);
   void run();
   [[noreturn]] void failAndExit(const std::string &message);
 
@@ -54,6 +72,7 @@ private:
   std::condition_variable wake, drained;
   std::deque<Watched> watched;
   std::vector<cudaEvent_t> spare; // completed events, recorded again later
+  std::vector<Pinned> freePinned; // copies of checks that ran
   bool stopping = false;
   std::thread thread; // last: starts once the rest is built
 };

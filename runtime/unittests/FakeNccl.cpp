@@ -230,13 +230,28 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attributes, const vo
   attributes->type = fake_device_holds(p, 1) ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
   return cudaSuccess;
 }
+/// On the layer's stream in order with its work (a host source read at
+/// once, as the driver reads pageable memory), elsewhere at once.
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream) {
-  fake_device_reach(stream);
   const bool toDevice = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
   const bool fromDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (fake_device_holds(dst, bytes) != toDevice || fake_device_holds(src, bytes) != fromDevice)
     return cudaErrorInvalidValue;
+  if (!fromDevice) {
+    auto bytesNow = std::make_shared<std::vector<char>>(static_cast<const char *>(src),
+                                                        static_cast<const char *>(src) + bytes);
+    if (fakeDeviceEnqueue(stream, [dst, bytesNow] {
+          fake_device_copy_now(dst, bytesNow->data(), bytesNow->size());
+          return true;
+        }))
+      return cudaSuccess;
+  } else if (fakeDeviceEnqueue(stream, [dst, src, bytes] {
+               fake_device_copy_now(dst, src, bytes);
+               return true;
+             })) {
+    return cudaSuccess;
+  }
   fake_device_copy_now(dst, src, bytes);
   return cudaSuccess;
 }

@@ -16,7 +16,11 @@
 //   the host collectives (moert_allreduce_i64,
 //   moert_agree_max, moert_allgather, moert_barrier on host values);
 // - host-buffers: every rank must fail, naming why (the all-gather
-//   exchange on the nccl backend takes device buffers).
+//   exchange on the nccl backend takes device buffers);
+// - bad-ids: the last rank gives an id of no expert to the all-gather
+//   exchange, and must fail naming it (by the watchdog's check once the
+//   stream passed the ids; with $MOERT_NCCL_HOST_WAIT=1 before any byte
+//   moves, and every rank with it).
 //
 // The packed exchange on the nccl backend: ep_check.cpp --backend nccl.
 //
@@ -55,6 +59,7 @@ struct FakeDevice : moert::test::FakeDevice {
   FakeDevice() : moert::test::FakeDevice(std::getenv("MOERT_CUDA_LIBRARY")) {}
   void (*expectStream)(void *) = get<void (*)(void *)>("fake_device_expect_stream");
   int (*pending)() = get<int (*)()>("fake_device_pending");
+  int (*waits)() = get<int (*)()>("fake_device_waits");
   template <typename T> T *produce(const std::vector<T> &host) const {
     return moert::test::FakeDevice::produce(host, kStream);
   }
@@ -63,9 +68,12 @@ struct FakeDevice : moert::test::FakeDevice {
 /// An exchange on the layer's stream returns once its collectives are
 /// enqueued (their timeout is the watchdog's), or, with
 /// $MOERT_NCCL_HOST_WAIT=1, once they are done.
-void checkReturn(const FakeDevice &dev, const std::string &what) {
+bool hostWaits() {
   const char *env = std::getenv("MOERT_NCCL_HOST_WAIT");
-  const bool hostWait = env && std::string(env) == "1";
+  return env && std::string(env) == "1";
+}
+void checkReturn(const FakeDevice &dev, const std::string &what) {
+  const bool hostWait = hostWaits();
   const int pending = dev.pending();
   check(hostWait ? pending == 0 : pending > 0,
         what + (hostWait ? ": returned with " + std::to_string(pending) +
@@ -85,6 +93,14 @@ uint16_t bf16(float f) {
 }
 int32_t expertOf(int rank, int64_t t, int64_t j, int ranks) {
   return int32_t((rank + 2 * t + 5 * j) % (kExpertsPerRank * ranks));
+}
+/// The bad-ids scenario: the last rank's first token's second choice is no
+/// expert (one past the last).
+bool badIds = false;
+int32_t idOf(int rank, int64_t t, int64_t j, int ranks) {
+  if (badIds && rank == ranks - 1 && t == 0 && j == 1)
+    return int32_t(kExpertsPerRank * ranks);
+  return expertOf(rank, t, j, ranks);
 }
 
 /// `f` as a row element: bf16 (uint16_t) or f32.
@@ -150,7 +166,7 @@ template <typename T> void allGatherRound(FakeDevice &dev, int round) {
   std::vector<float> weights(size_t(tokens * kTopK));
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t j = 0; j < kTopK; ++j) {
-      ids[size_t(t * kTopK + j)] = expertOf(rank, t, j, ranks);
+      ids[size_t(t * kTopK + j)] = idOf(rank, t, j, ranks);
       weights[size_t(t * kTopK + j)] = 0.5f + float(t + j) / 4.0f;
     }
   for (int64_t e = 0; e < experts; ++e)
@@ -169,12 +185,18 @@ template <typename T> void allGatherRound(FakeDevice &dev, int round) {
   auto rxm = memref2(dreceived, rows, kHidden), gim = memref2(dgids, rows, kTopK);
   auto gwm = memref2(dgweights, rows, kTopK);
   moert_counters_reset();
+  const int waitsBefore = dev.waits();
   const int64_t handle = bf ? _mlir_ciface_moert_ep_gather_into_bf16(&xm, &im, &wm, &rm, &pm, &rxm,
                                                                      &gim, &gwm, kStream)
                             : _mlir_ciface_moert_ep_gather_into_f32(&xm, &im, &wm, &rm, &pm, &rxm,
                                                                     &gim, &gwm, kStream);
   const std::string tag = std::string(bf ? "bf16" : "f32") + " round " + std::to_string(round);
   checkReturn(dev, tag + ": dispatch");
+  // The ids and the map are checked where the stream passes them, by the
+  // watchdog; with $MOERT_NCCL_HOST_WAIT=1 the host waits to read them.
+  check(dev.waits() - waitsBefore == (hostWaits() ? 1 : 0),
+        tag + ": the dispatch waited " + std::to_string(dev.waits() - waitsBefore) +
+            " times for the stream");
   std::vector<T> received = dev.download(dreceived, size_t(rows * kHidden));
   std::vector<int32_t> gids = dev.download(dgids, size_t(rows * kTopK));
   std::vector<float> gweights = dev.download(dgweights, size_t(rows * kTopK));
@@ -189,7 +211,7 @@ template <typename T> void allGatherRound(FakeDevice &dev, int round) {
               tag + ": received row " + std::to_string(row) + " col " + std::to_string(c));
       for (int64_t j = 0; j < kTopK; ++j) {
         const size_t i = size_t(row * kTopK + j);
-        check(gids[i] == (s < n ? expertOf(from, s, j, ranks) : -1),
+        check(gids[i] == (s < n ? idOf(from, s, j, ranks) : -1),
               tag + ": gathered_ids[" + std::to_string(row) + "," + std::to_string(j) + "]");
         check(gweights[i] == (s < n ? 0.5f + float(s + j) / 4.0f : 0.0f),
               tag + ": gathered_weights[" + std::to_string(row) + "," + std::to_string(j) + "]");
@@ -588,6 +610,9 @@ int main(int argc, char **argv) {
       packedRound<float>(dev, round);
     }
     hostCollectives();
+  } else if (scenario == "bad-ids") { // must end the process on the last rank
+    badIds = true;
+    allGatherRound<float>(dev, 0);
   } else if (scenario == "host-buffers") {
     const int64_t rows = kSlots * moert_size();
     std::vector<float> x(kHidden, 1.0f), w(kTopK, 0.5f), rx(size_t(rows * kHidden));
