@@ -15,9 +15,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace moert;
@@ -156,10 +158,107 @@ void checkLayerStream(Collectives &coll, int n) {
     Collectives::StreamScope onLayer(coll, layer, "check.layer.allgather");
     s = coll.allGather("check.layer.allgather", mine, k * 4, dRecv);
     if (!s)
-      s = onLayer.wait();
+      s = onLayer.wait(); // the watchdog's from here: the host does not wait
   }
+  cudaStreamSynchronize(layer); // as the layer's caller would, before reading
   report("allGather in place on a layer's stream", compare(s, toHost(dRecv, want.size()), want));
   cudaFree(dRecv);
+  cudaStreamDestroy(layer);
+}
+
+/// A check of device bytes where the layer's stream passes them, run by the
+/// watchdog on pinned copies (how the all-gather exchange checks its ids).
+std::atomic<int64_t> checkedSum{-1};
+void checkOnTheStream(Collectives &coll) {
+  cudaStream_t layer = nullptr;
+  cudaStreamCreateWithFlags(&layer, cudaStreamNonBlocking);
+  constexpr int k = 1 << 16;
+  std::vector<int32_t> values(k, 3);
+  int32_t *device = toDevice(std::vector<int32_t>(), k);
+  cudaMemsetAsync(device, 0, k * 4, layer);
+  cudaMemcpyAsync(device, values.data(), k * 4, cudaMemcpyHostToDevice, layer);
+  Status s;
+  {
+    Collectives::StreamScope onLayer(coll, layer, "check.stream.check");
+    s = coll.checkOnStream("check.stream.check", {{device, k * 4}},
+                           [](const std::vector<const void *> &host) -> Status {
+                             const auto *v = static_cast<const int32_t *>(host[0]);
+                             int64_t sum = 0;
+                             for (int i = 0; i < k; ++i)
+                               sum += v[i];
+                             checkedSum = sum;
+                             return std::nullopt;
+                           });
+  }
+  cudaStreamSynchronize(layer);
+  for (int i = 0; i < 1000 && checkedSum < 0; ++i) // the watchdog polls at most every ms
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  report("a check on pinned copies where the stream passes them",
+         s                     ? *s
+         : checkedSum == 3 * k ? ""
+                               : "the check saw a sum of " + std::to_string(checkedSum.load()) +
+                                     ", expected " + std::to_string(3 * k));
+  cudaFree(device);
+  cudaStreamDestroy(layer);
+}
+
+/// The all-gather exchange of the C API (moert_ep_gather_into_f32 and
+/// moert_ep_return_into_f32) on device buffers and a stream: no host wait,
+/// the ids checked by the watchdog.
+void checkGatherExchange(int n) {
+  constexpr int64_t tokens = 2, hidden = 4, topK = 2, slots = 2, perRank = 2;
+  const int64_t rows = n * slots, experts = perRank * n;
+  cudaStream_t layer = nullptr;
+  cudaStreamCreateWithFlags(&layer, cudaStreamNonBlocking);
+  std::vector<float> x(tokens * hidden), weights = {0.5f, 0.25f, 1.0f, 2.0f};
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float(rank * 100 + int(i));
+  std::vector<int32_t> ids = {0, int32_t(experts - 1), -1, 1};
+  std::vector<int32_t> expertRank(static_cast<size_t>(experts));
+  for (int64_t e = 0; e < experts; ++e)
+    expertRank[size_t(e)] = int32_t(e / perRank);
+  std::vector<int64_t> plan = {rows, slots, slots, 0, n, 0, 0, 0, 0, experts};
+  float *dx = toDevice(x, x.size()), *dw = toDevice(weights, weights.size());
+  int32_t *dids = toDevice(ids, ids.size()), *drank = toDevice(expertRank, expertRank.size());
+  float *dreceived = toDevice(std::vector<float>(), size_t(rows * hidden));
+  int32_t *dgids = toDevice(std::vector<int32_t>(), size_t(rows * topK));
+  float *dgw = toDevice(std::vector<float>(), size_t(rows * topK));
+  float *dreturned = toDevice(std::vector<float>(), size_t(rows * hidden));
+  auto m2 = [](void *p, int64_t r, int64_t c) { return moert_memref2d{p, p, 0, {r, c}, {c, 1}}; };
+  auto xm = m2(dx, tokens, hidden), im = m2(dids, tokens, topK), wm = m2(dw, tokens, topK);
+  moert_memref1d rm{drank, drank, 0, {experts}, {1}};
+  moert_memref1d pm{plan.data(), plan.data(), 0, {int64_t(plan.size())}, {1}};
+  auto rxm = m2(dreceived, rows, hidden), gim = m2(dgids, rows, topK), gwm = m2(dgw, rows, topK);
+  auto retm = m2(dreturned, rows, hidden);
+  const int64_t handle =
+      _mlir_ciface_moert_ep_gather_into_f32(&xm, &im, &wm, &rm, &pm, &rxm, &gim, &gwm, layer);
+  // The partial rows: the received ones as they came.
+  _mlir_ciface_moert_ep_return_into_f32(&rxm, handle, &retm, layer);
+  cudaStreamSynchronize(layer);
+  std::vector<float> received = toHost(dreceived, size_t(rows * hidden));
+  std::vector<int32_t> gids = toHost(dgids, size_t(rows * topK));
+  std::string problem;
+  for (int64_t r = 0; r < rows && problem.empty(); ++r) {
+    const int from = int(r / slots);
+    const int64_t t = r % slots;
+    for (int64_t c = 0; c < hidden; ++c)
+      if (received[size_t(r * hidden + c)] != float(from * 100 + int(t * hidden + c)))
+        problem = "received row " + std::to_string(r) + " col " + std::to_string(c);
+    for (int64_t j = 0; j < topK; ++j)
+      if (gids[size_t(r * topK + j)] != ids[size_t(t * topK + j)])
+        problem = "gathered id " + std::to_string(r) + "," + std::to_string(j);
+  }
+  std::vector<float> returned = toHost(dreturned, size_t(rows * hidden));
+  for (int64_t r = 0; r < rows && problem.empty(); ++r) // rank p returns my block p
+    for (int64_t c = 0; c < hidden; ++c)
+      if (returned[size_t(r * hidden + c)] != float(rank * 100 + int((r % slots) * hidden + c)))
+        problem = "returned row " + std::to_string(r) + " col " + std::to_string(c);
+  report("all-gather exchange on device buffers and a stream (C API)", problem);
+  for (void *p :
+       {static_cast<void *>(dx), static_cast<void *>(dw), static_cast<void *>(dids),
+        static_cast<void *>(drank), static_cast<void *>(dreceived), static_cast<void *>(dgids),
+        static_cast<void *>(dgw), static_cast<void *>(dreturned)})
+    cudaFree(p);
   cudaStreamDestroy(layer);
 }
 
@@ -194,6 +293,8 @@ int main() {
          std::strstr(json.data(), "nccl") ? "" : "no \"nccl\" in " +
                                                     std::string(json.data()));
 
+  checkGatherExchange(n);
+
   {
     Status error;
     std::unique_ptr<Communicator> comm = createNCCLCommunicator(error);
@@ -207,6 +308,7 @@ int main() {
       checkAllGather(coll, n);
       checkHostBuffers(coll, n);
       checkLayerStream(coll, n);
+      checkOnTheStream(coll);
       report("barrier", coll.barrier("check.barrier").value_or(""));
       checkCounters(coll);
     }
