@@ -252,6 +252,10 @@ Status NCCLCommunicator::setUp(Clock::time_point deadline) {
   if (Status s = finish("communicator setup", ncclSuccess, deadline, false))
     return s;
   const char *hostWait = std::getenv("MOERT_NCCL_HOST_WAIT");
+  if (hostWait && std::strcmp(hostWait, "0") != 0 && std::strcmp(hostWait, "1") != 0)
+    return "MOERT_NCCL_HOST_WAIT='" + std::string(hostWait) +
+           "' is not 0 (a watchdog keeps the timeout of the layer's collectives) or 1 (the "
+           "host waits for them)";
   if (!hostWait || std::strcmp(hostWait, "1") != 0)
     watchdog = std::make_unique<NCCLWatchdog>(device, myRank);
   return std::nullopt;
