@@ -165,6 +165,8 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
                           "registers,{0}{1}{2}",
                           options.hostABI ? "moe-gpu-side-stream," : "", lowerToNVVM(options),
                           options.hostABI ? ",moe-gpu-launch-on-stream" : "");
+  else if (options.hostABI) // the streams' order, on the launches as they are
+    text += ",moe-gpu-side-stream";
   return addPipeline(pm, text);
 }
 

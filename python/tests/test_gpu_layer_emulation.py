@@ -128,6 +128,7 @@ CASES = [  # (family, moe-compile flags, tokens)
     ("deepseek_v3", [], [1, 64, 200]),
     ("deepseek_v3", ["--decode-max-tokens", "64"], [1, 65]),
     ("deepseek_v3", ["--gpu-shared-stream"], [5]),
+    ("deepseek_v3", ["--gpu-shared-stream", "--decode-max-tokens", "64"], [1, 65]),
     ("mixtral", [], [3, 150]),
     ("mixtral", ["--chunk-budget-bytes", "40000"], [150]),
     ("gpt_oss", [], [2, 130]),
@@ -195,6 +196,34 @@ def test_overlapping_workspace_buffers_are_caught(tmp_path):
         _run(moved, plan, x, weights)
 
 
+@pytest.mark.parametrize("name", ["deepseek_v3", "deepseek_v3_fp8"])
+def test_side_stream_order_is_checked(name, tmp_path):
+    """The shared expert's kernels on the side stream (--gpu-shared-stream):
+    the emulator runs the fork and the join that moe-gpu-side-stream placed,
+    and checks the order of every byte of the arguments and the workspace
+    between the two streams. Without the fork (the side stream would read x
+    before the caller's work wrote it) or the join (the combine would add
+    rows the side stream may not have written), it reports the race."""
+    config_json, block = _build(name)
+    text, plan = _compile(config_json, tmp_path, ["--gpu-shared-stream"])
+    values = _randomize(block, seed=5)
+    weights = {n: (v.astype(np.float32) if n == "correction_bias" else v)
+               for n, v in _layer_weights({n: _bf16(v) for n, v in values.items()}, plan).items()}
+    if name.endswith("_fp8"):
+        for n, w in (("experts.gate_up_proj", "w13"), ("experts.down_proj", "w2")):
+            c, scale = quantize_fp8_blocks(values[n], FP8_BLOCK)
+            weights[w], weights[w + "_scale"] = c.view(np.int8), scale
+    x = _bf16(np.random.default_rng(1).standard_normal((6, plan["hidden_size"])))
+    _, host = _run(text, plan, x, weights)
+    assert host.side_launches > 0
+    for call in ("moertGpuForkSide", "moertGpuJoinSide"):
+        dropped, found = re.subn(rf"\n *call @{call}\(%\w+\) : \(!llvm\.ptr\) -> \(\)", "",
+                                 text, count=1)
+        assert found == 1, call
+        with pytest.raises(emulator.KernelError, match="no fork or join between them"):
+            _run(dropped, plan, x, weights)
+
+
 EXAMPLES = ROOT / "examples"
 EP_CASES = [  # (name, config, ranks, tokens a rank, scenario, rows quantized, flags)
     ("qwen3_ep2", "qwen3-moe-tiny", 2, 12, "uniform", "none", []),
@@ -204,6 +233,10 @@ EP_CASES = [  # (name, config, ranks, tokens a rank, scenario, rows quantized, f
      ["--decode-max-tokens", "8"]),
     ("deepseek_v3_ep2_all_gather", "deepseek-v3-tiny", 2, 5, "uniform", "none",
      ["--decode-max-tokens", "8", "--ep-all-gather"]),
+    # The shared expert on the side stream beside the exchange (the runtime's calls on the
+    # entry's stream, ordered after the side kernels whose buffers they read).
+    ("deepseek_v3_ep2_shared_stream", "deepseek-v3-tiny", 2, 5, "uniform", "none",
+     ["--decode-max-tokens", "8", "--gpu-shared-stream"]),
     ("qwen3_ep2_pack_in_layer", "qwen3-moe-tiny", 2, 12, "uniform", "none",
      ["--decode-max-tokens", "8", "--ep-pack-in-layer"]),
     # Tensor-parallel pairs holding the same tokens: one dispatch a pair (the dedupe).
@@ -257,3 +290,5 @@ def test_emulated_expert_parallel_layer_matches_the_reference(name, config, rank
         assert r["ok"], r
     if name.endswith("_prefill"):
         assert all("nvvm.wgmma.mma_async" in r["ran"] for r in results), results
+    if "--gpu-shared-stream" in flags:
+        assert all(r["side_stream_kernels"] > 0 for r in results), results

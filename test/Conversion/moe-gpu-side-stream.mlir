@@ -148,6 +148,56 @@ module attributes {gpu.container_module} {
 
 // -----
 
+// Tests the same order before outlining (moe-compile --emit=launches, which the CPU emulator runs):
+// a gpu.launch named moe_side_stream by its function attribute is a side kernel, its buffers
+// those its body uses from above. The side kernel reads x alone and forks; the main kernel that
+// reads its buffer joins first.
+// CHECK-LABEL: func.func @launches(
+// CHECK-SAME: %[[X:[^:]+]]: memref<4xf32>, %[[Y:[^:]+]]: memref<4xf32> {moe.gpu_written}, %[[WS:[^:]+]]: memref<?xi8> {moe.gpu_written}, %[[S:[^:]+]]: !llvm.ptr {moe.gpu_stream})
+// CHECK-NEXT: call @moertGpuSideStream(%[[S]])
+// CHECK: %[[H:.+]] = memref.view %[[WS]]
+// CHECK-NEXT: call @moertGpuForkSide(%[[S]])
+// CHECK-NEXT: gpu.launch blocks{{.+}} function(@moe_side_stream) {
+// CHECK-NEXT: memref.load %[[X]]
+// CHECK-NEXT: memref.store %{{.+}}, %[[H]]
+// CHECK: gpu.launch blocks{{[^@]+$}}
+// CHECK-NEXT: memref.load %[[X]]
+// CHECK-NEXT: memref.store %{{.+}}, %[[Y]]
+// CHECK: }
+// CHECK-NEXT: call @moertGpuJoinSide(%[[S]])
+// CHECK-NEXT: gpu.launch blocks
+// CHECK-NEXT: memref.load %[[H]]
+// CHECK: return
+module {
+  func.func @launches(%x: memref<4xf32>, %y: memref<4xf32> {moe.gpu_written},
+                      %ws: memref<?xi8> {moe.gpu_written}, %s: !llvm.ptr {moe.gpu_stream}) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %h = memref.view %ws[%c0][] : memref<?xi8> to memref<4xf32>
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) function(@moe_side_stream) {
+      %v = memref.load %x[%tx] : memref<4xf32>
+      memref.store %v, %h[%tx] : memref<4xf32>
+      gpu.terminator
+    }
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+      %v = memref.load %x[%tx] : memref<4xf32>
+      memref.store %v, %y[%tx] : memref<4xf32>
+      gpu.terminator
+    }
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+      %v = memref.load %h[%tx] : memref<4xf32>
+      memref.store %v, %y[%tx] : memref<4xf32>
+      gpu.terminator
+    }
+    return
+  }
+}
+
+// -----
+
 module attributes {gpu.container_module} {
   gpu.module @moe_side_stream {
     gpu.func @moe_side_stream() kernel { gpu.return }

@@ -418,7 +418,9 @@ def MoEGPUSideStream : Pass<"moe-gpu-side-stream", "::mlir::ModuleOp"> {
   let summary = "Runs the shared expert's kernels on a second stream beside the others";
   let description = [{
     Runs after `gpu-kernel-outlining`, on entries with a `moe.gpu_stream`
-    argument. Kernels named `moe_side_stream` (those of ops marked
+    argument, or before it on `gpu.launch` ops named `moe_side_stream` by
+    their function attribute (`moe-compile --emit=launches`, whose IR the
+    CPU emulator runs with the two streams' order). Kernels named `moe_side_stream` (those of ops marked
     `moe.side_stream`: the shared expert that `moe-decompose-layer
     {shared-first}` builds first) go on a second stream, created once per
     stream by the runtime (`moertGpuSideStream`), and the host code orders

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace mlir::moe {
@@ -32,6 +33,12 @@ constexpr const char kJoinSide[] = "moertGpuJoinSide";
 
 bool isSideLaunch(gpu::LaunchFuncOp launch) {
   return launch.getKernelName().getValue() == moe::kSideStreamKernel;
+}
+/// Before outlining (moe-compile --emit=launches): the name the outlined
+/// kernel will take.
+bool isSideLaunch(gpu::LaunchOp launch) {
+  auto name = launch.getFunctionAttr();
+  return name && name.getValue() == moe::kSideStreamKernel;
 }
 
 /// The buffer `value` is a view of: through casts, subviews and reshapes to
@@ -84,6 +91,12 @@ struct SideStreams {
         const bool side = isSideLaunch(launch);
         (side ? uses.side : uses.main) = true;
         addRoots(launch.getKernelOperands(), side ? uses.sideRoots : uses.mainRoots);
+      } else if (auto launch = dyn_cast<gpu::LaunchOp>(inner)) {
+        const bool side = isSideLaunch(launch);
+        (side ? uses.side : uses.main) = true;
+        llvm::SetVector<Value> operands;
+        getUsedValuesDefinedAbove(launch.getBody(), operands);
+        addRoots(operands.getArrayRef(), side ? uses.sideRoots : uses.mainRoots);
       } else if (auto call = dyn_cast<func::CallOp>(inner)) {
         uses.main = true;
         addRoots(call.getOperands(), uses.mainRoots);
@@ -154,7 +167,12 @@ struct MoEGPUSideStreamPass : moe::impl::MoEGPUSideStreamBase<MoEGPUSideStreamPa
       if (func.isExternal())
         continue;
       bool hasSide = false;
-      func.walk([&](gpu::LaunchFuncOp launch) { hasSide |= isSideLaunch(launch); });
+      func.walk([&](Operation *op) {
+        if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op))
+          hasSide |= isSideLaunch(launch);
+        else if (auto launch = dyn_cast<gpu::LaunchOp>(op))
+          hasSide |= isSideLaunch(launch);
+      });
       if (!hasSide)
         continue;
       Value stream;

@@ -141,9 +141,9 @@ def main():
         with gemm.counting_ops() as executed:
             host = emulator.run_function(text, "moe_layer", *ordered, y, workspace, np.array(0),
                                          externals=externals)
-        kernels = len(host.launches)
+        kernels, side = len(host.launches), host.side_launches
     except (emulator.KernelError, NotImplementedError) as e:
-        error, kernels = f"{type(e).__name__}: {str(e)[:600]}", 0
+        error, kernels, side = f"{type(e).__name__}: {str(e)[:600]}", 0, 0
     quantization = fp8.SCHEMES.get(args.expert_rows_quantization)
     expert_rows = (lambda rows: fp8.fake_quantize(quantization, rows)) if quantization else None
     ref = reference.layer(x, weights, plan, expert_rows)
@@ -151,7 +151,8 @@ def main():
     scale = float(np.abs(ref).max()) if ref.size else 1.0
     max_rel = float(np.abs(got - ref).max() / scale) if ref.size else 0.0
     tensor_cores = ("nvvm.mma.sync", "nvvm.wgmma.mma_async")
-    result = {"rank": rank, "tokens": int(x.shape[0]), "kernels": kernels, "error": error,
+    result = {"rank": rank, "tokens": int(x.shape[0]), "kernels": kernels,
+              "side_stream_kernels": side, "error": error,
               "max_rel": max_rel, "ran": sorted({name for (_, name), count in executed.items()
                                                  if name in tensor_cores and count}),
               "ok": error is None and bool(np.isfinite(got).all()) and max_rel <= args.tolerance}

@@ -16,6 +16,15 @@ block or none, the warp ops by all 32 lanes of a warp.
 given its buffers. Errors of the program raise `KernelError`; an op the
 interpreter does not know raises NotImplementedError.
 
+Two streams (`Streams`): launches named `moe_side_stream` run on a side
+stream that `moertGpuForkSide` orders after the stream's work so far and
+`moertGpuJoinSide` orders the stream after (moe-gpu-side-stream). The
+launches still run in program order, but every workspace byte remembers
+which stream wrote it and read it last, at which launch; a kernel touching
+bytes the other stream wrote (or read, when it writes) with no fork or
+join between them races on a GPU, and so does an entry that returns with
+side work not joined.
+
 Tensor cores: `nvvm.mma.sync` m16n8k16 row.col bf16 x bf16 + f32 (the PTX
 ISA's fragment layout, tensor_cores.MMA_M16N8K16; whole warps only), with the vector ops
 around it (vector.bitcast, extract, insert, from_elements, splat) and
@@ -367,6 +376,9 @@ class Buffer:
         # number); per byte of a byte buffer the view that wrote it last
         # (`owner`) and the views by number.
         self.bytes, self.owner, self.views = None, None, []
+        # The entry's argument this buffer is (a view of), for the streams'
+        # order (Streams.access); None inside a lone kernel.
+        self.root = None
 
     @property
     def shape(self):
@@ -381,21 +393,28 @@ class Buffer:
         other = Buffer(view(self.array), name, read_only=self.read_only, per_block=self.per_block)
         other.init = None if self.init is None else view(self.init)
         other.writes = view(self.writes)
-        other.bytes, other.address = self.bytes, self.address
+        other.bytes, other.address, other.root = self.bytes, self.address, self.root
         return other
 
     def check_bytes(self, index, write, op):
         """A view of a workspace: a write makes its bytes this view's; a read
         of bytes another view wrote since this one did means two buffers the
-        plan keeps alive at once share memory."""
-        if self.bytes is None:
+        plan keeps alive at once share memory. With two streams, also the
+        order between them (Streams.access)."""
+        ordered = STREAMS.side and self.root is not None
+        if self.bytes is None and not ordered:
             return
-        base, number = self.bytes
+        base = self.root if ordered else self.bytes[0]
         start = self.array.__array_interface__["data"][0] - base.array.__array_interface__[
             "data"][0]
         at = start + sum(np.asarray(i, np.int64) * s for i, s in zip(
             np.broadcast_arrays(*index), self.array.strides))
         byte = (at.ravel()[:, None] + np.arange(self.array.itemsize)).ravel()
+        if ordered:
+            STREAMS.access(base, byte, write, self.name, op)
+        if self.bytes is None:
+            return
+        base, number = self.bytes
         if base.owner is None:
             base.owner = np.full(base.array.shape, -1, np.int64)
         if write:
@@ -423,6 +442,68 @@ def written(buffer, index, values):
         if buffer.unfenced is None:
             buffer.unfenced = np.zeros(buffer.array.shape, bool)
         buffer.unfenced[index] = True
+
+
+class Streams:
+    """The entry's stream (0) and side stream (1) as vector clocks:
+    clock[s][t] is the first launch of stream t that stream s has not waited
+    for (clock[s][s]: the next launch of s). Per byte of an argument (the
+    workspace's too): the stream and launch that wrote it last, and per
+    stream the last launch that read it. Launch 0 of the entry's stream is
+    the caller's work before the call, which wrote every argument (the
+    inputs, and the workspace a previous call used)."""
+
+    NAMES = ("the entry's", "the side")
+
+    def __init__(self):
+        self.clock = np.array([[1, 0], [0, 0]], np.int64)
+        self.side = False  # moertGpuSideStream was called
+        self.current = None  # (stream, launch) running
+
+    def fork(self):  # the side stream waits for the stream's work so far
+        self.clock[1] = np.maximum(self.clock[1], self.clock[0])
+
+    def join(self):  # the stream waits for the side stream's
+        self.clock[0] = np.maximum(self.clock[0], self.clock[1])
+
+    def begin(self, stream):
+        self.current = (stream, int(self.clock[stream][stream]))
+
+    def end(self):
+        stream, _ = self.current
+        self.clock[stream][stream] += 1
+        self.current = None
+
+    def access(self, base, byte, write, name, op):
+        if self.current is None:
+            return
+        if getattr(base, "order", None) is None:  # written by the caller
+            n = base.array.nbytes
+            base.order = dict(writer=np.zeros(n, np.int8), wrote=np.zeros(n, np.int64),
+                              read=np.full((2, n), -1, np.int64))
+        order = base.order
+        stream, at = self.current
+        other = 1 - stream
+        seen = self.clock[stream][other]  # the other stream's launches before it are done
+        unordered = (order["writer"][byte] == other) & (order["wrote"][byte] >= seen)
+        what, launches = "wrote", order["wrote"]
+        if write and not unordered.any():
+            unordered, what, launches = order["read"][other][byte] >= seen, "read", order["read"][
+                other]
+        if unordered.any():
+            first = int(byte[unordered][0])
+            who = ("the caller's work before the call" if other == 0 and launches[first] == 0
+                   else f"a kernel on {self.NAMES[other]} stream")
+            raise KernelError(f"{name} ({self.NAMES[stream]} stream) "
+                              f"{'writes' if write else 'reads'} bytes {first}.. of {base.name} "
+                              f"that {who} {what}, with no fork or join between them: {op.text}")
+        if write:
+            order["writer"][byte], order["wrote"][byte] = stream, at
+        else:
+            order["read"][stream][byte] = at
+
+
+STREAMS = Streams()
 
 
 class Races:
@@ -1007,7 +1088,7 @@ class Threads:
                               f"{base.shape[0]}: {op.text}")
         view = Buffer(base.array[start:start + size].view(dtype).reshape(shape),
                       f"{base.name} {op.results[0]}", initialised=False)
-        view.bytes = (base, len(base.views))
+        view.bytes, view.root = (base, len(base.views)), base.root
         base.views.append(view.name)
         self.buffers[op.results[0]] = view
 
@@ -1445,6 +1526,11 @@ def launch(op, buffers, parent, chunk_threads=None):
     return grid, block
 
 
+# The runtime's side stream (moe-gpu-side-stream); a pointer as the host sees it.
+SIDE_STREAM_CALLS = ("moertGpuSideStream", "moertGpuForkSide", "moertGpuJoinSide")
+SIDE_STREAM = 0x5D
+
+
 class Host(Threads):
     """The function's body outside the kernels: allocations, host control
     flow, launches in sequence. `args`: argument name -> array (a memref
@@ -1454,7 +1540,10 @@ class Host(Threads):
         self.externals = externals or {}
         super().__init__({name: Buffer(a, name) for name, a in args.items() if np.ndim(a)},
                          dims={name: a.shape for name, a in args.items()})
+        for buffer in self.buffers.values():
+            buffer.root = buffer
         self.args, self.tensors, self.launches, self.results = args, {}, [], None
+        self.side_launches = 0
         self.env.update((name, self.full(a, np.asarray(a).dtype)) for name, a in args.items()
                         if np.ndim(a) == 0)  # a scalar argument (an index)
 
@@ -1477,7 +1566,9 @@ class Host(Threads):
             _, elem, _ = memref_type(op.type.split(" to ")[-1])
             if array.dtype != DTYPE[elem]:
                 raise TypeError(f"argument {source} is {array.dtype}: {op.text}")
-            self.buffers[op.results[0]] = Buffer(array, source, read_only="read_only" in op.body)
+            buffer = Buffer(array, source, read_only="read_only" in op.body)
+            buffer.root = buffer
+            self.buffers[op.results[0]] = buffer
         else:
             self.buffers[op.results[0]] = self.tensors[source]
 
@@ -1496,23 +1587,50 @@ class Host(Threads):
     def op_func_call(self, op, mask):
         """A call of an external function (the runtime's): `externals[name](op,
         values)` with a Buffer per memref operand and a scalar per other one;
-        returns the results' values."""
+        returns the results' values. The side stream's calls act on STREAMS."""
         callee = re.match(r"\s*@([\w.]+)\(", op.body)
+        if callee and callee.group(1) in SIDE_STREAM_CALLS:
+            self.side_stream_call(op, callee.group(1))
+            return
         if not callee or callee.group(1) not in self.externals:
             raise NotImplementedError(f"a call of an unknown function: {op.text}")
         values = [self.buffers[v] if v in self.buffers and v not in self.env
                   else int(self.get(v)[0, 0]) for v in op.operands]
+        if STREAMS.side:  # on the entry's stream: what it reads must be ordered
+            STREAMS.begin(0)
+            for value in values:
+                if isinstance(value, Buffer) and value.array.size:
+                    value.check_bytes(tuple(np.indices(value.shape)), False, op)
+            STREAMS.end()
         results = self.externals[callee.group(1)](op, values) or []
         for name, value in zip(op.results, results):
             self.env[name] = self.full(value, np.int64)
 
+    def side_stream_call(self, op, name):
+        if name == "moertGpuSideStream":
+            STREAMS.side = True
+            self.env[op.results[0]] = self.full(SIDE_STREAM, np.int64)
+        elif not STREAMS.side:
+            raise KernelError(f"{name} before moertGpuSideStream: {op.text}")
+        else:
+            (STREAMS.fork if name == "moertGpuForkSide" else STREAMS.join)()
+
     def op_gpu_launch(self, op, mask):
+        side = "function(@moe_side_stream)" in op.text
+        if side and not STREAMS.side:
+            raise KernelError(f"a side-stream kernel without a side stream: {op.text}")
+        STREAMS.begin(1 if side else 0)
+        self.side_launches += side
         try:
             self.launches.append(launch(op, self.buffers, self))
         except KernelError as error:
             raise KernelError(f"kernel {len(self.launches)}, {error}") from None
+        STREAMS.end()
 
     def op_func_return(self, op, mask):
+        if STREAMS.side and STREAMS.clock[0][1] < STREAMS.clock[1][1]:
+            raise KernelError("the entry returns with side-stream kernels not joined "
+                              f"(moertGpuJoinSide): {op.text}")
         self.results = [self.tensors[v] if v in self.tensors else self.get(v) for v in op.operands]
 
 
@@ -1526,6 +1644,8 @@ def run_function(text, name, *args, externals=None):
     AFFINE_MAPS.update(parse_affine_maps(text))
     GLOBALS.clear()
     GLOBALS.update(parse_globals(text))
+    global STREAMS
+    STREAMS = Streams()
     host = Host(dict(zip(arg_names, args)), externals)
     with np.errstate(all="ignore"):
         host.run(body, host.everywhere)
