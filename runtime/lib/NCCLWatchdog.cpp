@@ -120,6 +120,12 @@ void NCCLWatchdog::run() {
       pause = std::chrono::microseconds(20);
       continue;
     }
+    if (state == cudaErrorCudartUnloading) {
+      // The process is exiting (a communicator destroyed by a static
+      // destructor after cudart's): there is nothing left to wait for.
+      watched.clear();
+      continue;
+    }
     if (state != cudaErrorNotReady)
       failAndExit(first.what + ": the layer's stream failed on GPU " + std::to_string(device) +
                   ": " + cudaGetErrorName(state) + " (" + cudaGetErrorString(state) +
