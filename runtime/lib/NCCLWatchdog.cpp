@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
 
 using namespace moert;
 
@@ -55,16 +57,22 @@ Status NCCLWatchdog::watch(cudaStream_t stream, Clock::time_point deadline, std:
   if (!item.event)
     if (cudaError_t rc = cudaEventCreateWithFlags(&item.event, cudaEventDisableTiming))
       return std::string("cudaEventCreateWithFlags failed: ") + cudaGetErrorString(rc);
-  Status problem = item.check ? copyForCheck(stream, spans, item) : std::nullopt;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  Status problem;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+      capture != cudaStreamCaptureStatusNone)
+    problem = std::string("the layer's stream is being captured into a CUDA graph, whose "
+                          "collectives the nccl backend's watchdog cannot follow");
+  else if (item.check)
+    problem = copyForCheck(stream, spans, item);
   if (!problem)
     if (cudaError_t rc = cudaEventRecord(item.event, stream))
       problem = std::string("cudaEventRecord failed: ") + cudaGetErrorString(rc);
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (problem) {
+      // Not the pinned memory: a copy enqueued into it may still land.
       spare.push_back(item.event);
-      if (item.pinned.data)
-        freePinned.push_back(item.pinned);
       return problem;
     }
     watched.push_back(std::move(item));
@@ -110,9 +118,16 @@ void NCCLWatchdog::run() {
     const Watched &first = watched.front();
     const cudaError_t state = cudaEventQuery(first.event);
     if (state == cudaSuccess) {
-      if (first.check)
-        if (Status problem = first.check(first.copies))
+      if (first.check) {
+        Status problem;
+        try {
+          problem = first.check(first.copies);
+        } catch (const std::exception &e) {
+          problem = std::string("the check failed: ") + e.what();
+        }
+        if (problem)
           failAndExit(first.what + ": " + *problem);
+      }
       spare.push_back(first.event);
       if (first.pinned.data)
         freePinned.push_back(first.pinned);

@@ -12,6 +12,14 @@
 // forever. Ending the process ends its kernels too, so the communicator is
 // not aborted first (the calling thread may be using it).
 //
+// A deadline runs from when the work is enqueued, so it covers the work
+// queued on the stream before it too (the host may be layers ahead); the
+// events are polled in the order they were watched, the first deciding, so
+// a layer should keep to one stream. NCCL's own asynchronous errors are not
+// polled: a collective they stop ends by its deadline. A stream being
+// captured into a CUDA graph is refused: the events would belong to the
+// graph, not to this call.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MOERT_LIB_NCCLWATCHDOG_H
 #define MOERT_LIB_NCCLWATCHDOG_H

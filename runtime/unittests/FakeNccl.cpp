@@ -191,6 +191,10 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus *status) {
+  *status = cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int) {
   *event = reinterpret_cast<cudaEvent_t>(new FakeEvent);
   return cudaSuccess;

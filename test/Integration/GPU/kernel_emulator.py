@@ -396,6 +396,15 @@ class Buffer:
         other.bytes, other.address, other.root = self.bytes, self.address, self.root
         return other
 
+    def bytes_in(self, base, index):
+        """The bytes of the elements at `index`, as offsets in `base` (the
+        buffer this one is a view of)."""
+        start = self.array.__array_interface__["data"][0] - base.array.__array_interface__[
+            "data"][0]
+        at = start + sum(np.asarray(i, np.int64) * s for i, s in zip(
+            np.broadcast_arrays(*index), self.array.strides))
+        return (at.ravel()[:, None] + np.arange(self.array.itemsize)).ravel()
+
     def check_bytes(self, index, write, op):
         """A view of a workspace: a write makes its bytes this view's; a read
         of bytes another view wrote since this one did means two buffers the
@@ -404,17 +413,12 @@ class Buffer:
         ordered = STREAMS.side and self.root is not None
         if self.bytes is None and not ordered:
             return
-        base = self.root if ordered else self.bytes[0]
-        start = self.array.__array_interface__["data"][0] - base.array.__array_interface__[
-            "data"][0]
-        at = start + sum(np.asarray(i, np.int64) * s for i, s in zip(
-            np.broadcast_arrays(*index), self.array.strides))
-        byte = (at.ravel()[:, None] + np.arange(self.array.itemsize)).ravel()
         if ordered:
-            STREAMS.access(base, byte, write, self.name, op)
+            STREAMS.access(self.root, self.bytes_in(self.root, index), write, self.name, op)
         if self.bytes is None:
             return
         base, number = self.bytes
+        byte = self.bytes_in(base, index)
         if base.owner is None:
             base.owner = np.full(base.array.shape, -1, np.int64)
         if write:
@@ -1597,10 +1601,11 @@ class Host(Threads):
         values = [self.buffers[v] if v in self.buffers and v not in self.env
                   else int(self.get(v)[0, 0]) for v in op.operands]
         if STREAMS.side:  # on the entry's stream: what it reads must be ordered
-            STREAMS.begin(0)
+            STREAMS.begin(0)  # (what it writes is not recorded: the calls do not say)
             for value in values:
-                if isinstance(value, Buffer) and value.array.size:
-                    value.check_bytes(tuple(np.indices(value.shape)), False, op)
+                if isinstance(value, Buffer) and value.root is not None and value.array.size:
+                    STREAMS.access(value.root, value.bytes_in(value.root, np.indices(value.shape)),
+                                   False, value.name, op)
             STREAMS.end()
         results = self.externals[callee.group(1)](op, values) or []
         for name, value in zip(op.results, results):
