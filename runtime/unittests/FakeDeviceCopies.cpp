@@ -115,12 +115,6 @@ void fake_device_copy(void *dst, const void *src, size_t n) {
 /// A copy now, whatever the stream holds: FakeNccl.cpp's work on its own
 /// stream, which does not wait for the layer's.
 void fake_device_copy_now(void *dst, const void *src, size_t n) { copy(dst, src, n); }
-/// Work on `stream` that starts now (FakeNccl.cpp's collectives and
-/// queries): the test's stream first runs what was enqueued before it.
-void fake_device_reach(void *stream) {
-  if (stream == expectedStream)
-    runPending();
-}
 /// Whether the work on `stream` is done, running what can run (a query).
 int fake_device_idle(void *stream) { return stream != expectedStream || progress(); }
 /// How many items of the stream's work have not run (none is run here).

@@ -42,7 +42,6 @@
 extern "C" {
 void *fake_device_alloc(size_t bytes);
 void fake_device_copy_now(void *dst, const void *src, size_t n);
-void fake_device_reach(void *stream);
 int fake_device_holds(const void *p, size_t n);
 int fake_device_idle(void *stream);
 }
@@ -242,21 +241,16 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
   const bool fromDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (fake_device_holds(dst, bytes) != toDevice || fake_device_holds(src, bytes) != fromDevice)
     return cudaErrorInvalidValue;
-  if (!fromDevice) {
-    auto bytesNow = std::make_shared<std::vector<char>>(static_cast<const char *>(src),
-                                                        static_cast<const char *>(src) + bytes);
-    if (fakeDeviceEnqueue(stream, [dst, bytesNow] {
-          fake_device_copy_now(dst, bytesNow->data(), bytesNow->size());
-          return true;
-        }))
-      return cudaSuccess;
-  } else if (fakeDeviceEnqueue(stream, [dst, src, bytes] {
-               fake_device_copy_now(dst, src, bytes);
-               return true;
-             })) {
-    return cudaSuccess;
-  }
-  fake_device_copy_now(dst, src, bytes);
+  std::shared_ptr<std::vector<char>> hostBytes;
+  if (!fromDevice)
+    hostBytes = std::make_shared<std::vector<char>>(static_cast<const char *>(src),
+                                                    static_cast<const char *>(src) + bytes);
+  const void *from = hostBytes ? hostBytes->data() : src;
+  if (!fakeDeviceEnqueue(stream, [dst, from, bytes, hostBytes] {
+        fake_device_copy_now(dst, from, bytes);
+        return true;
+      }))
+    fake_device_copy_now(dst, from, bytes);
   return cudaSuccess;
 }
 const char *cudaGetErrorName(cudaError_t error) {

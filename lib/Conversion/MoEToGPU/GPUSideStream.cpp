@@ -31,14 +31,14 @@ namespace {
 constexpr const char kForkSide[] = "moertGpuForkSide";
 constexpr const char kJoinSide[] = "moertGpuJoinSide";
 
-bool isSideLaunch(gpu::LaunchFuncOp launch) {
-  return launch.getKernelName().getValue() == moe::kSideStreamKernel;
-}
-/// Before outlining (moe-compile --emit=launches): the name the outlined
-/// kernel will take.
-bool isSideLaunch(gpu::LaunchOp launch) {
-  auto name = launch.getFunctionAttr();
-  return name && name.getValue() == moe::kSideStreamKernel;
+/// A launch of a side-stream kernel: by the outlined kernel's name, or
+/// before outlining (moe-compile --emit=launches) by the name it will take.
+bool isSideLaunch(Operation *op) {
+  if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op))
+    return launch.getKernelName().getValue() == moe::kSideStreamKernel;
+  auto launch = dyn_cast<gpu::LaunchOp>(op);
+  return launch && launch.getFunctionAttr() &&
+         launch.getFunctionAttr().getValue() == moe::kSideStreamKernel;
 }
 
 /// The buffer `value` is a view of: through casts, subviews and reshapes to
@@ -167,12 +167,7 @@ struct MoEGPUSideStreamPass : moe::impl::MoEGPUSideStreamBase<MoEGPUSideStreamPa
       if (func.isExternal())
         continue;
       bool hasSide = false;
-      func.walk([&](Operation *op) {
-        if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op))
-          hasSide |= isSideLaunch(launch);
-        else if (auto launch = dyn_cast<gpu::LaunchOp>(op))
-          hasSide |= isSideLaunch(launch);
-      });
+      func.walk([&](Operation *op) { hasSide |= isSideLaunch(op); });
       if (!hasSide)
         continue;
       Value stream;
