@@ -224,6 +224,54 @@ def test_side_stream_order_is_checked(name, tmp_path):
             _run(dropped, plan, x, weights)
 
 
+# A runtime call on the entry's stream writes x, which a side kernel reads.
+RUNTIME_WRITE_THEN_SIDE_READ = """
+module {
+  func.func private @fill(memref<4xf32>)
+  func.func @k(%x: memref<4xf32> {moe.gpu_written}, %y: memref<4xf32> {moe.gpu_written},
+               %s: !llvm.ptr {moe.gpu_stream}) {
+    %c1 = arith.constant 1 : index
+    %c4 = arith.constant 4 : index
+    call @fill(%x) : (memref<4xf32>) -> ()
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1)
+               function(@moe_side_stream) {
+      %v = memref.load %x[%tx] : memref<4xf32>
+      memref.store %v, %y[%tx] : memref<4xf32>
+      gpu.terminator
+    }
+    return
+  }
+}
+"""
+
+
+def test_runtime_call_writes_are_ordered_with_the_side_stream():
+    """What a runtime call writes on the entry's stream counts for the
+    streams' order too (the bytes of its buffers it changed): the side
+    kernel that reads them must be forked after the call, where
+    moe-gpu-side-stream puts the fork. Forked before it, the read races."""
+    text = subprocess.run([str(tool("moe-opt")), "--moe-gpu-side-stream"],
+                          input=RUNTIME_WRITE_THEN_SIDE_READ, capture_output=True, text=True,
+                          check=True).stdout
+    fork = re.search(r"\n *call @moertGpuForkSide\(%\w+\) : \(!llvm\.ptr\) -> \(\)", text)
+    fill = re.search(r"\n *call @fill\(", text)
+    assert fork and fill and fill.start() < fork.start()
+
+    def run(module):
+        x, y = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+        fill_x = {"fill": lambda op, values: values[0].array.__setitem__(slice(None), 7.0)}
+        emulator.run_function(module, "k", x, y, np.zeros(1, np.int64), externals=fill_x)
+        return y
+
+    assert (run(text) == 7.0).all()
+    forked_first = text[:fill.start()] + fork.group(0) + text[fill.start():fork.start()] + \
+        text[fork.end():]
+    with pytest.raises(emulator.KernelError, match=r"side stream\) reads bytes \d+\.\. of .*"
+                       "runtime call on the entry's stream wrote, with no fork or join"):
+        run(forked_first)
+
+
 EXAMPLES = ROOT / "examples"
 EP_CASES = [  # (name, config, ranks, tokens a rank, scenario, rows quantized, flags)
     ("qwen3_ep2", "qwen3-moe-tiny", 2, 12, "uniform", "none", []),

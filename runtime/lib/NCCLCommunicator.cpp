@@ -257,7 +257,7 @@ Status NCCLCommunicator::setUp(Clock::time_point deadline) {
            "' is not 0 (a watchdog keeps the timeout of the layer's collectives) or 1 (the "
            "host waits for them)";
   if (!hostWait || std::strcmp(hostWait, "1") != 0)
-    watchdog = std::make_unique<NCCLWatchdog>(device, myRank);
+    watchdog = std::make_unique<NCCLWatchdog>(device, myRank, comm);
   return std::nullopt;
 }
 
@@ -270,6 +270,8 @@ Status NCCLCommunicator::begin() {
 }
 
 Status NCCLCommunicator::fail(std::string message) {
+  if (watchdog)
+    watchdog->forgetCommunicator();
   if (comm)
     ncclCommAbort(comm);
   comm = nullptr;

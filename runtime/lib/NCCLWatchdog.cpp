@@ -8,8 +8,13 @@
 
 using namespace moert;
 
-NCCLWatchdog::NCCLWatchdog(int device, int rank)
-    : device(device), rank(rank), thread([this] { run(); }) {}
+NCCLWatchdog::NCCLWatchdog(int device, int rank, ncclComm_t comm)
+    : device(device), rank(rank), comm(comm), thread([this] { run(); }) {}
+
+void NCCLWatchdog::forgetCommunicator() {
+  std::lock_guard<std::mutex> lock(mutex);
+  comm = nullptr;
+}
 
 NCCLWatchdog::~NCCLWatchdog() {
   {
@@ -145,6 +150,15 @@ void NCCLWatchdog::run() {
       failAndExit(first.what + ": the layer's stream failed on GPU " + std::to_string(device) +
                   ": " + cudaGetErrorName(state) + " (" + cudaGetErrorString(state) +
                   ") (process ended)");
+    ncclResult_t ncclState = ncclSuccess;
+    if (comm && ncclCommGetAsyncError(comm, &ncclState) == ncclSuccess &&
+        ncclState != ncclSuccess && ncclState != ncclInProgress) {
+      std::string text = ncclGetErrorString(ncclState);
+      if (const char *detail = ncclGetLastError(comm); detail && *detail)
+        text += std::string(" (") + detail + ")";
+      failAndExit(first.what + ": NCCL failed on GPU " + std::to_string(device) +
+                  " while the layer's collectives ran: " + text + " (process ended)");
+    }
     if (Clock::now() > first.deadline)
       failAndExit(first.what + ": NCCL collectives on the layer's stream timed out on GPU " +
                   std::to_string(device) + " (process ended)");

@@ -15,8 +15,11 @@
 // A deadline runs from when the work is enqueued, so it covers the work
 // queued on the stream before it too (the host may be layers ahead); the
 // events are polled in the order they were watched, the first deciding, so
-// a layer should keep to one stream. NCCL's own asynchronous errors are not
-// polled: a collective they stop ends by its deadline. A stream being
+// a layer should keep to one stream. While one is not done, the
+// communicator's asynchronous error is polled too (ncclCommGetAsyncError,
+// which NCCL allows from any thread): a collective that NCCL stopped (a
+// peer or the network gone) ends the process at once, naming NCCL's error,
+// instead of by its deadline. A stream being
 // captured into a CUDA graph is refused: the events would belong to the
 // graph, not to this call.
 //
@@ -27,6 +30,7 @@
 #include "Communicator.h"
 
 #include <cuda_runtime.h>
+#include <nccl.h>
 
 #include <condition_variable>
 #include <deque>
@@ -38,11 +42,14 @@ namespace moert {
 
 class NCCLWatchdog {
 public:
-  NCCLWatchdog(int device, int rank);
+  NCCLWatchdog(int device, int rank, ncclComm_t comm);
   /// Waits for what is watched (each by its deadline), then stops.
   ~NCCLWatchdog();
   NCCLWatchdog(const NCCLWatchdog &) = delete;
   NCCLWatchdog &operator=(const NCCLWatchdog &) = delete;
+
+  /// Stops polling the communicator, which is about to be aborted.
+  void forgetCommunicator();
 
   /// The work enqueued on `stream` so far must be done by `deadline`, or
   /// the process ends with an error naming `what`. With `spans`, their
@@ -77,6 +84,7 @@ private:
 
   const int device, rank;
   std::mutex mutex;
+  ncclComm_t comm; // null once forgotten; polled with `mutex` held
   std::condition_variable wake, drained;
   std::deque<Watched> watched;
   std::vector<cudaEvent_t> spare; // completed events, recorded again later

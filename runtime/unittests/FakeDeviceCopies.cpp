@@ -49,6 +49,8 @@ void setAccess(const Region *r, int protection) {
 }
 /// Copies with the device side(s) opened for the copy only.
 void copy(void *dst, const void *src, size_t n) {
+  if (n == 0) // memmove's pointers must not be null, even for no bytes
+    return;
   const Region *to = deviceRegion(dst, n), *from = deviceRegion(src, n);
   setAccess(from, PROT_READ);
   setAccess(to, PROT_READ | PROT_WRITE);

@@ -22,7 +22,13 @@
 //   runtime's watchdog polls them from its own thread);
 // - $FAKE_NCCL_STALL=R or $FAKE_NCCL_FAIL=R: rank R's first all-gather is
 //   never posted (its peers wait for it; on the layer's stream the
-//   stream's work then never ends), or fails.
+//   stream's work then never ends), or fails. $FAKE_NCCL_ASYNC_FAIL=R: it
+//   fails once the stream reaches it (ncclCommGetAsyncError reports
+//   ncclRemoteError from then on) and never ends, as NCCL's kernels wait
+//   when a peer or the network is gone;
+// - ncclCommGetAsyncError called from another thread than the one that
+//   made the communicator (the runtime's watchdog) only reads the error:
+//   the transfers progress on the communicator's thread.
 //
 //===----------------------------------------------------------------------===//
 #include <cuda_runtime.h>
@@ -77,11 +83,14 @@ struct Job {
 
 /// `job` as the stream's work: posted when the stream reaches it, then
 /// done once its transfers are (what arrived then written to the device).
-/// A stalled collective never ends.
-std::function<bool()> streamWork(Job job, bool stalled) {
+/// A stalled collective never ends; one that fails there sets `error`
+/// first.
+std::function<bool()> streamWork(Job job, bool stalled, std::atomic<ncclResult_t> *error) {
   auto posted = std::make_shared<bool>(false);
-  return [job, stalled, posted] {
-    if (stalled)
+  return [job, stalled, error, posted] {
+    if (error)
+      *error = ncclRemoteError;
+    if (stalled || error)
       return false;
     if (!*posted) {
       job.post();
@@ -105,10 +114,11 @@ struct FakeEvent {
 };
 
 /// Which fault, if any, this rank injects into its first collective.
-enum class Fault { None, Stall, Fail };
+enum class Fault { None, Stall, Fail, AsyncFail };
 Fault faultFor(int rank) {
   for (auto [name, fault] :
-       {std::pair{"FAKE_NCCL_STALL", Fault::Stall}, std::pair{"FAKE_NCCL_FAIL", Fault::Fail}})
+       {std::pair{"FAKE_NCCL_STALL", Fault::Stall}, std::pair{"FAKE_NCCL_FAIL", Fault::Fail},
+        std::pair{"FAKE_NCCL_ASYNC_FAIL", Fault::AsyncFail}})
     if (const char *value = std::getenv(name); value && std::atoi(value) == rank)
       return fault;
   return Fault::None;
@@ -137,7 +147,8 @@ struct ncclComm {
   MPI_Comm mpi = MPI_COMM_NULL;
   int rank = 0, size = 0;
   bool starting = true; // the first poll completes the set-up
-  ncclResult_t asyncError = ncclSuccess;
+  std::atomic<ncclResult_t> asyncError{ncclSuccess};
+  std::thread::id owner = std::this_thread::get_id();
   std::vector<std::shared_ptr<Transfer>> inFlight;
 
   /// The fault this rank injects into its first all-gather, if any.
@@ -154,9 +165,13 @@ struct ncclComm {
       asyncError = ncclSystemError;
       return ncclInProgress;
     }
-    const bool stalled = fault == Fault::Stall;
-    if (fakeDeviceEnqueue(stream, streamWork(job, stalled)))
+    const bool stalled = fault == Fault::Stall, failsRunning = fault == Fault::AsyncFail;
+    if (fakeDeviceEnqueue(stream, streamWork(job, stalled, failsRunning ? &asyncError : nullptr)))
       return ncclInProgress;
+    if (failsRunning) {
+      asyncError = ncclRemoteError;
+      return ncclInProgress;
+    }
     if (stalled) {
       inFlight.push_back(std::make_shared<Transfer>());
       inFlight.back()->stalled = true;
@@ -277,6 +292,10 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId, i
   return ncclInProgress;
 }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
+  if (std::this_thread::get_id() != comm->owner) {
+    *state = comm->asyncError;
+    return ncclSuccess;
+  }
   if (comm->starting) {
     comm->starting = false;
     *state = ncclInProgress;
@@ -315,6 +334,8 @@ const char *ncclGetErrorString(ncclResult_t result) {
   switch (result) {
   case ncclSystemError:
     return "unhandled system error (injected)";
+  case ncclRemoteError:
+    return "remote process exited or there was a network error (injected)";
   case ncclInvalidArgument:
     return "invalid argument (a host buffer or a size the fake cannot take)";
   case ncclInvalidUsage:

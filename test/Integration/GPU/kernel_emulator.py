@@ -448,6 +448,11 @@ def written(buffer, index, values):
         buffer.unfenced[index] = True
 
 
+def root_bytes(buffer):
+    """The bytes of an entry's argument, flat (a view)."""
+    return buffer.array.reshape(-1).view(np.uint8)
+
+
 class Streams:
     """The entry's stream (0) and side stream (1) as vector clocks:
     clock[s][t] is the first launch of stream t that stream s has not waited
@@ -497,7 +502,7 @@ class Streams:
         if unordered.any():
             first = int(byte[unordered][0])
             who = ("the caller's work before the call" if other == 0 and launches[first] == 0
-                   else f"a kernel on {self.NAMES[other]} stream")
+                   else f"a kernel or runtime call on {self.NAMES[other]} stream")
             raise KernelError(f"{name} ({self.NAMES[stream]} stream) "
                               f"{'writes' if write else 'reads'} bytes {first}.. of {base.name} "
                               f"that {who} {what}, with no fork or join between them: {op.text}")
@@ -1600,14 +1605,22 @@ class Host(Threads):
             raise NotImplementedError(f"a call of an unknown function: {op.text}")
         values = [self.buffers[v] if v in self.buffers and v not in self.env
                   else int(self.get(v)[0, 0]) for v in op.operands]
-        if STREAMS.side:  # on the entry's stream: what it reads must be ordered
-            STREAMS.begin(0)  # (what it writes is not recorded: the calls do not say)
-            for value in values:
-                if isinstance(value, Buffer) and value.root is not None and value.array.size:
-                    STREAMS.access(value.root, value.bytes_in(value.root, np.indices(value.shape)),
-                                   False, value.name, op)
-            STREAMS.end()
+        # On the entry's stream: what it reads, and what it writes, must be
+        # ordered with the side stream. The calls do not say what they
+        # write: the bytes of their buffers they changed.
+        ordered = [(value, value.bytes_in(value.root, np.indices(value.shape)))
+                   for value in values if STREAMS.side and isinstance(value, Buffer)
+                   and value.root is not None and value.array.size]
+        STREAMS.begin(0)
+        for value, byte in ordered:
+            STREAMS.access(value.root, byte, False, value.name, op)
+        before = [root_bytes(value.root)[byte] for value, byte in ordered]
         results = self.externals[callee.group(1)](op, values) or []
+        for (value, byte), old in zip(ordered, before):
+            changed = byte[root_bytes(value.root)[byte] != old]
+            if changed.size:
+                STREAMS.access(value.root, changed, True, value.name, op)
+        STREAMS.end()
         for name, value in zip(op.results, results):
             self.env[name] = self.full(value, np.int64)
 
