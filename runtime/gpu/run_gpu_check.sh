@@ -6,6 +6,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 build=${1:-build-gpu}
+source benchmarks/gpu/gpu_mpi.sh
 
 cmake -S runtime -B "$build" -G Ninja
 ninja -C "$build"
