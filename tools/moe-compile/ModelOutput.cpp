@@ -101,8 +101,12 @@ int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef, Co
                   "--model output; not overwriting it");
     replace = true;
   }
-  llvm::SmallString<256> temporary;
-  if (std::error_code ec = llvm::sys::fs::createUniqueDirectory(out + ".tmp", temporary))
+  // createUniqueDirectory puts a relative prefix under the system's
+  // temporary directory: absolute, the temporary is next to the output.
+  llvm::SmallString<256> prefix(out + ".tmp"), temporary;
+  if (std::error_code ec = llvm::sys::fs::make_absolute(prefix))
+    return fail("cannot make " + out + " absolute: " + ec.message());
+  if (std::error_code ec = llvm::sys::fs::createUniqueDirectory(prefix, temporary))
     return fail("cannot create a directory next to " + out + ": " + ec.message());
   DirectoryRemover remover{temporary.str().str()};
   auto inTemporary = [&](llvm::StringRef name) {
