@@ -204,21 +204,31 @@ void checkOnTheStream(Collectives &coll) {
 
 /// The all-gather exchange of the C API (moert_ep_gather_into_f32 and
 /// moert_ep_return_into_f32) on device buffers and a stream: no host wait,
-/// the ids checked by the watchdog.
-void checkGatherExchange(int n) {
+/// the ids checked by the watchdog. `inGraph`: the two calls captured into
+/// a CUDA graph ($MOERT_NCCL_CAPTURE=1, run_gpu_check.sh) and the graph
+/// replayed twice, with new rows before the second replay.
+void checkGatherExchange(int n, bool inGraph) {
   constexpr int64_t tokens = 2, hidden = 4, topK = 2, slots = 2, perRank = 2;
   const int64_t rows = n * slots, experts = perRank * n;
+  const std::string name = std::string("all-gather exchange on device buffers and a stream (C "
+                                       "API") +
+                           (inGraph ? ", captured in a CUDA graph)" : ")");
   cudaStream_t layer = nullptr;
   cudaStreamCreateWithFlags(&layer, cudaStreamNonBlocking);
-  std::vector<float> x(tokens * hidden), weights = {0.5f, 0.25f, 1.0f, 2.0f};
-  for (size_t i = 0; i < x.size(); ++i)
-    x[i] = float(rank * 100 + int(i));
+  auto rowsFrom = [&](int base) {
+    std::vector<float> x(tokens * hidden);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = float(base + int(i));
+    return x;
+  };
+  std::vector<float> weights = {0.5f, 0.25f, 1.0f, 2.0f};
   std::vector<int32_t> ids = {0, int32_t(experts - 1), -1, 1};
   std::vector<int32_t> expertRank(static_cast<size_t>(experts));
   for (int64_t e = 0; e < experts; ++e)
     expertRank[size_t(e)] = int32_t(e / perRank);
   std::vector<int64_t> plan = {rows, slots, slots, 0, n, 0, 0, 0, 0, experts};
-  float *dx = toDevice(x, x.size()), *dw = toDevice(weights, weights.size());
+  float *dx = toDevice(rowsFrom(rank * 100), size_t(tokens * hidden));
+  float *dw = toDevice(weights, weights.size());
   int32_t *dids = toDevice(ids, ids.size()), *drank = toDevice(expertRank, expertRank.size());
   float *dreceived = toDevice(std::vector<float>(), size_t(rows * hidden));
   int32_t *dgids = toDevice(std::vector<int32_t>(), size_t(rows * topK));
@@ -230,30 +240,71 @@ void checkGatherExchange(int n) {
   moert_memref1d pm{plan.data(), plan.data(), 0, {int64_t(plan.size())}, {1}};
   auto rxm = m2(dreceived, rows, hidden), gim = m2(dgids, rows, topK), gwm = m2(dgw, rows, topK);
   auto retm = m2(dreturned, rows, hidden);
-  const int64_t handle =
-      _mlir_ciface_moert_ep_gather_into_f32(&xm, &im, &wm, &rm, &pm, &rxm, &gim, &gwm, layer);
-  // The partial rows: the received ones as they came.
-  _mlir_ciface_moert_ep_return_into_f32(&rxm, handle, &retm, layer);
-  cudaStreamSynchronize(layer);
-  std::vector<float> received = toHost(dreceived, size_t(rows * hidden));
-  std::vector<int32_t> gids = toHost(dgids, size_t(rows * topK));
+  auto exchange = [&] {
+    const int64_t handle =
+        _mlir_ciface_moert_ep_gather_into_f32(&xm, &im, &wm, &rm, &pm, &rxm, &gim, &gwm, layer);
+    // The partial rows: the received ones as they came.
+    _mlir_ciface_moert_ep_return_into_f32(&rxm, handle, &retm, layer);
+  };
+  // What arrived when every rank p sent rows from p * 100 + base.
+  auto verify = [&](int base) {
+    std::vector<float> received = toHost(dreceived, size_t(rows * hidden));
+    std::vector<int32_t> gids = toHost(dgids, size_t(rows * topK));
+    std::string problem;
+    for (int64_t r = 0; r < rows && problem.empty(); ++r) {
+      const int from = int(r / slots);
+      const int64_t t = r % slots;
+      for (int64_t c = 0; c < hidden; ++c)
+        if (received[size_t(r * hidden + c)] != float(from * 100 + base + int(t * hidden + c)))
+          problem = "received row " + std::to_string(r) + " col " + std::to_string(c);
+      for (int64_t j = 0; j < topK; ++j)
+        if (gids[size_t(r * topK + j)] != ids[size_t(t * topK + j)])
+          problem = "gathered id " + std::to_string(r) + "," + std::to_string(j);
+    }
+    std::vector<float> returned = toHost(dreturned, size_t(rows * hidden));
+    for (int64_t r = 0; r < rows && problem.empty(); ++r) // rank p returns my block p
+      for (int64_t c = 0; c < hidden; ++c)
+        if (returned[size_t(r * hidden + c)] !=
+            float(rank * 100 + base + int((r % slots) * hidden + c)))
+          problem = "returned row " + std::to_string(r) + " col " + std::to_string(c);
+    return problem;
+  };
   std::string problem;
-  for (int64_t r = 0; r < rows && problem.empty(); ++r) {
-    const int from = int(r / slots);
-    const int64_t t = r % slots;
-    for (int64_t c = 0; c < hidden; ++c)
-      if (received[size_t(r * hidden + c)] != float(from * 100 + int(t * hidden + c)))
-        problem = "received row " + std::to_string(r) + " col " + std::to_string(c);
-    for (int64_t j = 0; j < topK; ++j)
-      if (gids[size_t(r * topK + j)] != ids[size_t(t * topK + j)])
-        problem = "gathered id " + std::to_string(r) + "," + std::to_string(j);
+  if (!inGraph) {
+    exchange();
+    cudaStreamSynchronize(layer);
+    problem = verify(0);
+  } else {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t replay = nullptr;
+    cudaError_t rc = cudaStreamBeginCapture(layer, cudaStreamCaptureModeRelaxed);
+    if (rc == cudaSuccess) {
+      exchange();
+      rc = cudaStreamEndCapture(layer, &graph);
+    }
+    if (rc == cudaSuccess)
+      rc = cudaGraphInstantiate(&replay, graph, 0);
+    for (int base : {0, 7}) {
+      if (rc != cudaSuccess || !problem.empty())
+        break;
+      std::vector<float> x = rowsFrom(rank * 100 + base);
+      cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice);
+      rc = cudaGraphLaunch(replay, layer);
+      if (rc == cudaSuccess)
+        rc = cudaStreamSynchronize(layer);
+      if (rc == cudaSuccess)
+        problem = verify(base);
+      if (!problem.empty())
+        problem = "replay with rows from " + std::to_string(base) + ": " + problem;
+    }
+    if (rc != cudaSuccess)
+      problem = std::string("CUDA graph: ") + cudaGetErrorString(rc);
+    if (replay)
+      cudaGraphExecDestroy(replay);
+    if (graph)
+      cudaGraphDestroy(graph);
   }
-  std::vector<float> returned = toHost(dreturned, size_t(rows * hidden));
-  for (int64_t r = 0; r < rows && problem.empty(); ++r) // rank p returns my block p
-    for (int64_t c = 0; c < hidden; ++c)
-      if (returned[size_t(r * hidden + c)] != float(rank * 100 + int((r % slots) * hidden + c)))
-        problem = "returned row " + std::to_string(r) + " col " + std::to_string(c);
-  report("all-gather exchange on device buffers and a stream (C API)", problem);
+  report(name, problem);
   for (void *p :
        {static_cast<void *>(dx), static_cast<void *>(dw), static_cast<void *>(dids),
         static_cast<void *>(drank), static_cast<void *>(dreceived), static_cast<void *>(dgids),
@@ -293,7 +344,8 @@ int main() {
          std::strstr(json.data(), "nccl") ? "" : "no \"nccl\" in " +
                                                     std::string(json.data()));
 
-  checkGatherExchange(n);
+  checkGatherExchange(n, /*inGraph=*/false);
+  checkGatherExchange(n, /*inGraph=*/true);
 
   {
     Status error;

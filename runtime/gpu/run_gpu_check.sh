@@ -15,5 +15,7 @@ if [[ ! -x "$build/moert-gpu-check" ]]; then
   exit 1
 fi
 nvidia-smi -L || true
-MOERT_TIMEOUT_MS=${MOERT_TIMEOUT_MS:-30000} \
+# MOERT_NCCL_CAPTURE=1: the check also captures the C API's exchange into
+# a CUDA graph.
+MOERT_TIMEOUT_MS=${MOERT_TIMEOUT_MS:-30000} MOERT_NCCL_CAPTURE=1 \
   mpirun -np 1 --allow-run-as-root "$build/moert-gpu-check"

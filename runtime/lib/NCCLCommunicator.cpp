@@ -11,7 +11,8 @@
 // Collectives on a layer's stream are polled only until NCCL has enqueued
 // them: their completion is the watchdog's (NCCLWatchdog.h), which keeps
 // the deadline without a host wait ($MOERT_NCCL_HOST_WAIT=1: the host
-// polls the stream instead).
+// polls the stream instead; $MOERT_NCCL_CAPTURE=1: a stream being captured
+// into a CUDA graph gets its collectives without the watchdog).
 //
 // MPI bootstraps NCCL (ranks, unique id) and carries the control channel:
 // descriptors go point to point over MPI exactly as in the MPI backend.
@@ -44,6 +45,15 @@ std::string ncclText(const char *what, ncclResult_t code, ncclComm_t comm) {
 std::string cudaText(const char *what, cudaError_t code) {
   return std::string(what) + " failed: " + cudaGetErrorName(code) + " (" +
          cudaGetErrorString(code) + ")";
+}
+
+/// A 0/1 switch from the environment (unset: 0), naming what each means.
+Status envSwitch(const char *name, const char *off, const char *on, bool &value) {
+  const char *text = std::getenv(name);
+  value = text && std::strcmp(text, "1") == 0;
+  if (text && !value && std::strcmp(text, "0") != 0)
+    return std::string(name) + "='" + text + "' is not 0 (" + off + ") or 1 (" + on + ")";
+  return std::nullopt;
 }
 
 /// moert_init's timeout does not reach the factory; use the same default.
@@ -251,13 +261,20 @@ Status NCCLCommunicator::setUp(Clock::time_point deadline) {
   }
   if (Status s = finish("communicator setup", ncclSuccess, deadline, false))
     return s;
-  const char *hostWait = std::getenv("MOERT_NCCL_HOST_WAIT");
-  if (hostWait && std::strcmp(hostWait, "0") != 0 && std::strcmp(hostWait, "1") != 0)
-    return "MOERT_NCCL_HOST_WAIT='" + std::string(hostWait) +
-           "' is not 0 (a watchdog keeps the timeout of the layer's collectives) or 1 (the "
-           "host waits for them)";
-  if (!hostWait || std::strcmp(hostWait, "1") != 0)
-    watchdog = std::make_unique<NCCLWatchdog>(device, myRank, comm);
+  bool hostWait = false, capture = false;
+  if (Status s = envSwitch("MOERT_NCCL_HOST_WAIT",
+                           "a watchdog keeps the timeout of the layer's collectives",
+                           "the host waits for them", hostWait))
+    return s;
+  if (Status s = envSwitch(
+          "MOERT_NCCL_CAPTURE", "a layer's stream being captured into a CUDA graph is refused",
+          "its collectives are captured without a timeout or checks of the ids", capture))
+    return s;
+  if (hostWait && capture)
+    return std::string("MOERT_NCCL_CAPTURE=1 with MOERT_NCCL_HOST_WAIT=1: the host cannot "
+                       "wait for a stream being captured into a CUDA graph");
+  if (!hostWait)
+    watchdog = std::make_unique<NCCLWatchdog>(device, myRank, comm, capture);
   return std::nullopt;
 }
 

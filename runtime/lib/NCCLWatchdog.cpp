@@ -8,8 +8,9 @@
 
 using namespace moert;
 
-NCCLWatchdog::NCCLWatchdog(int device, int rank, ncclComm_t comm)
-    : device(device), rank(rank), comm(comm), thread([this] { run(); }) {}
+NCCLWatchdog::NCCLWatchdog(int device, int rank, ncclComm_t comm, bool captureUnwatched)
+    : device(device), rank(rank), captureUnwatched(captureUnwatched), comm(comm),
+      thread([this] { run(); }) {}
 
 void NCCLWatchdog::forgetCommunicator() {
   std::lock_guard<std::mutex> lock(mutex);
@@ -51,6 +52,17 @@ Status NCCLWatchdog::takePinned(int64_t bytes, Pinned &out) {
 Status NCCLWatchdog::watch(cudaStream_t stream, Clock::time_point deadline, std::string what,
                            const std::vector<Communicator::DeviceSpan> &spans,
                            Communicator::SpanCheck check) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t rc = cudaStreamIsCapturing(stream, &capture))
+    return std::string("cudaStreamIsCapturing failed: ") + cudaGetErrorString(rc);
+  if (capture != cudaStreamCaptureStatusNone) {
+    if (captureUnwatched)
+      return std::nullopt;
+    return std::string("the layer's stream is being captured into a CUDA graph, whose "
+                       "collectives the nccl backend's watchdog cannot follow on replay "
+                       "($MOERT_NCCL_CAPTURE=1 captures them without a timeout or checks of "
+                       "the ids)");
+  }
   Watched item{nullptr, deadline, std::move(what), std::move(check), {}, {}};
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -62,13 +74,8 @@ Status NCCLWatchdog::watch(cudaStream_t stream, Clock::time_point deadline, std:
   if (!item.event)
     if (cudaError_t rc = cudaEventCreateWithFlags(&item.event, cudaEventDisableTiming))
       return std::string("cudaEventCreateWithFlags failed: ") + cudaGetErrorString(rc);
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   Status problem;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
-      capture != cudaStreamCaptureStatusNone)
-    problem = std::string("the layer's stream is being captured into a CUDA graph, whose "
-                          "collectives the nccl backend's watchdog cannot follow");
-  else if (item.check)
+  if (item.check)
     problem = copyForCheck(stream, spans, item);
   if (!problem)
     if (cudaError_t rc = cudaEventRecord(item.event, stream))
@@ -109,6 +116,8 @@ Status NCCLWatchdog::copyForCheck(cudaStream_t stream,
 
 void NCCLWatchdog::run() {
   cudaSetDevice(device);
+  cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&relaxed);
   auto pause = std::chrono::microseconds(20);
   std::unique_lock<std::mutex> lock(mutex);
   while (!stopping) {

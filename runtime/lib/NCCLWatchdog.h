@@ -19,9 +19,17 @@
 // communicator's asynchronous error is polled too (ncclCommGetAsyncError,
 // which NCCL allows from any thread): a collective that NCCL stopped (a
 // peer or the network gone) ends the process at once, naming NCCL's error,
-// instead of by its deadline. A stream being
-// captured into a CUDA graph is refused: the events would belong to the
-// graph, not to this call.
+// instead of by its deadline.
+//
+// A stream being captured into a CUDA graph is refused: the events would
+// belong to the graph, not to this call, and a replay runs no host code.
+// With `captureUnwatched` ($MOERT_NCCL_CAPTURE=1) its collectives are
+// captured as they are instead, unwatched and unchecked: a replay's
+// collectives have no timeout but NCCL's own, and its ids are not checked
+// (the layer keeps only ids of its own experts), as PyTorch's watchdog
+// leaves captured collectives alone. The watchdog's thread queries its
+// events in relaxed capture mode, so that its queries are allowed while
+// another thread captures.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOERT_LIB_NCCLWATCHDOG_H
@@ -42,7 +50,7 @@ namespace moert {
 
 class NCCLWatchdog {
 public:
-  NCCLWatchdog(int device, int rank, ncclComm_t comm);
+  NCCLWatchdog(int device, int rank, ncclComm_t comm, bool captureUnwatched);
   /// Waits for what is watched (each by its deadline), then stops.
   ~NCCLWatchdog();
   NCCLWatchdog(const NCCLWatchdog &) = delete;
@@ -83,6 +91,7 @@ private:
   [[noreturn]] void failAndExit(const std::string &message);
 
   const int device, rank;
+  const bool captureUnwatched;
   std::mutex mutex;
   ncclComm_t comm; // null once forgotten; polled with `mutex` held
   std::condition_variable wake, drained;

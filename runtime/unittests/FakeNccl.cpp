@@ -26,6 +26,8 @@
 //   fails once the stream reaches it (ncclCommGetAsyncError reports
 //   ncclRemoteError from then on) and never ends, as NCCL's kernels wait
 //   when a peer or the network is gone;
+// - $FAKE_CUDA_CAPTURING=1: every stream reports being captured into a
+//   CUDA graph (its work still runs);
 // - ncclCommGetAsyncError called from another thread than the one that
 //   made the communicator (the runtime's watchdog) only reads the error:
 //   the transfers progress on the communicator's thread.
@@ -205,10 +207,15 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+/// $FAKE_CUDA_CAPTURING=1: every stream is being captured (the work still
+/// runs, as if the graph were replayed at once).
 cudaError_t cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus *status) {
-  *status = cudaStreamCaptureStatusNone;
+  const char *capturing = std::getenv("FAKE_CUDA_CAPTURING");
+  *status = capturing && std::strcmp(capturing, "1") == 0 ? cudaStreamCaptureStatusActive
+                                                          : cudaStreamCaptureStatusNone;
   return cudaSuccess;
 }
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode *) { return cudaSuccess; }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int) {
   *event = reinterpret_cast<cudaEvent_t>(new FakeEvent);
   return cudaSuccess;
