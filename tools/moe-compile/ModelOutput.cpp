@@ -71,9 +71,12 @@ int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef, Co
                               CompileLayer compile, llvm::StringRef entryRef,
                               llvm::StringRef dtypeRef, llvm::StringRef runtimeDir,
                               KeepFp8Weights keepFp8Weights, bool cuda) {
-  // Copies: `compile` reassigns the options these may point into.
-  const std::string dir = dirRef.str(), out = outRef.str(),
-                    entry = entryRef.str(), dtype = dtypeRef.str();
+  // Copies: `compile` reassigns the options these may point into. `-o out/`
+  // names the directory out.
+  const std::string dir = dirRef.str(), entry = entryRef.str(), dtype = dtypeRef.str();
+  std::string out = outRef.str();
+  while (out.size() > 1 && llvm::sys::path::is_separator(out.back()))
+    out.pop_back();
   llvm::Expected<std::unique_ptr<Checkpoint>> opened = Checkpoint::open(dir);
   if (!opened)
     return fail(llvm::toString(opened.takeError()));
@@ -106,6 +109,9 @@ int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef, Co
   llvm::SmallString<256> prefix(out + ".tmp"), temporary;
   if (std::error_code ec = llvm::sys::fs::make_absolute(prefix))
     return fail("cannot make " + out + " absolute: " + ec.message());
+  llvm::StringRef parent = llvm::sys::path::parent_path(prefix);
+  if (!llvm::sys::fs::is_directory(parent))
+    return fail("-o " + out + ": the directory it goes in, " + parent + ", does not exist");
   if (std::error_code ec = llvm::sys::fs::createUniqueDirectory(prefix, temporary))
     return fail("cannot create a directory next to " + out + ": " + ec.message());
   DirectoryRemover remover{temporary.str().str()};
