@@ -304,8 +304,9 @@ int fail(const llvm::Twine &message) {
 /// "$ORIGIN", next to itself in the output directory).
 std::string layerRuntimeRpath;
 
-/// The plan report, when --plan asks for one: written only after the main
-/// output, so that a failed run leaves neither behind.
+/// The plan report, when --plan asks for one: written before the main
+/// output is published, so that a bad --plan path leaves an earlier output
+/// in place, and removed again if the main output fails.
 std::optional<std::string> planText;
 
 /// Writes `text` to `path` (or stdout for "-"), all or nothing.
@@ -323,36 +324,42 @@ int writeFile(llvm::StringRef path,
   return 0;
 }
 
-/// Writes the plan report after the main output at `written`; on failure
-/// removes that output again.
-int finish(llvm::StringRef written) {
+int writePlan() {
   if (!planText)
     return 0;
-  if (int rc = writeFile(planFile, [](llvm::raw_ostream &os) { os << *planText; })) {
-    if (written != "-")
-      llvm::sys::fs::remove(written);
+  return writeFile(planFile, [](llvm::raw_ostream &os) { os << *planText; });
+}
+
+void removePlan() {
+  if (planText && planFile != "-")
+    llvm::sys::fs::remove(planFile);
+}
+
+/// Writes the plan report, then `text` to the output file (or stdout).
+int writeText(llvm::function_ref<void(llvm::raw_ostream &)> print) {
+  if (int rc = writePlan())
+    return rc;
+  if (int rc = writeFile(outputFile, print)) {
+    removePlan();
     return rc;
   }
   return 0;
 }
 
-/// Writes `text` to the output file (or stdout), then the plan report.
-int writeText(llvm::function_ref<void(llvm::raw_ostream &)> print) {
-  if (int rc = writeFile(outputFile, print))
-    return rc;
-  return finish(outputFile);
-}
-
-/// Moves a finished temporary file to the output path (a rename where both
-/// are on one file system), then writes the plan report.
+/// Writes the plan report, then moves a finished temporary file to the
+/// output path (a rename where both are on one file system).
 int publish(llvm::StringRef temporary) {
+  if (int rc = writePlan())
+    return rc;
   if (llvm::sys::fs::rename(temporary, outputFile)) {
     if (std::error_code ec = llvm::sys::fs::copy_file(temporary, outputFile)) {
-      llvm::sys::fs::remove(outputFile);
+      if (!llvm::sys::fs::is_directory(outputFile)) // a partial copy, not the user's directory
+        llvm::sys::fs::remove(outputFile);
+      removePlan();
       return fail("cannot write " + outputFile + ": " + ec.message());
     }
   }
-  return finish(outputFile);
+  return 0;
 }
 
 bool given(const cl::Option &option) { return option.getNumOccurrences() > 0; }
