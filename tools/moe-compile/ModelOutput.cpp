@@ -14,6 +14,8 @@
 
 #include <chrono>
 
+#include <sys/stat.h>
+
 using namespace mlir;
 using namespace mlir::moe;
 namespace json = llvm::json;
@@ -59,6 +61,20 @@ private:
   Clock::time_point start = Clock::now();
 };
 
+bool isEmptyDirectory(llvm::StringRef path) {
+  std::error_code ec;
+  llvm::sys::fs::directory_iterator it(path, ec);
+  return !ec && it == llvm::sys::fs::directory_iterator();
+}
+
+/// The permissions `mkdir` would give a new directory: createUniqueDirectory
+/// makes a private one, but the output is for whoever may read its parent.
+llvm::sys::fs::perms newDirectoryPermissions() {
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  return static_cast<llvm::sys::fs::perms>(llvm::sys::fs::all_all & ~mask);
+}
+
 bool isEarlierOutput(llvm::StringRef out) {
   llvm::SmallString<256> manifest(out);
   llvm::sys::path::append(manifest, "manifest.json");
@@ -99,9 +115,9 @@ int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef, Co
 
   bool replace = false;
   if (llvm::sys::fs::exists(out)) {
-    if (!isEarlierOutput(out))
-      return fail("-o " + out + ": exists and is not an earlier moe-compile "
-                  "--model output; not overwriting it");
+    if (!isEarlierOutput(out) && !isEmptyDirectory(out))
+      return fail("-o " + out + ": exists and is neither empty nor an earlier "
+                  "moe-compile --model output; not overwriting it");
     replace = true;
   }
   // createUniqueDirectory puts a relative prefix under the system's
@@ -115,6 +131,8 @@ int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef, Co
   if (std::error_code ec = llvm::sys::fs::createUniqueDirectory(prefix, temporary))
     return fail("cannot create a directory next to " + out + ": " + ec.message());
   DirectoryRemover remover{temporary.str().str()};
+  if (std::error_code ec = llvm::sys::fs::setPermissions(temporary, newDirectoryPermissions()))
+    return fail("cannot set the permissions of " + temporary + ": " + ec.message());
   auto inTemporary = [&](llvm::StringRef name) {
     llvm::SmallString<256> path(temporary);
     llvm::sys::path::append(path, name);
@@ -165,6 +183,7 @@ int moe_compile::compileModel(llvm::StringRef dirRef, llvm::StringRef outRef, Co
 
   llvm::SmallString<256> source(dir);
   llvm::sys::fs::make_absolute(source);
+  llvm::sys::path::remove_dots(source, /*remove_dot_dot=*/true);
   json::Object manifest{
       {"format", kFormat},
       {"model_type", config.modelType},

@@ -501,10 +501,12 @@ std::optional<std::string> optionProblem() {
   if (!planFile.empty() && planFile == outputFile)
     return "--plan and -o name the same file";
   if (!inputFile.empty()) {
-    // An .mlir input carries its layout and types in the IR.
-    const cl::Option *layoutOptions[] = {&ep, &tp, &dtype, &physicalExperts,
-                                         &routerDtype, &replicaSelection};
-    for (const cl::Option *option : layoutOptions)
+    // An .mlir input carries its layout, types and function names in the IR.
+    const cl::Option *configOnlyOptions[] = {&ep,           &tp,
+                                             &dtype,        &physicalExperts,
+                                             &routerDtype,  &replicaSelection,
+                                             &entry};
+    for (const cl::Option *option : configOnlyOptions)
       if (given(*option))
         return ("--" + option->ArgStr + " applies to --config inputs; an .mlir "
                 "input carries it in its IR").str();
@@ -888,8 +890,8 @@ int compileLayer(const char *argv0) {
   std::deque<llvm::FileRemover> removers;
   for (unsigned i = 0; i < parts + (emit == Emit::Shared); ++i) {
     llvm::SmallString<128> path;
-    if (llvm::sys::fs::createUniqueFile(pattern, path))
-      return fail("cannot create a temporary file next to " + outputFile);
+    if (std::error_code ec = llvm::sys::fs::createUniqueFile(pattern, path))
+      return fail("cannot create a temporary file next to " + outputFile + ": " + ec.message());
     removers.emplace_back(path);
     objects.push_back(path.str().str());
   }

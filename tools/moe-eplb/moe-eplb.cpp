@@ -111,6 +111,10 @@ std::string num(double v) {
 
 /// The options' ranges that do not depend on the loads, or "".
 std::string checkOptions() {
+  if (slots.getNumOccurrences() == 0)
+    return "--slots is required: the physical expert slots in total";
+  if (devices.getNumOccurrences() == 0)
+    return "--devices is required: the devices (expert-parallel ranks)";
   if (slots <= 0 || slots > mlir::moe::limits::kMaxExperts)
     return "--slots must be a positive number of physical expert slots, at "
            "most " +

@@ -1800,3 +1800,12 @@ func.func @fp8_c1_layer(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
           tensor<8x3x2xf32>, tensor<8x4x2xf32>) -> tensor<?x64xf32>
   return
 }
+
+// -----
+
+// Tests that an unknown activation keyword is a parse error naming the choices.
+func.func @unknown_activation(%h: tensor<?x64xf32>) {
+  // expected-error @+1 {{expected an activation (swiglu, clamped_swiglu), got 'gelu'}}
+  %a = moe.activation %h kind gelu : (tensor<?x64xf32>) -> tensor<?x32xf32>
+  return
+}

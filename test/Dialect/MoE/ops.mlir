@@ -1,11 +1,13 @@
 // RUN: moe-opt %s -split-input-file | moe-opt -split-input-file | FileCheck %s
 // RUN: moe-opt %s -split-input-file --mlir-print-op-generic | moe-opt -split-input-file | FileCheck %s
+// RUN: moe-opt %s -split-input-file | FileCheck %s --check-prefix=SPACING --strict-whitespace
 
 // Tests that a moe.layer without bias or shared expert round-trips (f32, dynamic tokens).
 // CHECK-LABEL: func.func @layer_softmax
 // CHECK-SAME: (%[[X:.+]]: tensor<?x64xf32>, %[[WR:.+]]: tensor<8x64xf32>, %[[W13:.+]]: tensor<8x64x64xf32>, %[[W2:.+]]: tensor<8x64x32xf32>)
 // CHECK: %[[Y:.+]] = moe.layer %[[X]] router(%[[WR]]) experts(%[[W13]], %[[W2]])
 // CHECK-SAME: routing <softmax, top_k = 2, normalize> activation swiglu layout <ep = 1, tp = 1>
+// SPACING: normalize> activation swiglu layout <ep = 1
 // CHECK-SAME: : (tensor<?x64xf32>, tensor<8x64xf32>, tensor<8x64x64xf32>, tensor<8x64x32xf32>) -> tensor<?x64xf32>
 // CHECK: return %[[Y]]
 func.func @layer_softmax(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
@@ -224,6 +226,7 @@ func.func @dispatch_masked_row_tile(%x: tensor<?x16xf32>, %ids: tensor<?x2xi32>,
 // CHECK-LABEL: func.func @activation
 // CHECK-SAME: (%[[H:.+]]: tensor<?x64xf32>, %[[H2:.+]]: tensor<6x16xbf16>)
 // CHECK: %[[A:.+]] = moe.activation %[[H]] kind swiglu : (tensor<?x64xf32>) -> tensor<?x32xf32>
+// SPACING: = moe.activation %arg0 kind swiglu : (tensor<?x64xf32>)
 // CHECK: %[[A2:.+]] = moe.activation %[[H2]] kind swiglu : (tensor<6x16xbf16>) -> tensor<6x8xbf16>
 // CHECK: return %[[A]], %[[A2]]
 func.func @activation(%h: tensor<?x64xf32>, %h2: tensor<6x16xbf16>)

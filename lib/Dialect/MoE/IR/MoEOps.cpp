@@ -839,5 +839,25 @@ LogicalResult ChunkLoopOp::verify() {
   return success();
 }
 
+/// The activation in an op's format, a bare keyword (`swiglu`): the enum
+/// attribute's own printer starts with a space, which the op's format
+/// already puts before it.
+static ParseResult parseActivationKeyword(OpAsmParser &parser, ActivationAttr &kind) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<Activation> value = symbolizeActivation(keyword);
+  if (!value)
+    return parser.emitError(loc) << "expected an activation (swiglu, clamped_swiglu), got '"
+                                 << keyword << "'";
+  kind = ActivationAttr::get(parser.getContext(), *value);
+  return success();
+}
+
+static void printActivationKeyword(OpAsmPrinter &printer, Operation *, ActivationAttr kind) {
+  printer << stringifyActivation(kind.getValue());
+}
+
 #define GET_OP_CLASSES
 #include "moe/Dialect/MoE/IR/MoEOps.cpp.inc"

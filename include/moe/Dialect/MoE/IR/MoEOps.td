@@ -119,7 +119,7 @@ def MoE_LayerOp : MoE_Op<"layer", [Pure, AttrSizedOperandSegments]> {
     (`expert_rank` `(` $expert_rank^ `)`)?
     (`placement` `(` $phys_to_log^ `,` $replica_share `)`)?
     (`per_batch_replicas` $per_batch_replicas^)?
-    `routing` $routing `activation` $activation (`score_input` $score_input^)?
+    `routing` $routing `activation` custom<ActivationKeyword>($activation) (`score_input` $score_input^)?
     `layout` $layout
     attr-dict `:` functional-type(operands, results)
   }];
@@ -290,7 +290,7 @@ def MoE_ActivationOp : MoE_Op<"activation", [Pure]> {
                        OptionalAttr<F32Attr>:$swiglu_limit);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `kind` $kind attr-dict `:` functional-type(operands, results)
+    $input `kind` custom<ActivationKeyword>($kind) attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
