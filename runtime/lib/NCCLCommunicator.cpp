@@ -8,6 +8,9 @@
 // can hang: each returns at once and is then polled, with the stream, against
 // the deadline. A stuck NCCL collective cannot be cancelled, so on timeout or
 // error the communicator is aborted and later calls fail with the reason.
+// Every NCCL call on the communicator holds `ncclCalls`: the watchdog's
+// thread polls its error too, and NCCL's calls on one communicator must not
+// overlap.
 // Collectives on a layer's stream are polled only until NCCL has enqueued
 // them: their completion is the watchdog's (NCCLWatchdog.h), which keeps
 // the deadline without a host wait ($MOERT_NCCL_HOST_WAIT=1: the host
@@ -29,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 using namespace moert;
@@ -125,6 +129,7 @@ public:
       return s;
     if (watchdog)
       return watchdog->watch(layerStream, deadline, collective);
+    std::lock_guard<std::mutex> calls(ncclCalls);
     return finish("collectives on the layer's stream", ncclSuccess, deadline, true, layerStream);
   }
   bool checksOnStream() const override { return watchdog != nullptr; }
@@ -186,6 +191,7 @@ private:
   int64_t *hostScratch = nullptr;   // pinned, so the copy back is async
   int64_t scratchCount = 0;
   Status broken;
+  std::mutex ncclCalls; // held around every NCCL call on `comm` after setUp
   /// Keeps the timeout of the layer's collectives without a host wait;
   /// null with $MOERT_NCCL_HOST_WAIT=1 (the host waits for them).
   std::unique_ptr<NCCLWatchdog> watchdog;
@@ -274,7 +280,7 @@ Status NCCLCommunicator::setUp(Clock::time_point deadline) {
     return std::string("MOERT_NCCL_CAPTURE=1 with MOERT_NCCL_HOST_WAIT=1: the host cannot "
                        "wait for a stream being captured into a CUDA graph");
   if (!hostWait)
-    watchdog = std::make_unique<NCCLWatchdog>(device, myRank, comm, capture);
+    watchdog = std::make_unique<NCCLWatchdog>(device, myRank, comm, ncclCalls, capture);
   return std::nullopt;
 }
 
@@ -346,6 +352,7 @@ Status NCCLCommunicator::reserve(int64_t count) {
 Status NCCLCommunicator::allToAllV(const void *send, const int64_t *sendBytes,
                                    void *recv, const int64_t *recvBytes,
                                    Clock::time_point deadline) {
+  std::lock_guard<std::mutex> calls(ncclCalls);
   if (Status s = begin())
     return s;
   for (int p = 0; p < mySize; ++p)
@@ -410,6 +417,7 @@ Status NCCLCommunicator::sendAndReceive(const void *send, const int64_t *sendByt
 
 Status NCCLCommunicator::allReduce(int64_t *values, int64_t count, ReduceOp op,
                                    Clock::time_point deadline) {
+  std::lock_guard<std::mutex> calls(ncclCalls);
   if (Status s = begin())
     return s;
   if (count <= 0)
@@ -438,6 +446,7 @@ Status NCCLCommunicator::allReduce(int64_t *values, int64_t count, ReduceOp op,
 
 Status NCCLCommunicator::allGather(const void *send, int64_t bytes, void *recv,
                                    Clock::time_point deadline) {
+  std::lock_guard<std::mutex> calls(ncclCalls);
   if (Status s = begin())
     return s;
   if (bytes < 0)
@@ -473,6 +482,7 @@ Status NCCLCommunicator::allGather(const void *send, int64_t bytes, void *recv,
 }
 
 Status NCCLCommunicator::barrier(Clock::time_point deadline) {
+  std::lock_guard<std::mutex> calls(ncclCalls);
   if (Status s = begin())
     return s;
   return finish("barrier",

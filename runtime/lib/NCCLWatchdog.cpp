@@ -8,9 +8,10 @@
 
 using namespace moert;
 
-NCCLWatchdog::NCCLWatchdog(int device, int rank, ncclComm_t comm, bool captureUnwatched)
+NCCLWatchdog::NCCLWatchdog(int device, int rank, ncclComm_t comm, std::mutex &ncclCalls,
+                           bool captureUnwatched)
     : device(device), rank(rank), captureUnwatched(captureUnwatched), comm(comm),
-      thread([this] { run(); }) {}
+      ncclCalls(ncclCalls), thread([this] { run(); }) {}
 
 void NCCLWatchdog::forgetCommunicator() {
   std::lock_guard<std::mutex> lock(mutex);
@@ -159,14 +160,17 @@ void NCCLWatchdog::run() {
       failAndExit(first.what + ": the layer's stream failed on GPU " + std::to_string(device) +
                   ": " + cudaGetErrorName(state) + " (" + cudaGetErrorString(state) +
                   ") (process ended)");
-    ncclResult_t ncclState = ncclSuccess;
-    if (comm && ncclCommGetAsyncError(comm, &ncclState) == ncclSuccess &&
-        ncclState != ncclSuccess && ncclState != ncclInProgress) {
-      std::string text = ncclGetErrorString(ncclState);
-      if (const char *detail = ncclGetLastError(comm); detail && *detail)
-        text += std::string(" (") + detail + ")";
-      failAndExit(first.what + ": NCCL failed on GPU " + std::to_string(device) +
-                  " while the layer's collectives ran: " + text + " (process ended)");
+    if (comm) {
+      std::unique_lock<std::mutex> calls(ncclCalls, std::try_to_lock);
+      ncclResult_t ncclState = ncclSuccess;
+      if (calls.owns_lock() && ncclCommGetAsyncError(comm, &ncclState) == ncclSuccess &&
+          ncclState != ncclSuccess && ncclState != ncclInProgress) {
+        std::string text = ncclGetErrorString(ncclState);
+        if (const char *detail = ncclGetLastError(comm); detail && *detail)
+          text += std::string(" (") + detail + ")";
+        failAndExit(first.what + ": NCCL failed on GPU " + std::to_string(device) +
+                    " while the layer's collectives ran: " + text + " (process ended)");
+      }
     }
     if (Clock::now() > first.deadline)
       failAndExit(first.what + ": NCCL collectives on the layer's stream timed out on GPU " +

@@ -16,10 +16,14 @@
 // queued on the stream before it too (the host may be layers ahead); the
 // events are polled in the order they were watched, the first deciding, so
 // a layer should keep to one stream. While one is not done, the
-// communicator's asynchronous error is polled too (ncclCommGetAsyncError,
-// which NCCL allows from any thread): a collective that NCCL stopped (a
-// peer or the network gone) ends the process at once, naming NCCL's error,
-// instead of by its deadline.
+// communicator's asynchronous error is polled too (ncclCommGetAsyncError):
+// a collective that NCCL stopped (a peer or the network gone) ends the
+// process at once, naming NCCL's error, instead of by its deadline. NCCL's
+// calls on one communicator must not overlap (since 2.26
+// ncclCommGetAsyncError completes and frees the group job that the
+// caller's ncclGroupEnd linked), so the poll takes the communicator's call
+// lock, and skips a round while the host holds it: the host's own calls
+// then poll the same error.
 //
 // A stream being captured into a CUDA graph is refused: the events would
 // belong to the graph, not to this call, and a replay runs no host code.
@@ -50,7 +54,8 @@ namespace moert {
 
 class NCCLWatchdog {
 public:
-  NCCLWatchdog(int device, int rank, ncclComm_t comm, bool captureUnwatched);
+  /// `ncclCalls` is held around every other NCCL call on `comm`.
+  NCCLWatchdog(int device, int rank, ncclComm_t comm, std::mutex &ncclCalls, bool captureUnwatched);
   /// Waits for what is watched (each by its deadline), then stops.
   ~NCCLWatchdog();
   NCCLWatchdog(const NCCLWatchdog &) = delete;
@@ -93,7 +98,8 @@ private:
   const int device, rank;
   const bool captureUnwatched;
   std::mutex mutex;
-  ncclComm_t comm; // null once forgotten; polled with `mutex` held
+  ncclComm_t comm;       // null once forgotten; polled with `mutex` held
+  std::mutex &ncclCalls; // taken after `mutex`, never waited for
   std::condition_variable wake, drained;
   std::deque<Watched> watched;
   std::vector<cudaEvent_t> spare; // completed events, recorded again later

@@ -30,7 +30,11 @@
 //   CUDA graph (its work still runs);
 // - ncclCommGetAsyncError called from another thread than the one that
 //   made the communicator (the runtime's watchdog) only reads the error:
-//   the transfers progress on the communicator's thread.
+//   the transfers progress on the communicator's thread;
+// - calls on one communicator that overlap end the test (NCCL's must not:
+//   since 2.26 ncclCommGetAsyncError completes and frees the group job that
+//   ncclGroupEnd links); another thread's ncclCommGetAsyncError lasts a
+//   millisecond, so that an overlap is likely to be seen.
 //
 //===----------------------------------------------------------------------===//
 #include <cuda_runtime.h>
@@ -40,6 +44,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -151,6 +156,7 @@ struct ncclComm {
   bool starting = true; // the first poll completes the set-up
   std::atomic<ncclResult_t> asyncError{ncclSuccess};
   std::thread::id owner = std::this_thread::get_id();
+  std::atomic<int> callers{0}; // threads inside a call on this communicator
   std::vector<std::shared_ptr<Transfer>> inFlight;
 
   /// The fault this rank injects into its first all-gather, if any.
@@ -183,6 +189,29 @@ struct ncclComm {
     inFlight.insert(inFlight.end(), job.transfers.begin(), job.transfers.end());
     return ncclInProgress;
   }
+};
+
+/// A call on `comm` for its duration; one that overlaps another ends the test.
+class Alone {
+public:
+  Alone(ncclComm_t comm, const char *call) : comm(comm) {
+    if (comm && comm->callers.fetch_add(1) != 0) {
+      std::fprintf(stderr,
+                   "fake NCCL: %s while another thread was inside an NCCL call on the "
+                   "same communicator (NCCL's calls on one communicator must not overlap)\n",
+                   call);
+      std::abort();
+    }
+  }
+  ~Alone() {
+    if (comm)
+      comm->callers.fetch_sub(1);
+  }
+  Alone(const Alone &) = delete;
+  Alone &operator=(const Alone &) = delete;
+
+private:
+  ncclComm_t comm;
 };
 
 std::shared_ptr<Transfer> transfer(size_t bytes, void *device) {
@@ -299,7 +328,9 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId, i
   return ncclInProgress;
 }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
+  Alone alone(comm, "ncclCommGetAsyncError");
   if (std::this_thread::get_id() != comm->owner) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
     *state = comm->asyncError;
     return ncclSuccess;
   }
@@ -330,11 +361,13 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state) {
 }
 ncclResult_t ncclCommFinalize(ncclComm_t) { return ncclSuccess; }
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  { Alone alone(comm, "ncclCommDestroy"); }
   MPI_Comm_free(&comm->mpi);
   delete comm;
   return ncclSuccess;
 }
-ncclResult_t ncclCommAbort(ncclComm_t) {
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  Alone alone(comm, "ncclCommAbort");
   return ncclSuccess; // MPI may still write into its buffers: keep them
 }
 const char *ncclGetErrorString(ncclResult_t result) {
@@ -355,6 +388,7 @@ const char *ncclGetLastError(ncclComm_t) { return ""; }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type,
                            ncclComm_t comm, cudaStream_t stream) {
+  Alone alone(comm, "ncclAllGather");
   const size_t bytes = count * typeBytes(type);
   if (!bytes || !fake_device_holds(send, bytes) ||
       !fake_device_holds(recv, bytes * size_t(comm->size)))
@@ -375,6 +409,7 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataT
 }
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  Alone alone(comm, "ncclAllReduce");
   const size_t bytes = count * typeBytes(type);
   if (type != ncclInt64 || (op != ncclSum && op != ncclMax) || !fake_device_holds(send, bytes) ||
       !fake_device_holds(recv, bytes))
@@ -394,6 +429,7 @@ ncclResult_t ncclGroupStart() {
 }
 ncclResult_t ncclSend(const void *buffer, size_t count, ncclDataType_t type, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
+  Alone alone(comm, "ncclSend");
   const size_t bytes = count * typeBytes(type);
   if (groupDepth == 0 || !fake_device_holds(buffer, bytes))
     return ncclInvalidArgument; // the runtime always groups its sends
@@ -402,6 +438,7 @@ ncclResult_t ncclSend(const void *buffer, size_t count, ncclDataType_t type, int
 }
 ncclResult_t ncclRecv(void *buffer, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
+  Alone alone(comm, "ncclRecv");
   const size_t bytes = count * typeBytes(type);
   if (groupDepth == 0 || !fake_device_holds(buffer, bytes))
     return ncclInvalidArgument;
@@ -420,6 +457,7 @@ ncclResult_t ncclGroupEnd() {
   if (calls.empty())
     return ncclSuccess;
   ncclComm_t comm = calls.front().comm;
+  Alone alone(comm, "ncclGroupEnd");
   for (const PointToPoint &p : calls) {
     if (p.comm != comm || p.stream != calls.front().stream)
       return ncclInvalidUsage;
