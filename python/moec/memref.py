@@ -1,6 +1,7 @@
 """Calls an MLIR `_mlir_ciface_` entry point with numpy arrays as memref descriptors."""
 import ctypes
 import functools
+import os
 import weakref
 
 import ml_dtypes
@@ -88,7 +89,8 @@ class CompiledFunction:
 
     def __init__(self, library_path, name, results):
         """`results` lists (rank, dtype) of each returned memref."""
-        self._lib = ctypes.CDLL(str(library_path))
+        # A path, never a name for the loader to search for ("layer.so").
+        self._lib = ctypes.CDLL(os.path.abspath(library_path))
         self._fn = getattr(self._lib, "_mlir_ciface_" + name)
         # The runtime the library itself links (found through its RUNPATH,
         # e.g. next to it in a moe-compile --model directory) frees its results.

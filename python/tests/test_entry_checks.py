@@ -26,6 +26,15 @@ def test_weights_in_any_dict_order_reach_their_parameters(layer):
     assert np.max(np.abs(y - ref)) / np.max(np.abs(ref)) <= 1e-5
 
 
+def test_a_library_named_without_a_directory_is_found_in_the_working_directory(
+        layer, monkeypatch):
+    library, plan, x, weights = layer
+    monkeypatch.chdir(library.parent)
+    y = run_layer(library.name, plan, x, weights)  # "layer.so", as `-o layer.so` names it
+    ref = reference.layer(x, weights, plan)
+    assert np.max(np.abs(y - ref)) / np.max(np.abs(ref)) <= 1e-5
+
+
 @pytest.mark.parametrize("name, make, message", [
     ("swapped_experts", lambda w: {**w, "w13": w["w2"], "w2": w["w13"]},
      r"w13: expected shape \[32, 48, 64\], got \[32, 64, 24\]"),

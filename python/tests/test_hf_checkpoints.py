@@ -278,6 +278,23 @@ def test_sharded_checkpoint(tmp_path):
     _check("qwen3_moe sharded", model, blocks, num_layers)
 
 
+def test_phase_variants_checkpoint(tmp_path):
+    """A --model library with prefill and decode variants (--decode-max-tokens)
+    takes a phase argument; moec.load's layers pass 0 (by token count), and
+    both variants match transformers."""
+    model_dir = tmp_path / "hf"
+    blocks, _ = _checkpoint("qwen3_moe", model_dir)
+    model = _compile_ok(model_dir, tmp_path / "out", "--decode-max-tokens", "4")
+    for i, block in sorted(blocks.items()):
+        assert "phase_argument" in model.layers[i].plan["entry_point"]
+        for tokens in (3, TOKENS):
+            x = np.random.default_rng(tokens + i).standard_normal((tokens, HIDDEN))
+            x = x.astype(np.float32)
+            ref = _hf_forward(block, x)
+            error = float(np.abs(np.asarray(model.layers[i](x)) - ref).max() / np.abs(ref).max())
+            assert error <= TOLERANCE, (i, tokens, error)
+
+
 def _listing(path):
     return sorted(p.name for p in path.iterdir()) if path.is_dir() else str(path)
 
