@@ -407,10 +407,10 @@ Memref staged(const DeviceStaging &staging, std::vector<uint8_t> &storage,
 }
 
 /// `rows` rows at `src` to the first rows of `out`, and the rest of `out`
-/// (of `capacity` rows) filled with the 32-bit `fill` (0, or -1 for ids:
-/// the same bits in every element type).
+/// (of `capacity` rows) filled with the byte `fill` (0, or 0xff: -1 for
+/// ids; the same bits in every element type).
 void storeRows(const DeviceStaging &staging, const moert_memref2d &out, int64_t elementBytes,
-               const void *src, int64_t rows, int64_t capacity, uint32_t fill) {
+               const void *src, int64_t rows, int64_t capacity, uint8_t fill) {
   const int64_t rowBytes = out.sizes[1] * elementBytes;
   uint8_t *dst = const_cast<uint8_t *>(dataOf(out, elementBytes));
   staging.copy(dst, src, rows * rowBytes);
@@ -481,7 +481,7 @@ int64_t dispatchInto(const char *entry, bool placed, bool keepCodes, moert_memre
   storeRows(staging, *outX, rowBytes, result.codes.aligned, received, rows, 0);
   if (keepCodes)
     storeRows(staging, *outScales, 4, result.scales.aligned, received, rows, 0);
-  storeRows(staging, *outIds, 4, result.local_ids.aligned, received, rows, 0xffffffffu);
+  storeRows(staging, *outIds, 4, result.local_ids.aligned, received, rows, 0xff);
   storeRows(staging, *outWeights, 4, result.weights.aligned, received, rows, 0);
   for (moert_memref2d *m : {&result.codes, &result.scales, &result.local_ids, &result.weights})
     std::free(m->allocated);
@@ -578,6 +578,20 @@ DeviceStaging exchangeStaging(const char *entry, const char *collective, void *s
     fatal(collective,
           std::string(entry) + ": the nccl backend takes device buffers (a non-null stream)");
   return staging;
+}
+
+/// Ends the process, naming `hostReads`, when the layer's stream is being
+/// captured into a CUDA graph: what the host reads would be read once, at
+/// capture, and its wait for them is not allowed during a capture.
+void refuseCapture(const DeviceStaging &staging, const char *entry, const char *collective,
+                   const char *hostReads) {
+  if (staging.capturing())
+    fatal(collective, std::string(entry) +
+                          ": the layer's stream is being captured into a CUDA graph, but this "
+                          "exchange reads " +
+                          hostReads +
+                          " on the host (only the decode layout's all-gather exchange, without "
+                          "per-batch replica selection, can be captured)");
 }
 
 /// How many of `slots` (-1: none) are slots of `rank`, `perRank` a rank.
@@ -679,6 +693,10 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
                                       }))
       fatal("dispatch.payload", *e);
   } else {
+    refuseCapture(staging, entry, "dispatch.payload",
+                  !nccl      ? "its buffers (the mpi backend stages them through the host)"
+                  : perBatch ? "the ids, to choose each batch's replicas"
+                             : "the ids (the placed plan does not state its experts)");
     moert_memref2d hids = staged(staging, idsHost, *ids, 4);
     moert_memref1d hmap = staged(staging, mapHost, *mapped, 4);
     moert_memref1d hshare = placed ? staged(staging, shareHost, *map.share, 4) : moert_memref1d{};
@@ -718,13 +736,13 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
     const moert_memref2d *in, *out;
     const char *collective;
     int64_t elementSize, rowBytes;
-    uint32_t fill;
+    uint8_t fill; // every byte of the masked rows
   };
   std::vector<Part> parts = {{rows.x, rows.out, "dispatch.payload", xBytes, h * xBytes, 0}};
   if (fp8) // masked rows: codes and scales 0, which dequantize to 0
     parts.push_back(
         {rows.scales, rows.outScales, "dispatch.scales", scaleBytes, groups * scaleBytes, 0});
-  parts.push_back({perBatch ? &slotIdsView : ids, outIds, "dispatch.ids", 4, k * 4, 0xffffffffu});
+  parts.push_back({perBatch ? &slotIdsView : ids, outIds, "dispatch.ids", 4, k * 4, 0xff});
   parts.push_back({weights, outWeights, "dispatch.weights", 4, k * 4, 0});
   for (const Part &part : parts) {
     const uint8_t *src = dataOf(*part.in, part.elementSize);
@@ -934,6 +952,7 @@ int64_t sendPackedInto(const char *entry, GatherRows rows, moert_memref2d *route
                      " entries, the group's " + std::to_string(ranks) + " ranks need " +
                      std::to_string(ranks + 1));
   const DeviceStaging staging = exchangeStaging(entry, first, stream);
+  refuseCapture(staging, entry, first, "the offsets of the packed rows");
   std::vector<uint8_t> offsetsHost, mapHost, shareHost;
   moert_memref1d hoffsets = staged(staging, offsetsHost, *offsets, 4);
   moert_memref1d hmap = staged(staging, mapHost, placed ? *map.physToLog : *map.expertRank, 4);
@@ -982,7 +1001,7 @@ int64_t sendPackedInto(const char *entry, GatherRows rows, moert_memref2d *route
   uint8_t *routeOut = const_cast<uint8_t *>(dataOf(*outRoute, 4));
   // The masked tail first: on the layer's stream before the blocks land
   // (they do not overlap), so that one wait covers both.
-  staging.fill(routeOut + arrived * width * 4, 0xffffffffu, (capacity - arrived) * width * 4);
+  staging.fill(routeOut + arrived * width * 4, 0xff, (capacity - arrived) * width * 4);
   std::vector<ExchangePart> parts = {{dataOf(*rows.x, xBytes),
                                       const_cast<uint8_t *>(dataOf(*rows.out, xBytes)),
                                       "dispatch.payload", h * xBytes}};
@@ -1039,6 +1058,7 @@ void selectSlotsInto(const char *entry, moert_memref2d *ids, moert_memref1d *phy
   const int64_t t = ids->sizes[0], k = ids->sizes[1], ranks = coll.size();
   checkShape(entry, first, slots, "slots", t, k, 4, "one a choice");
   const DeviceStaging staging = exchangeStaging(entry, first, stream);
+  refuseCapture(staging, entry, first, "the ids, to choose each batch's replicas");
   std::vector<uint8_t> idsHost, mapHost;
   moert_memref2d hids = staged(staging, idsHost, *ids, 4);
   moert_memref1d hmap = staged(staging, mapHost, *physToLog, 4);

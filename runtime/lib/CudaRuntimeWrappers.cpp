@@ -49,6 +49,7 @@ namespace {
   X(cuLaunchKernel)                                                            \
   X(cuStreamCreate)                                                            \
   X(cuStreamSynchronize)                                                       \
+  X(cuStreamIsCapturing)                                                       \
   X(cuStreamDestroy)                                                           \
   X(cuStreamWaitEvent)                                                         \
   X(cuEventCreate)                                                             \
@@ -60,7 +61,8 @@ namespace {
   X(cuMemFree)                                                                 \
   X(cuMemcpyAsync)                                                             \
   X(cuMemsetD32Async)                                                          \
-  X(cuMemsetD16Async)
+  X(cuMemsetD16Async)                                                          \
+  X(cuMemsetD8Async)
 
 /// Driver entry points, resolved once.
 struct Driver {
@@ -278,6 +280,17 @@ void mgpuStreamSynchronize(void *stream) {
   });
 }
 
+/// Whether `stream` is being captured into a CUDA graph (the runtime then
+/// refuses to wait for it or to copy host memory on it).
+int moertGpuStreamIsCapturing(void *stream) {
+  return guarded("moertGpuStreamIsCapturing", [&] {
+    useContext();
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CU(cuStreamIsCapturing, asStream(stream), &status);
+    return status != CU_STREAM_CAPTURE_STATUS_NONE ? 1 : 0;
+  });
+}
+
 void mgpuStreamDestroy(void *stream) {
   return guarded("mgpuStreamDestroy", [&] {
     useContext();
@@ -366,6 +379,15 @@ void mgpuMemset16(void *dst, unsigned short value, size_t count, void *stream) {
   return guarded("mgpuMemset16", [&] {
     useContext();
     CU(cuMemsetD16Async, asDevicePtr(dst), value, count, asStream(stream));
+  });
+}
+
+/// Sets `count` bytes (the staging's unaligned ends: a copy from a host
+/// value would be captured into a CUDA graph with the value's address).
+void moertGpuMemset8(void *dst, unsigned char value, size_t count, void *stream) {
+  return guarded("moertGpuMemset8", [&] {
+    useContext();
+    CU(cuMemsetD8Async, asDevicePtr(dst), value, count, asStream(stream));
   });
 }
 

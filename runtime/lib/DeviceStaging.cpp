@@ -59,9 +59,13 @@ Status DeviceStaging::open(void *stream, DeviceStaging &out) {
         dlsym(library, "mgpuStreamSynchronize"));
     found.memset32 =
         reinterpret_cast<decltype(found.memset32)>(dlsym(library, "mgpuMemset32"));
-    if (!found.memcpyOnStream || !found.synchronize || !found.memset32)
-      return std::string(
-          "libmoert_cuda.so lacks mgpuMemcpy, mgpuStreamSynchronize or mgpuMemset32");
+    found.memset8 = reinterpret_cast<decltype(found.memset8)>(dlsym(library, "moertGpuMemset8"));
+    found.isCapturing =
+        reinterpret_cast<decltype(found.isCapturing)>(dlsym(library, "moertGpuStreamIsCapturing"));
+    if (!found.memcpyOnStream || !found.synchronize || !found.memset32 || !found.memset8 ||
+        !found.isCapturing)
+      return std::string("libmoert_cuda.so lacks mgpuMemcpy, mgpuStreamSynchronize, "
+                         "mgpuMemset32, moertGpuMemset8 or moertGpuStreamIsCapturing");
     return std::nullopt;
   }();
   if (problem)
@@ -84,26 +88,24 @@ void DeviceStaging::copy(void *dst, const void *src, int64_t bytes) const {
     std::memmove(dst, src, size_t(bytes));
 }
 
-void DeviceStaging::fill(void *dst, uint32_t value, int64_t bytes) const {
+void DeviceStaging::fill(void *dst, uint8_t byte, int64_t bytes) const {
   if (bytes <= 0)
     return;
+  if (!stream) {
+    std::memset(dst, byte, size_t(bytes));
+    return;
+  }
+  // Words where aligned (cuMemsetD32Async needs a 4-byte aligned start; a
+  // bf16 row count times an odd H is 2 bytes off), bytes at the ends.
   auto *at = static_cast<uint8_t *>(dst);
-  // A 32-bit memset needs a 4-byte aligned start (cuMemsetD32Async); a bf16
-  // row count times an odd H is 2 bytes off. Those bytes, and the tail,
-  // take the value's low bytes (0 and -1 fills have the same byte throughout).
   const int64_t head = std::min<int64_t>((4 - reinterpret_cast<uintptr_t>(at) % 4) % 4, bytes);
+  const int64_t words = (bytes - head) / 4, tail = (bytes - head) % 4;
   if (head)
-    copy(at, &value, head);
-  at += head;
-  bytes -= head;
-  const int64_t words = bytes / 4, tail = bytes % 4;
-  if (stream && words > 0)
-    memset32(at, value, size_t(words), stream);
-  else
-    for (int64_t w = 0; w < words; ++w)
-      std::memcpy(at + 4 * w, &value, 4);
+    memset8(at, byte, size_t(head), stream);
+  if (words)
+    memset32(at + head, 0x01010101u * byte, size_t(words), stream);
   if (tail)
-    copy(at + 4 * words, &value, tail);
+    memset8(at + head + 4 * words, byte, size_t(tail), stream);
 }
 
 void DeviceStaging::wait() const {

@@ -29,10 +29,10 @@ public:
   /// Enqueues a copy of `bytes` (either direction; unified addressing tells
   /// host from device). A host copy happens at once.
   void copy(void *dst, const void *src, int64_t bytes) const;
-  /// Enqueues setting `bytes` at `dst` to copies of the 32-bit `value` (a
-  /// start that is not 4-byte aligned, up to alignment, and a tail that is
-  /// not a whole word get the value's low bytes).
-  void fill(void *dst, uint32_t value, int64_t bytes) const;
+  /// Enqueues setting `bytes` at `dst` to `byte`.
+  void fill(void *dst, uint8_t byte, int64_t bytes) const;
+  /// Whether the stream is being captured into a CUDA graph.
+  bool capturing() const { return stream && isCapturing(stream) != 0; }
   /// Waits for every copy enqueued so far (and the layer's kernels before
   /// them on the stream).
   void wait() const;
@@ -42,6 +42,8 @@ private:
   void (*memcpyOnStream)(void *, void *, size_t, void *) = nullptr;
   void (*synchronize)(void *) = nullptr;
   void (*memset32)(void *, unsigned, size_t, void *) = nullptr;
+  void (*memset8)(void *, unsigned char, size_t, void *) = nullptr;
+  int (*isCapturing)(void *) = nullptr;
 };
 
 #ifdef MOERT_HAVE_CUDA_LIBRARY

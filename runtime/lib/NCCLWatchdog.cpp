@@ -165,6 +165,9 @@ void NCCLWatchdog::run() {
       ncclResult_t ncclState = ncclSuccess;
       if (calls.owns_lock() && ncclCommGetAsyncError(comm, &ncclState) == ncclSuccess &&
           ncclState != ncclSuccess && ncclState != ncclInProgress) {
+        // The error may have come after `first` was done: name the one it stopped.
+        if (cudaEventQuery(first.event) == cudaSuccess)
+          continue;
         std::string text = ncclGetErrorString(ncclState);
         if (const char *detail = ncclGetLastError(comm); detail && *detail)
           text += std::string(" (") + detail + ")";

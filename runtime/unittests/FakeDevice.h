@@ -22,7 +22,7 @@ struct FakeDevice {
   template <typename F> F get(const char *name) const {
     return library ? reinterpret_cast<F>(dlsym(library, name)) : nullptr;
   }
-  bool loaded() const { return alloc && copy && onStream; }
+  bool loaded() const { return alloc && copy && produceOnStream; }
 
   /// A device copy of `host`.
   template <typename T> T *upload(const std::vector<T> &host) const {
@@ -34,7 +34,7 @@ struct FakeDevice {
   /// kernels fill their buffers before a runtime call).
   template <typename T> T *produce(const std::vector<T> &host, void *stream) const {
     auto *d = static_cast<T *>(alloc(host.size() * sizeof(T)));
-    onStream(d, const_cast<T *>(host.data()), host.size() * sizeof(T), stream);
+    produceOnStream(d, host.data(), host.size() * sizeof(T), stream);
     return d;
   }
   template <typename T> std::vector<T> download(const T *d, size_t n) const {
@@ -47,9 +47,8 @@ struct FakeDevice {
   void *(*alloc)(size_t) = get<void *(*)(size_t)>("fake_device_alloc");
   void (*copy)(void *, const void *,
                size_t) = get<void (*)(void *, const void *, size_t)>("fake_device_copy");
-  // mgpuMemcpy's own type (a call through another one is undefined).
-  using MemcpyOnStream = void (*)(void *, void *, size_t, void *);
-  MemcpyOnStream onStream = get<MemcpyOnStream>("mgpuMemcpy");
+  void (*produceOnStream)(void *, const void *, size_t, void *) =
+      get<void (*)(void *, const void *, size_t, void *)>("fake_device_produce");
 };
 
 } // namespace moert::test

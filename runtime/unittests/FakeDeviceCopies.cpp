@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -114,6 +115,13 @@ void fake_device_copy(void *dst, const void *src, size_t n) {
   runPending();
   copy(dst, src, n);
 }
+/// The test's work on the stream (as a layer's kernels fill a buffer
+/// before a runtime call), not counted.
+void fake_device_produce(void *dst, const void *src, size_t n, void *stream) {
+  if (stream != expectedStream || !deviceRegion(dst, n))
+    std::abort();
+  enqueueCopy(dst, src, n);
+}
 /// A copy now, whatever the stream holds: FakeNccl.cpp's work on its own
 /// stream, which does not wait for the layer's.
 void fake_device_copy_now(void *dst, const void *src, size_t n) { copy(dst, src, n); }
@@ -128,9 +136,22 @@ int fake_device_copies() { return copies; }
 int fake_device_waits() { return waits; }
 
 // The entries of libmoert_cuda that the staging uses.
+/// $FAKE_CUDA_CAPTURING=1: every stream is being captured (as FakeNccl.cpp's
+/// cudaStreamIsCapturing says).
+int moertGpuStreamIsCapturing(void *) {
+  const char *capturing = std::getenv("FAKE_CUDA_CAPTURING");
+  return capturing && std::strcmp(capturing, "1") == 0;
+}
 void mgpuMemcpy(void *dst, void *src, size_t n, void *stream) {
   if (stream != expectedStream || (!deviceRegion(dst, n) && !deviceRegion(src, n)))
     std::abort(); // another stream, or a copy between host buffers
+  // A stream being captured into a CUDA graph ($FAKE_CUDA_CAPTURING, as
+  // FakeNccl.cpp's cudaStreamIsCapturing reports) would record a host
+  // source's address, which every replay reads long after the call.
+  if (!deviceRegion(src, n) && moertGpuStreamIsCapturing(stream)) {
+    std::fprintf(stderr, "fake device: a copy from host memory on a stream being captured\n");
+    std::abort();
+  }
   ++copies;
   enqueueCopy(dst, src, n);
 }
@@ -143,9 +164,20 @@ void mgpuMemset32(void *dst, unsigned value, size_t count, void *stream) {
   std::vector<unsigned> words(count, value);
   enqueueCopy(dst, words.data(), 4 * count);
 }
+void moertGpuMemset8(void *dst, unsigned char value, size_t count, void *stream) {
+  if (stream != expectedStream || !deviceRegion(dst, count))
+    std::abort();
+  ++copies;
+  std::vector<unsigned char> bytes(count, value);
+  enqueueCopy(dst, bytes.data(), count);
+}
 void mgpuStreamSynchronize(void *stream) {
   if (stream != expectedStream)
     std::abort();
+  if (moertGpuStreamIsCapturing(stream)) { // CUDA refuses it, ending the capture
+    std::fprintf(stderr, "fake device: a wait for a stream being captured\n");
+    std::abort();
+  }
   ++waits;
   runPending();
 }

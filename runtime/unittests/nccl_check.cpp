@@ -14,7 +14,11 @@
 //   and moert_ep_return_packed_into_*) with blocks of 0-2 rows a rank, and
 //   its replicas chosen per batch (moert_ep_select_slots_into); then
 //   the host collectives (moert_allreduce_i64,
-//   moert_agree_max, moert_allgather, moert_barrier on host values);
+//   moert_agree_max, moert_allgather, moert_barrier on host values); with
+//   $FAKE_CUDA_CAPTURING=1 (every stream being captured into a CUDA graph)
+//   only the exchanges that read nothing on the host;
+// - per-batch: the all-gather exchange with replicas chosen per batch,
+//   which must be refused on every rank while the stream is captured;
 // - host-buffers: every rank must fail, naming why (the all-gather
 //   exchange on the nccl backend takes device buffers);
 // - bad-ids: the last rank gives an id of no expert to the all-gather
@@ -603,13 +607,19 @@ int main(int argc, char **argv) {
       fp8GatherRound(dev, 1, round);
       fp8GatherRound(dev, 2, round);
     }
-    perBatchGatherRound(dev);
-    selectSlotsRound(dev);
-    for (int round = 0; round < 2; ++round) {
-      packedRound<uint16_t>(dev, round);
-      packedRound<float>(dev, round);
+    // A stream being captured takes only the exchanges that read nothing
+    // on the host (the others are refused: scenario per-batch).
+    if (!std::getenv("FAKE_CUDA_CAPTURING")) {
+      perBatchGatherRound(dev);
+      selectSlotsRound(dev);
+      for (int round = 0; round < 2; ++round) {
+        packedRound<uint16_t>(dev, round);
+        packedRound<float>(dev, round);
+      }
     }
     hostCollectives();
+  } else if (scenario == "per-batch") {
+    perBatchGatherRound(dev);
   } else if (scenario == "bad-ids") { // must end the process on the last rank
     badIds = true;
     allGatherRound<float>(dev, 0);
