@@ -95,6 +95,13 @@ def main(argv=None):
     if args.placement:  # this rank's slots hold replicas of these experts
         placed = json.loads(Path(args.placement).read_text())["layers"][0]
         phys_to_log = np.array(placed["phy2log"], np.int32)
+        if phys_to_log.size and not 0 <= phys_to_log.min() <= phys_to_log.max() < plan["experts"]:
+            raise SystemExit(f"--placement {args.placement}: phy2log names experts "
+                             f"{phys_to_log.min()} to {phys_to_log.max()}, the layer has "
+                             f"{plan['experts']} (a placement for another model?)")
+        if len(phys_to_log) % ranks != 0:
+            raise SystemExit(f"--placement {args.placement}: {len(phys_to_log)} slots do not "
+                             f"divide over {ranks} ranks")
         slots = len(phys_to_log) // ranks
         mine = phys_to_log[rank * slots:(rank + 1) * slots]
     # Each rank holds its experts' weights (and their FP8 scales and biases).

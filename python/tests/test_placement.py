@@ -94,3 +94,39 @@ def test_a_placement_without_a_replica_for_an_expert_fails_every_rank(tmp_path):
     assert done.returncode != 0 and not results
     assert all("placement: expert 15 has no replica with a positive share" in m
                for m in every_rank_error(done, ranks))
+
+
+
+def test_a_placement_for_fewer_experts_fails_every_rank(tmp_path):
+    # A placement planned for 12 experts (another model's) on a layer of 16:
+    # the compiled plan states the 16, so experts 12-15 have no slot (inferred
+    # from phys_to_log the count would be 12, and the ids 12-15 the fault).
+    ranks, slots = 2, 20
+    library, plan_path = compile_layer(tmp_path, ranks, physical_experts=slots)
+    foreign = {"layers": [{"phy2log": [p % 12 for p in range(slots)], "share": [1.0] * slots}]}
+    for e in range(12):  # each expert's shares sum to 1
+        replicas = [p for p in range(slots) if p % 12 == e]
+        for p in replicas:
+            foreign["layers"][0]["share"][p] = 1.0 / len(replicas)
+    placement = tmp_path / "foreign.json"
+    placement.write_text(json.dumps(foreign))
+    results, done = main_job.run_ranks(library, plan_path, ranks, 8, 5, "uniform",
+                                       main_job.TOLERANCE["f32"], tmp_path, placement=placement)
+    assert done.returncode != 0 and not results
+    assert all("placement: expert 12 has no" in m for m in every_rank_error(done, ranks))
+
+
+def test_a_placement_lets_ep_not_divide_the_experts(tmp_path):
+    # 16 experts on 3 ranks: the plain layout cannot split them, a placement of
+    # 18 slots (6 a rank, as moe-eplb plans it) can; every rank's output matches
+    # the reference (run() checks it).
+    ranks, slots = 3, 18
+    loads = tmp_path / "loads.json"
+    loads.write_text(json.dumps([[1 + e for e in range(16)]]))
+    placement = tmp_path / "placement.json"
+    subprocess.run([tool("moe-eplb"), str(loads), "--devices", str(ranks), "--slots", str(slots),
+                    "-o", str(placement)], check=True, capture_output=True)
+    library, plan_path = compile_layer(tmp_path, ranks, physical_experts=slots)
+    placed = run(tmp_path, ranks, library, plan_path, placement=placement)
+    choices = sum(r["tokens"] for r in placed) * CONFIG["num_experts_per_tok"]
+    assert sum(device_loads(placed)) == choices

@@ -144,9 +144,10 @@ func.func @decode_codes(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor
 // Tests that with a placement the layer chooses each choice's replica: each slot's cumulative share
 // of its expert (a loop over the slots), then per gathered choice the first replica whose
 // cumulative share passes the choice's golden-ratio point, kept where it is one of this rank's
-// 5 slots.
+// 5 slots. The plan states the 8 logical experts (its 10th field).
 // CHECK-DAG: func.func private @moert_ep_gather_placed_into_f32(memref<?x?xf32>, memref<?x?xi32>, memref<?x?xf32>, memref<?xi32>, memref<?xf32>, memref<?xi64>, memref<?x?xf32>, memref<?x?xi32>, memref<?x?xf32>, !llvm.ptr) -> i64 attributes {llvm.emit_c_interface}
 // CHECK-LABEL: func.func @decode_placed
+// CHECK: arith.constant dense<[8, 4, 4, 0, 2, 0, 0, 0, 0, 8]> : tensor<10xi64>
 // CHECK: %[[H:.+]] = call @moert_ep_gather_placed_into_f32({{.+}}) {moe.gather_slots = 4 : i64, moe.stream_operand}
 // CHECK: %[[RANK:.+]] = call @moert_rank() : () -> i32
 // CHECK: %[[UPTO:.+]] = linalg.generic {{.+}} ins(%{{.+}} : tensor<10xi32>) outs(%{{.+}} : tensor<10xf32>)
@@ -161,7 +162,7 @@ func.func @decode_codes(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor
 func.func @decode_placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
                          %p: tensor<10xi32>, %s: tensor<10xf32>) -> tensor<?x64xf32> {
   %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w placement(%p, %s) capacity = 8 ep = 2
-      max_tokens = 4 slots = 4
+      max_tokens = 4 slots = 4 experts = 8
     : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<10xi32>, tensor<10xf32>)
       -> (tensor<8x64xf32>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
   %y = moe.ep_combine %r, %h : (tensor<8x64xf32>, i64) -> tensor<?x64xf32>
@@ -174,7 +175,7 @@ func.func @decode_placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor
 // ids are slots the runtime chose: this rank keeps those of its 5 slots (slot - rank * 5), with no
 // walk over the shares.
 // CHECK-LABEL: func.func @decode_per_batch
-// CHECK: arith.constant dense<[8, 4, 4, 0, 2, 0, 0, 0, 0, 0, 1]> : tensor<11xi64>
+// CHECK: arith.constant dense<[8, 4, 4, 0, 2, 0, 0, 0, 0, 8, 1]> : tensor<11xi64>
 // CHECK: %[[H:.+]] = call @moert_ep_gather_placed_into_f32({{.+}}) {moe.gather_slots = 4 : i64, moe.stream_operand}
 // CHECK: %[[RANK:.+]] = call @moert_rank() : () -> i32
 // CHECK: %[[SLOTS:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<10xi32>
@@ -187,7 +188,7 @@ func.func @decode_placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor
 func.func @decode_per_batch(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
                             %p: tensor<10xi32>, %s: tensor<10xf32>) -> tensor<?x64xf32> {
   %r, %li, %lw, %h = moe.ep_dispatch %x, %ids, %w placement(%p, %s) per_batch_replicas
-      capacity = 8 ep = 2 max_tokens = 4 slots = 4
+      capacity = 8 ep = 2 max_tokens = 4 slots = 4 experts = 8
     : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<10xi32>, tensor<10xf32>)
       -> (tensor<8x64xf32>, tensor<8x2xi32>, tensor<8x2xf32>, i64)
   %y = moe.ep_combine %r, %h : (tensor<8x64xf32>, i64) -> tensor<?x64xf32>

@@ -279,10 +279,10 @@ func.func @no_layer(%h: tensor<?x64xf32>, %b: tensor<?x32xf32>, %n: index)
 // -----
 
 // Tests that with a placement each rank's experts are its P/ep = 5 slots, and the dispatch
-// carries the placement instead of expert_rank.
+// carries the placement instead of expert_rank, and the router's 8 logical experts.
 // CHECK-LABEL: func.func @placed(
 // CHECK-SAME: %[[P:[^:]+]]: tensor<10xi32>, %[[S:[^:]+]]: tensor<10xf32>)
-// CHECK: moe.ep_dispatch %{{.+}}, %{{.+}}, %{{.+}} placement(%[[P]], %[[S]]) capacity = 32 ep = 2 max_tokens = 16
+// CHECK: moe.ep_dispatch %{{.+}}, %{{.+}}, %{{.+}} placement(%[[P]], %[[S]]) capacity = 32 ep = 2 max_tokens = 16 experts = 8 :
 // CHECK: moe.dispatch {{.+}} num_experts = 5 :
 func.func @placed(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>, %w13: tensor<5x64x64xf32>,
                   %w2: tensor<5x64x32xf32>, %p: tensor<10xi32>, %s: tensor<10xf32>)

@@ -261,10 +261,12 @@ struct ConvertMoEToRuntimePass
       auto size = sizes ? dyn_cast_or_null<IntegerAttr>(sizes.get(name)) : IntegerAttr();
       fields.push_back(size ? size.getInt() : 0);
     }
-    // Replicas chosen per batch: the optional fields experts (0: the
-    // runtime infers it) and replica selection (1).
+    // The optional fields: the placement's logical experts (0: the runtime
+    // infers them from phys_to_log), then replica selection (1: per batch).
+    if (op.getExperts() || op.getPerBatchReplicas())
+      fields.push_back(int64_t(op.getExperts().value_or(0)));
     if (op.getPerBatchReplicas())
-      fields.append({0, 1});
+      fields.push_back(1);
     auto type = RankedTensorType::get({int64_t(fields.size())}, b.getI64Type());
     Value plan = arith::ConstantOp::create(
         b, DenseElementsAttr::get(type, ArrayRef<int64_t>(fields)));

@@ -1031,6 +1031,30 @@ func.func @ep_dispatch_c10(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tens
 
 // -----
 
+// Tests that ep_dispatch_c11: experts states a placement's logical experts.
+func.func @ep_dispatch_c11_map(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                               %er: tensor<8xi32>) {
+  // expected-error @+1 {{ep_dispatch_c11: experts (8) states a placement's logical experts: it needs placement(...)}}
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 8 experts = 8
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  return
+}
+
+// -----
+
+// Tests that ep_dispatch_c11: every expert needs a slot of the placement.
+func.func @ep_dispatch_c11_slots(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                                 %p: tensor<10xi32>, %s: tensor<10xf32>) {
+  // expected-error @+1 {{ep_dispatch_c11: experts (12) exceeds the placement's 10 slots: every expert needs one}}
+  %rx, %ri, %rw, %h = moe.ep_dispatch %x, %ids, %w placement(%p, %s) capacity = 8 experts = 12
+    : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<10xi32>, tensor<10xf32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  return
+}
+
+// -----
+
 // Tests that ep_dispatch_c6: one share per slot.
 func.func @ep_dispatch_c6_shares(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
                                  %p: tensor<10xi32>, %s: tensor<8xf32>) {

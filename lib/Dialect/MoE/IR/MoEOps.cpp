@@ -252,7 +252,8 @@ LogicalResult LayerOp::verify() {
     return failure();
 
   int64_t ep = getLayout().getEp();
-  if (*experts % ep != 0)
+  // With a placement the ranks hold P/ep slots each (layer_c8), whatever E.
+  if (!getPhysToLog() && *experts % ep != 0)
     return emitOpError() << "layer_c5: ep (" << ep
                          << ") does not divide the number of experts ("
                          << *experts << ")";
@@ -653,6 +654,16 @@ LogicalResult EpDispatchOp::verify() {
   if (getPerBatchReplicas() && !getPhysToLog())
     return emitOpError() << "ep_dispatch_c10: per_batch_replicas chooses among "
                             "a placement's replicas: it needs placement(...)";
+  if (std::optional<uint64_t> experts = getExperts()) {
+    if (!getPhysToLog())
+      return emitOpError() << "ep_dispatch_c11: experts (" << *experts
+                           << ") states a placement's logical experts: it needs placement(...)";
+    int64_t slots = getPhysToLog().getType().getDimSize(0);
+    if (!ShapedType::isDynamic(slots) && int64_t(*experts) > slots)
+      return emitOpError() << "ep_dispatch_c11: experts (" << *experts
+                           << ") exceeds the placement's " << slots
+                           << " slots: every expert needs one";
+  }
   Value map = getExpertRank() ? getExpertRank() : getPhysToLog();
   if (failed(expectRank(op, "ep_dispatch_c1", getExpertRank() ? "expert_rank" : "phys_to_log",
                         map, 1)))

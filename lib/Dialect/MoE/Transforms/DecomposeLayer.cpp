@@ -310,13 +310,13 @@ struct MoEDecomposeLayerPass
       auto exchange = EpDispatchOp::create(
           b, xType.clone({received, xType.getDimSize(1)}), /*received_scales=*/Type(),
           RankedTensorType::get({received, topK}, i32),
-          RankedTensorType::get({received, topK}, b.getF32Type()),
-          b.getI64Type(), expertInput, ids, weights, layer.getExpertRank(),
-          layer.getPhysToLog(), layer.getReplicaShare(),
+          RankedTensorType::get({received, topK}, b.getF32Type()), b.getI64Type(), expertInput, ids,
+          weights, layer.getExpertRank(), layer.getPhysToLog(), layer.getReplicaShare(),
           b.getI64IntegerAttr(maxTokens * ep), b.getI64IntegerAttr(ep),
           b.getI64IntegerAttr(maxTokens),
           decode ? b.getI64IntegerAttr(fixed.slotsPerPeer) : IntegerAttr(),
-          DispatchQuantizationAttr(), layer.getPerBatchReplicasAttr());
+          DispatchQuantizationAttr(), layer.getPerBatchReplicasAttr(),
+          layer.getPhysToLog() ? b.getI64IntegerAttr(experts) : IntegerAttr());
       expertInput = exchange.getReceived();
       ids = exchange.getLocalIds();
       weights = exchange.getLocalWeights();

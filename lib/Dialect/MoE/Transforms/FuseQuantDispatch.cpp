@@ -32,11 +32,11 @@ void feedCodesToTheGemm(EpDispatchOp op, int64_t groups) {
   auto received = op.getReceived().getType();
   auto scalesType = RankedTensorType::get({received.getDimSize(0), groups}, b.getF32Type());
   auto fp8 = EpDispatchOp::create(
-      b, received.clone(i8), scalesType, op.getLocalIds().getType(),
-      op.getLocalWeights().getType(), b.getI64Type(), op.getX(), op.getExpertIds(),
-      op.getExpertWeights(), op.getExpertRank(), op.getPhysToLog(), op.getReplicaShare(),
-      op.getCapacityAttr(), op.getEpAttr(), op.getMaxTokensAttr(), op.getSlotsAttr(),
-      op.getQuantizationAttr(), op.getPerBatchReplicasAttr());
+      b, received.clone(i8), scalesType, op.getLocalIds().getType(), op.getLocalWeights().getType(),
+      b.getI64Type(), op.getX(), op.getExpertIds(), op.getExpertWeights(), op.getExpertRank(),
+      op.getPhysToLog(), op.getReplicaShare(), op.getCapacityAttr(), op.getEpAttr(),
+      op.getMaxTokensAttr(), op.getSlotsAttr(), op.getQuantizationAttr(),
+      op.getPerBatchReplicasAttr(), op.getExpertsAttr());
   b.setInsertionPoint(local);
   auto rowsOf = [&](Value rows, Type element, int64_t width) {
     auto type = local.getDispatched().getType();

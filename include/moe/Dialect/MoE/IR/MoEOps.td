@@ -353,6 +353,9 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch", [AttrSizedOperandSegments]> {
     or, with an i8 `received` and a `received_scales[R, H/group]` result
     (set up by `moe-fuse-quant-dispatch`), kept as E4M3 codes with f32
     scales for the expert GEMM to consume.
+    With a placement, `experts`, when given, is the number of logical
+    experts: the runtime refuses a `phys_to_log` naming another one (a
+    placement planned for another model) and ids outside it.
     `max_tokens` bounds every rank's tokens: a rank over it fails every rank
     before anything is written. With `slots = S` (the decode layout) no
     counts travel: every rank sends every rank a block of `S` rows, valid
@@ -381,7 +384,8 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch", [AttrSizedOperandSegments]> {
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$max_tokens,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$slots,
                        OptionalAttr<MoE_DispatchQuantizationAttr>:$quantization,
-                       UnitAttr:$per_batch_replicas);
+                       UnitAttr:$per_batch_replicas,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$experts);
   let results = (outs MoE_RowsTensor:$received,
                       Optional<MoE_F32Tensor>:$received_scales,
                       MoE_I32Tensor:$local_ids, MoE_F32Tensor:$local_weights,
@@ -391,6 +395,7 @@ def MoE_EpDispatchOp : MoE_Op<"ep_dispatch", [AttrSizedOperandSegments]> {
     (`placement` `(` $phys_to_log^ `,` $replica_share `)`)?
     (`per_batch_replicas` $per_batch_replicas^)? `capacity` `=` $capacity
     (`ep` `=` $ep^)? (`max_tokens` `=` $max_tokens^)? (`slots` `=` $slots^)?
+    (`experts` `=` $experts^)?
     (`quantization` $quantization^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
