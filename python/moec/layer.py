@@ -51,5 +51,11 @@ def run_layer(library, plan, x, weights, phase="auto"):
     if "phase_argument" in plan["entry_point"]:
         if phase not in PHASES:
             raise ValueError(f"phase: expected one of {list(PHASES)}, got {phase!r}")
+        most = plan["phases"]["decode"]["max_tokens_per_rank"]
+        # One process: refused here rather than by the runtime, which ends the
+        # process (with expert parallelism every rank must fail together).
+        if phase == "decode" and plan["layout"]["ep"] == 1 and x.shape[0] > most:
+            raise ValueError(f"x: {x.shape[0]} tokens, but the decode variant (phase "
+                             f"'decode') takes at most {most}; use 'auto' or 'prefill'")
         return fn(*arrays, PHASES[phase])
     return fn(*arrays)

@@ -11,7 +11,9 @@ import sys
 import pytest
 
 from moec import main as main_job
+from moec.layer import run_layer
 from moec.toolchain import ROOT, compile_config
+from moec.weights import make_inputs
 from ranks import every_rank_error
 
 CONFIG = ROOT / "examples" / "qwen3-moe-tiny" / "config.json"
@@ -100,8 +102,21 @@ def test_explicit_decode_over_the_maximum_fails_every_rank_before_writing(librar
 
 
 def test_one_rank_decode_over_the_capacity_is_refused(libraries):
-    results, done = run(libraries, 1, [DECODE_MAX + 1], "decode")
-    assert done.returncode != 0 and not results
+    # run_layer raises before the call; the compiled entry itself (below) aborts.
+    library, _, plan, _ = libraries[1]
+    x, weights = make_inputs(plan, DECODE_MAX + 1, 0)
+    with pytest.raises(ValueError, match=r"x: 5 tokens, but the decode variant \(phase "
+                                         r"'decode'\) takes at most 4"):
+        run_layer(library, plan, x, weights, "decode")
+    code = ("import json; from moec.memref import CompiledFunction; "
+            "from moec.weights import DTYPES, make_inputs; "
+            f"plan = json.load(open({str(libraries[1][1])!r})); "
+            f"x, w = make_inputs(plan, {DECODE_MAX + 1}, 0); "
+            f"fn = CompiledFunction({str(library)!r}, 'phases_ep1', [(2, DTYPES['f32'])]); "
+            "fn(x, *w.values(), 2)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), timeout=60)
+    assert done.returncode != 0
     # cf.assert prints its message on stdout, then aborts
     assert "more tokens than the decode layout's capacity of 4 per expert" in done.stdout
 
