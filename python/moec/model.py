@@ -65,12 +65,16 @@ class Model:
         if not manifest_path.is_file():
             raise FileNotFoundError(f"{manifest_path}: not found (is {path} the -o directory "
                                     "of moe-compile --model?)")
-        self.manifest = json.loads(manifest_path.read_text())
-        if self.manifest.get("format") != FORMAT:
-            raise ValueError(f"{manifest_path}: format {self.manifest.get('format')!r}, "
-                             f"expected {FORMAT!r}")
+        self.manifest = _read_json(manifest_path)
+        if not isinstance(self.manifest, dict) or self.manifest.get("format") != FORMAT:
+            found = self.manifest.get("format") if isinstance(self.manifest, dict) else None
+            raise ValueError(f"{manifest_path}: format {found!r}, expected {FORMAT!r}")
         library = self.manifest["library"]
-        plan = json.loads((path / library["plan"]).read_text())
+        for part in (library["file"], library["plan"], self.manifest["weights"]):
+            if not (path / part).is_file():
+                raise FileNotFoundError(f"{path / part}: named by {manifest_path} but missing "
+                                        "(an incomplete copy of the moe-compile --model output?)")
+        plan = _read_json(path / library["plan"])
         target = self.manifest.get("target", "cpu")
         if target == "cuda":
             # torch first: its NCCL, not the one next to libmoert_cuda, is
@@ -99,6 +103,13 @@ class Model:
         return (f"<moec.Model {self.manifest['model_type']} "
                 f"({self.manifest.get('target', 'cpu')}): {len(self.layers)} MoE layers "
                 f"{sorted(self.layers)}>")
+
+
+def _read_json(path):
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({e}); is it from moe-compile --model?") from None
 
 
 def load(path):

@@ -413,6 +413,24 @@ def test_fp8_block_scaled_checkpoint(tmp_path, block, mode, kept):
     assert not (tmp_path / "out2").exists()
 
 
+def test_a_damaged_output_directory_is_named(tmp_path):
+    """moec.load of an output with a missing part or a corrupt manifest says
+    which file, not a bare FileNotFoundError or JSONDecodeError."""
+    model_dir = tmp_path / "hf"
+    _checkpoint("qwen3_moe", model_dir)
+    out = tmp_path / "out"
+    model = _compile_ok(model_dir, out)
+    plan = out / model.manifest["library"]["plan"]
+    plan.rename(tmp_path / "plan.json")
+    with pytest.raises(FileNotFoundError, match=r"plan\.json: named by .*manifest\.json but "
+                                                r"missing \(an incomplete copy"):
+        moec.load(out)
+    (tmp_path / "plan.json").rename(plan)
+    (out / "manifest.json").write_text('{"format": ')
+    with pytest.raises(ValueError, match=r"manifest\.json: not valid JSON"):
+        moec.load(out)
+
+
 def test_output_directory_moves_with_its_runtime(tmp_path):
     """The library finds libmoert next to itself ($ORIGIN): a moved output
     directory runs in a process that cannot see the build."""

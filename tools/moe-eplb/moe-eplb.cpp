@@ -12,9 +12,12 @@
 #include "moe/EPLB/Robust.h"
 #include "moe/Support/Limits.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -134,6 +137,9 @@ std::string checkOptions() {
   if (!std::isfinite(threshold) || threshold < 0)
     return "--redeploy-threshold must be a finite number >= 0; got " +
            num(threshold);
+  if (threshold.getNumOccurrences() && currentFile.empty())
+    return "--redeploy-threshold decides against the placement deployed now: "
+           "it needs --current";
   if (exactBudget < 0 || exactBudget > kMaxExactBudget)
     return "--exact-budget must be in [0, " + str(kMaxExactBudget) +
            "]; got " + str(exactBudget);
@@ -199,6 +205,14 @@ int main(int argc, char **argv) {
   std::string badOption = checkOptions();
   if (!badOption.empty())
     return fail(badOption);
+  if (!outputFile.empty()) { // before planning, which may take a while
+    llvm::SmallString<256> parent(llvm::sys::path::parent_path(outputFile));
+    if (parent.empty())
+      parent = ".";
+    if (!llvm::sys::fs::is_directory(parent))
+      return fail("-o " + outputFile + ": the directory it goes in, " + parent +
+                  ", does not exist");
+  }
 
   llvm::Expected<LoadTrace> trace = readLoadTrace(inputFile);
   if (!trace)
@@ -209,6 +223,9 @@ int main(int argc, char **argv) {
   std::string problem = checkTopology(topology, experts);
   if (!problem.empty())
     return fail(problem);
+  if (robust.getNumOccurrences() && windows == 1)
+    llvm::errs() << "moe-eplb: warning: --robust=" << robustName(robust) << " has no effect: "
+                 << inputFile << " has one window of loads\n";
 
   std::vector<Placement> current;
   if (!currentFile.empty()) {
