@@ -66,6 +66,9 @@ class MoEModule(torch.nn.Module):
 
     def forward(self, hidden_states):
         shape = hidden_states.shape
+        hidden = self.layer.plan["hidden_size"]
+        if len(shape) == 0 or shape[-1] != hidden:  # named as given, not as flattened
+            raise ValueError(f"hidden_states: expected shape [..., {hidden}], got {list(shape)}")
         y = torch.ops.moec.moe_layer(hidden_states.reshape(-1, shape[-1]).contiguous(),
                                      self.handle)
         return y.reshape(shape)

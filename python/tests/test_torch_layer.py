@@ -86,6 +86,9 @@ def test_wrong_tensors_name_the_argument(compiled):
         layer(torch.zeros(3, 32), out=torch.zeros(3, 31))
     with pytest.raises(ValueError, match=r"x: expected dtype bf16"):
         bf16.layers[1](np.zeros((3, 32), np.float32))
+    with pytest.raises(ValueError, match=r"hidden_states: expected shape \[\.\.\., 32\], "
+                                         r"got \[2, 3, 31\]"):
+        layer.module()(torch.zeros(2, 3, 31))
 
 
 def test_torch_imports_after_a_compiled_layer_ran(compiled, tmp_path):
