@@ -101,37 +101,35 @@ def test_explicit_decode_over_the_maximum_fails_every_rank_before_writing(librar
     assert every_rank_error(done, ranks) == [expected] * ranks
 
 
+def call_entry_in_child(libraries, tokens, phase):
+    """The one-rank library's entry called directly with `phase`, in a child
+    process (the compiled entry aborts on what it refuses)."""
+    library, plan_path, _, _ = libraries[1]
+    code = ("import json; from moec.memref import CompiledFunction; "
+            "from moec.weights import DTYPES, make_inputs; "
+            f"plan = json.load(open({str(plan_path)!r})); "
+            f"x, w = make_inputs(plan, {tokens}, 0); "
+            f"fn = CompiledFunction({str(library)!r}, 'phases_ep1', [(2, DTYPES['f32'])]); "
+            f"fn(x, *w.values(), {phase})")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), timeout=60)
+
+
 def test_one_rank_decode_over_the_capacity_is_refused(libraries):
-    # run_layer raises before the call; the compiled entry itself (below) aborts.
+    # run_layer raises before the call; the compiled entry itself aborts.
     library, _, plan, _ = libraries[1]
     x, weights = make_inputs(plan, DECODE_MAX + 1, 0)
     with pytest.raises(ValueError, match=r"x: 5 tokens, but the decode variant \(phase "
                                          r"'decode'\) takes at most 4"):
         run_layer(library, plan, x, weights, "decode")
-    code = ("import json; from moec.memref import CompiledFunction; "
-            "from moec.weights import DTYPES, make_inputs; "
-            f"plan = json.load(open({str(libraries[1][1])!r})); "
-            f"x, w = make_inputs(plan, {DECODE_MAX + 1}, 0); "
-            f"fn = CompiledFunction({str(library)!r}, 'phases_ep1', [(2, DTYPES['f32'])]); "
-            "fn(x, *w.values(), 2)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), timeout=60)
+    done = call_entry_in_child(libraries, DECODE_MAX + 1, 2)
     assert done.returncode != 0
     # cf.assert prints its message on stdout, then aborts
     assert "more tokens than the decode layout's capacity of 4 per expert" in done.stdout
 
 
 def test_a_phase_value_out_of_range_is_refused(libraries):
-    library, plan_path, _, _ = libraries[1]
-    # In a child process: the compiled entry aborts it.
-    code = ("import json; from moec.memref import CompiledFunction; "
-            "from moec.weights import DTYPES, make_inputs; "
-            f"plan = json.load(open({str(plan_path)!r})); "
-            "x, w = make_inputs(plan, 2, 0); "
-            f"fn = CompiledFunction({str(library)!r}, 'phases_ep1', [(2, DTYPES['f32'])]); "
-            "fn(x, *w.values(), 7)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), timeout=60)
+    done = call_entry_in_child(libraries, 2, 7)
     assert done.returncode != 0
     assert "moe: phase must be 0 (by token count), 1 (prefill) or 2 (decode)" in done.stdout
 

@@ -103,11 +103,9 @@ def test_a_placement_for_fewer_experts_fails_every_rank(tmp_path):
     # from phys_to_log the count would be 12, and the ids 12-15 the fault).
     ranks, slots = 2, 20
     library, plan_path = compile_layer(tmp_path, ranks, physical_experts=slots)
-    foreign = {"layers": [{"phy2log": [p % 12 for p in range(slots)], "share": [1.0] * slots}]}
-    for e in range(12):  # each expert's shares sum to 1
-        replicas = [p for p in range(slots) if p % 12 == e]
-        for p in replicas:
-            foreign["layers"][0]["share"][p] = 1.0 / len(replicas)
+    phy2log = [p % 12 for p in range(slots)]
+    share = [1.0 / phy2log.count(e) for e in phy2log]  # each expert's shares sum to 1
+    foreign = {"layers": [{"phy2log": phy2log, "share": share}]}
     placement = tmp_path / "foreign.json"
     placement.write_text(json.dumps(foreign))
     results, done = main_job.run_ranks(library, plan_path, ranks, 8, 5, "uniform",
