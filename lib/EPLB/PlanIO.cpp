@@ -174,9 +174,28 @@ llvm::Expected<LoadTrace> eplb::readLoadTrace(llvm::StringRef path) {
   return trace;
 }
 
+/// moe-eplb's log2phy and replica_count of a layer, where given, must be
+/// what its phy2log implies: a file edited by hand in one but not the other
+/// is ambiguous.
+llvm::Error checkDerived(const json::Object &layer, const std::string &path,
+                         const Placement &p, int64_t experts) {
+  if (const json::Value *given = layer.get("log2phy")) {
+    std::vector<std::vector<int64_t>> slots = logicalToPhysical(p, experts);
+    json::Value implied(json::Array{});
+    for (const std::vector<int64_t> &s : slots)
+      implied.getAsArray()->push_back(json::Array(s));
+    if (*given != implied)
+      return fail(path + ".log2phy: does not list the slots of each expert in phy2log");
+  }
+  if (const json::Value *given = layer.get("replica_count"))
+    if (*given != json::Value(json::Array(replicaCounts(p, experts))))
+      return fail(path + ".replica_count: does not count each expert's slots in phy2log");
+  return llvm::Error::success();
+}
+
 llvm::Expected<std::vector<Placement>>
 eplb::parsePlacements(llvm::StringRef text, int64_t experts,
-                      const Topology &topology) {
+                      const Topology &topology, int64_t expectedLayers) {
   std::string problem = checkTopology(topology, experts);
   if (!problem.empty())
     return fail(problem);
@@ -186,8 +205,21 @@ eplb::parsePlacements(llvm::StringRef text, int64_t experts,
   const json::Object *root = parsed->getAsObject();
   if (!root)
     return fail("$: expected an object with \"layers\" or \"phy2log\"");
+  // moe-eplb's output states what it was planned for: a plan for another
+  // configuration would be compared with a layout that was never deployed.
+  for (auto [key, expected, option] :
+       {std::tuple<const char *, int64_t, const char *>{"experts", experts, "the loads have"},
+        {"slots", topology.slots, "--slots is"},
+        {"devices", topology.devices, "--devices is"}}) {
+    const json::Value *stated = root->get(key);
+    if (stated && stated->getAsNumber() != std::optional<double>(static_cast<double>(expected)))
+      return fail("$." + std::string(key) + ": the placement is for " + shown(*stated) + " " +
+                  key + ", " + option + " " + std::to_string(expected));
+  }
   std::vector<std::pair<const json::Value *, std::string>> maps;
   std::vector<std::pair<const json::Value *, std::string>> shares;
+  std::vector<const json::Object *> planned; // moe-eplb's layer objects
+  std::string listPath = root->getArray("layers") ? "$.layers" : "$.phy2log";
   if (const json::Array *layers = root->getArray("layers")) {
     if (llvm::Error e =
             checkCount(*layers, "$.layers", limits::kMaxLayers, "layers"))
@@ -200,8 +232,13 @@ eplb::parsePlacements(llvm::StringRef text, int64_t experts,
                     shown((*layers)[l]));
       if (!o->get("phy2log"))
         return fail(path + ".phy2log: missing");
+      if (const json::Value *id = o->get("layer");
+          id && id->getAsNumber() != std::optional<double>(static_cast<double>(l)))
+        return fail(path + ".layer: expected " + std::to_string(l) +
+                    " (the layers in order, as moe-eplb writes them), got " + shown(*id));
       maps.push_back({o->get("phy2log"), path + ".phy2log"});
       shares.push_back({o->get("share"), path + ".share"});
+      planned.push_back(o);
     }
   } else if (const json::Array *rows = root->getArray("phy2log")) {
     if (llvm::Error e =
@@ -214,6 +251,10 @@ eplb::parsePlacements(llvm::StringRef text, int64_t experts,
   } else {
     return fail("$: expected an array under \"layers\" or \"phy2log\"");
   }
+  if (expectedLayers >= 0 && static_cast<int64_t>(maps.size()) != expectedLayers)
+    return fail(listPath + ": " +
+                std::to_string(maps.size()) + " layers, the loads have " +
+                std::to_string(expectedLayers));
 
   std::vector<Placement> out;
   for (size_t l = 0; l < maps.size(); ++l) {
@@ -221,7 +262,8 @@ eplb::parsePlacements(llvm::StringRef text, int64_t experts,
     const json::Array *map = maps[l].first->getAsArray();
     if (!map || static_cast<int64_t>(map->size()) != topology.slots)
       return fail(maps[l].second + ": expected an array of " +
-                  std::to_string(topology.slots) + " expert ids (--slots)");
+                  std::to_string(topology.slots) + " expert ids (--slots), got " +
+                  (map ? std::to_string(map->size()) + " ids" : shown(*maps[l].first)));
     p.phy2log.reserve(map->size());
     for (size_t s = 0; s < map->size(); ++s) {
       // A whole number in range (checked as a double first: converting an
@@ -247,6 +289,11 @@ eplb::parsePlacements(llvm::StringRef text, int64_t experts,
     std::string problem = checkPlacement(p, experts, topology, true);
     if (!problem.empty())
       return fail(maps[l].second + ": " + problem);
+    if (!planned.empty()) {
+      std::string path = at("$.layers", l);
+      if (llvm::Error e = checkDerived(*planned[l], path, p, experts))
+        return std::move(e);
+    }
     out.push_back(std::move(p));
   }
   return out;

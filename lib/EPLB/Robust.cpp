@@ -129,6 +129,9 @@ LayerPlan eplb::planWindows(const std::vector<std::vector<double>> &windows,
     return finish(planLayer(robustLoad(windows, kind, k), topology, options));
 
   std::vector<LayerPlan> candidates;
+  // The default's plan for the next window often has the best worst window
+  // too (on three SGLang traces as windows, in 46 of 58 layers).
+  candidates.push_back(planWindows(windows, topology, options, Robust::Next, k));
   candidates.push_back(planLayer(mean, topology, options));
   candidates.push_back(
       planLayer(robustLoad(windows, Robust::Max, 0), topology, options));

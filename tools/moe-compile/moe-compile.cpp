@@ -17,6 +17,7 @@
 #include "moe/InitAll.h"
 #include "moe/Pipelines/Pipelines.h"
 #include "moe/Support/Limits.h"
+#include "moe/Support/OutputFile.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -312,15 +313,8 @@ std::optional<std::string> planText;
 /// Writes `text` to `path` (or stdout for "-"), all or nothing.
 int writeFile(llvm::StringRef path,
               llvm::function_ref<void(llvm::raw_ostream &)> print) {
-  std::string error;
-  auto out = openOutputFile(path, &error);
-  if (!out)
-    return fail(error);
-  print(out->os());
-  out->os().flush();
-  if (out->os().has_error())
-    return fail("cannot write " + path + ": " + out->os().error().message());
-  out->keep();
+  if (llvm::Error e = mlir::moe::writeOutputFile(path, print))
+    return fail(llvm::toString(std::move(e)));
   return 0;
 }
 
@@ -331,8 +325,11 @@ int writePlan() {
 }
 
 void removePlan() {
-  if (planText && planFile != "-")
-    llvm::sys::fs::remove(planFile);
+  if (!planText || planFile == "-")
+    return;
+  mlir::moe::OutputTarget target = mlir::moe::outputTarget(planFile);
+  if (!target.direct) // a pipe or device is the user's
+    llvm::sys::fs::remove(target.path);
 }
 
 /// Writes the plan report, then `text` to the output file (or stdout).
@@ -351,13 +348,9 @@ int writeText(llvm::function_ref<void(llvm::raw_ostream &)> print) {
 int publish(llvm::StringRef temporary) {
   if (int rc = writePlan())
     return rc;
-  if (llvm::sys::fs::rename(temporary, outputFile)) {
-    if (std::error_code ec = llvm::sys::fs::copy_file(temporary, outputFile)) {
-      if (!llvm::sys::fs::is_directory(outputFile)) // a partial copy, not the user's directory
-        llvm::sys::fs::remove(outputFile);
-      removePlan();
-      return fail("cannot write " + outputFile + ": " + ec.message());
-    }
+  if (llvm::Error e = mlir::moe::publishOutputFile(temporary, outputFile)) {
+    removePlan();
+    return fail(llvm::toString(std::move(e)));
   }
   return 0;
 }
@@ -885,7 +878,7 @@ int compileLayer(const char *argv0) {
   // a failure leaves nothing at the output path. A library is compiled on
   // every core (one object per part of the module); an object file in one.
   unsigned parts = emit == Emit::Shared ? std::clamp(std::thread::hardware_concurrency(), 1u, 8u) : 1;
-  std::string pattern = outputFile.getValue() + ".tmp-%%%%%%";
+  std::string pattern = mlir::moe::temporaryPattern(outputFile);
   llvm::SmallVector<std::string> objects;
   std::deque<llvm::FileRemover> removers;
   for (unsigned i = 0; i < parts + (emit == Emit::Shared); ++i) {

@@ -11,6 +11,7 @@
 #include "moe/EPLB/Redeploy.h"
 #include "moe/EPLB/Robust.h"
 #include "moe/Support/Limits.h"
+#include "moe/Support/OutputFile.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
@@ -95,7 +96,7 @@ cl::opt<int64_t> exactBudget(
     cl::desc("Branch-and-bound nodes for small layers (0: no exact search; "
              "at most 1e9)"),
     cl::init(2000000), cl::cat(category));
-cl::opt<std::string> outputFile("o", cl::desc("Write the plans as JSON here"),
+cl::opt<std::string> outputFile("o", cl::desc("Write the plans as JSON here (\"-\": stdout, the table then on stderr)"),
                                 cl::value_desc("path"), cl::cat(category));
 
 constexpr int64_t kMaxExactBudget = 1000000000;
@@ -192,7 +193,7 @@ int main(int argc, char **argv) {
       "                 <= 64 devices, at most --exact-budget nodes\n"
       "  ours, --shares the above, plus a ring placement and at most 256\n"
       "                 max flows on E + D nodes and N edges each\n"
-      "  --robust=worst about 23 plans; --current adds one plan and a\n"
+      "  --robust=worst about 24 plans; --current adds one plan and a\n"
       "                 device matching (O(D^3) up to 256 devices per\n"
       "                 node, greedy beyond)\n"
       "A layer of 4,096 experts plans in well under 1 s (even or --shares).\n"
@@ -223,6 +224,12 @@ int main(int argc, char **argv) {
   std::string problem = checkTopology(topology, experts);
   if (!problem.empty())
     return fail(problem);
+  if (nodes > 1 && !topology.hierarchical())
+    llvm::errs() << "moe-eplb: warning: --nodes=" << nodes.getValue()
+                 << " has no effect: node-aware placement needs --groups (" << groups.getValue()
+                 << ") to be a multiple of the nodes; planning as one node\n";
+  if (robustK.getNumOccurrences() && robust != Robust::MeanStd)
+    llvm::errs() << "moe-eplb: warning: --robust-k has no effect without --robust=mean+kstd\n";
   if (robust.getNumOccurrences() && windows == 1)
     llvm::errs() << "moe-eplb: warning: --robust=" << robustName(robust) << " has no effect: "
                  << inputFile << " has one window of loads\n";
@@ -235,15 +242,14 @@ int main(int argc, char **argv) {
       return fail(currentFile +
                   ": cannot read: " + buffer.getError().message());
     llvm::Expected<std::vector<Placement>> parsed =
-        parsePlacements((*buffer)->getBuffer(), experts, topology);
+        parsePlacements((*buffer)->getBuffer(), experts, topology, layers);
     if (!parsed)
       return fail(currentFile + ": " + llvm::toString(parsed.takeError()));
     current = std::move(*parsed);
-    if (static_cast<int64_t>(current.size()) != layers)
-      return fail(currentFile + ": has " + std::to_string(current.size()) +
-                  " layers, the loads have " + std::to_string(layers));
   }
 
+  // The table goes to stderr when the JSON goes to stdout.
+  FILE *table = outputFile == "-" || outputFile == "/dev/stdout" ? stderr : stdout;
   PlanOptions options;
   options.algorithm = algorithm;
   options.objective = objective;
@@ -252,7 +258,7 @@ int main(int argc, char **argv) {
   PlanOptions deepseek;
   deepseek.algorithm = Algorithm::DeepSeek;
 
-  std::printf(
+  std::fprintf(table, 
       "moe-eplb: %lld layers x %lld experts%s, %lld slots on %lld "
       "devices (%lld per device), %lld node(s), %lld group(s); %s, %s "
       "shares%s%s%s\n",
@@ -267,13 +273,13 @@ int main(int argc, char **argv) {
                                             : ", objective sample")
           : "",
       windows > 1 ? ", robust=" : "", windows > 1 ? robustName(robust) : "");
-  std::printf("%5s %12s %9s %9s %9s %7s", "layer", "peak", "deepseek",
+  std::fprintf(table, "%5s %12s %9s %9s %9s %7s", "layer", "peak", "deepseek",
               "planned", "bound", "optimal");
   if (windows > 1)
-    std::printf(" %11s %11s", "ds worst-w", "plan worst-w");
+    std::fprintf(table, " %11s %11s", "ds worst-w", "plan worst-w");
   if (!current.empty())
-    std::printf(" %9s %7s %8s %6s", "current", "gain", "redeploy", "moved");
-  std::printf("\n");
+    std::fprintf(table, " %9s %7s %8s %6s", "current", "gain", "redeploy", "moved");
+  std::fprintf(table, "\n");
 
   json::Array layerPlans;
   double sumDeepSeek = 0, sumPlanned = 0, maxDeepSeek = 0, maxPlanned = 0;
@@ -299,6 +305,10 @@ int main(int argc, char **argv) {
       decision = decideRedeploy(current[l], planningLoad, topology, options,
                                 threshold);
       chosen = decision->placement;
+      // What a redeploy would run: the fresh plan aligned to the current
+      // one, or the current one improved in few moves.
+      plan.optimal &= decision->plannedRatio <= planned * (1 + 1e-9);
+      planned = decision->plannedRatio;
       redeployed += decision->redeploy;
       moved += decision->movedReplicas;
       redeploy = json::Object{
@@ -318,7 +328,7 @@ int main(int argc, char **argv) {
     // load: compare with DeepSeek on what was optimised.
     if (windows == 1 || robust != Robust::Worst)
       worse += planned > base * (1 + 1e-9);
-    std::printf("%5lld %12.6g %9.4f %9.4f %9.4f %7s", (long long)l,
+    std::fprintf(table, "%5lld %12.6g %9.4f %9.4f %9.4f %7s", (long long)l,
                 peakLoad(chosen, planningLoad, devices), base, planned, bound,
                 plan.optimal ? "yes" : "-");
     json::Object layer = placementJSON(chosen, planningLoad, devices);
@@ -331,29 +341,29 @@ int main(int argc, char **argv) {
       std::vector<double> ours = windowRatios(chosen, loads, devices);
       std::vector<double> theirs =
           windowRatios(baseline.placement, loads, devices);
-      std::printf(" %11.4f %11.4f", worst(theirs), worst(ours));
+      std::fprintf(table, " %11.4f %11.4f", worst(theirs), worst(ours));
       if (robust == Robust::Worst)
         worse += worst(ours) > worst(theirs) * (1 + 1e-9);
       layer["window_peak_over_average"] = json::Array(ours);
       layer["deepseek_window_peak_over_average"] = json::Array(theirs);
     }
     if (decision) {
-      std::printf(" %9.4f %7.4f %8s %6lld", decision->currentRatio,
+      std::fprintf(table, " %9.4f %7.4f %8s %6lld", decision->currentRatio,
                   decision->gain(), decision->redeploy ? "yes" : "no",
                   (long long)decision->movedReplicas);
       layer["redeploy"] = std::move(redeploy);
     }
-    std::printf("\n");
+    std::fprintf(table, "\n");
     layerPlans.push_back(std::move(layer));
   }
-  std::printf("%5s %12s %9.4f %9.4f\n", "mean", "", sumDeepSeek / layers,
+  std::fprintf(table, "%5s %12s %9.4f %9.4f\n", "mean", "", sumDeepSeek / layers,
               sumPlanned / layers);
-  std::printf("%5s %12s %9.4f %9.4f\n", "max", "", maxDeepSeek, maxPlanned);
-  std::printf("layers where the plan is worse than deepseek%s: %lld\n",
+  std::fprintf(table, "%5s %12s %9.4f %9.4f\n", "max", "", maxDeepSeek, maxPlanned);
+  std::fprintf(table, "layers where the plan is worse than deepseek%s: %lld\n",
               windows > 1 && robust == Robust::Worst ? " (worst window)" : "",
               (long long)worse);
   if (!current.empty())
-    std::printf("layers redeployed: %lld of %lld, replicas moved: %lld\n",
+    std::fprintf(table, "layers redeployed: %lld of %lld, replicas moved: %lld\n",
                 (long long)redeployed, (long long)layers, (long long)moved);
 
   if (outputFile.empty())
@@ -379,13 +389,10 @@ int main(int argc, char **argv) {
   if (!bad.empty())
     return fail(outputFile + ": not written: " + bad +
                 " is not a finite number");
-  // writeToOutput writes a temporary file and renames it into place, so a
-  // failed write leaves no partial file.
-  if (llvm::Error e =
-          llvm::writeToOutput(outputFile, [&](llvm::raw_ostream &os) {
-            os << llvm::formatv("{0:2}", value) << "\n";
-            return llvm::Error::success();
-          }))
-    return fail(outputFile + ": cannot write: " + llvm::toString(std::move(e)));
+  // All or nothing: a failed write leaves no partial file.
+  if (llvm::Error e = mlir::moe::writeOutputFile(outputFile, [&](llvm::raw_ostream &os) {
+        os << llvm::formatv("{0:2}", value) << "\n";
+      }))
+    return fail(llvm::toString(std::move(e)));
   return 0;
 }

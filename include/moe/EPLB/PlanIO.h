@@ -36,10 +36,13 @@ llvm::Expected<LoadTrace> readLoadTrace(llvm::StringRef path);
 /// and `experts` (checkTopology() first; a second replica of an expert on
 /// one device is accepted: DeepSeek's placements have them). Expert ids are
 /// whole numbers in [0, experts), shares in [0, 1] summing to 1 per expert;
-/// at most kMaxLayers layers. Shares default to even.
+/// at most kMaxLayers layers, exactly `expectedLayers` unless -1. Shares
+/// default to even. What moe-eplb's output states besides must agree: its
+/// experts, slots and devices; each layer's `layer` (its position),
+/// `log2phy` and `replica_count` (implied by phy2log).
 llvm::Expected<std::vector<Placement>>
 parsePlacements(llvm::StringRef json, int64_t experts,
-                const Topology &topology);
+                const Topology &topology, int64_t expectedLayers = -1);
 
 /// One layer's placement as JSON: phy2log, log2phy, replica_count, share,
 /// device_load (for `load`), peak and average.

@@ -1,0 +1,105 @@
+//===- OutputFile.cpp - All-or-nothing output files -----------------------===//
+#include "moe/Support/OutputFile.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+using namespace mlir::moe;
+namespace fs = llvm::sys::fs;
+
+namespace {
+llvm::Error cannotWrite(llvm::StringRef path, std::error_code ec) {
+  return llvm::createStringError(ec, "cannot write " + path + ": " + ec.message());
+}
+
+bool underSystemTree(llvm::StringRef path) {
+  return path.starts_with("/dev/") || path.starts_with("/proc/");
+}
+} // namespace
+
+OutputTarget mlir::moe::outputTarget(llvm::StringRef path) {
+  OutputTarget target{path.str(), false};
+  if (underSystemTree(path)) {
+    target.direct = true;
+    return target;
+  }
+  fs::file_status status;
+  if (fs::status(path, status)) // nothing there (or a dangling link): create it
+    return target;
+  if (!fs::is_regular_file(status)) {
+    target.direct = true;
+    return target;
+  }
+  llvm::SmallString<256> real;
+  if (!fs::real_path(path, real)) {
+    target.path = real.str().str();
+    target.direct = underSystemTree(target.path);
+  }
+  return target;
+}
+
+/// Writes `write`'s output to `os`, then checks that it all arrived.
+static llvm::Error writeChecked(llvm::StringRef path, llvm::raw_fd_ostream &os,
+                                llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  write(os);
+  os.flush();
+  if (!os.has_error())
+    return llvm::Error::success();
+  std::error_code ec = os.error();
+  os.clear_error();
+  return cannotWrite(path, ec);
+}
+
+llvm::Error mlir::moe::writeOutputFile(llvm::StringRef path,
+                                       llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  if (path == "-")
+    return writeChecked(path, llvm::outs(), write);
+  OutputTarget target = outputTarget(path);
+  if (target.direct) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(target.path, ec, fs::OF_None);
+    if (ec)
+      return cannotWrite(path, ec);
+    return writeChecked(path, os, write);
+  }
+  llvm::Expected<fs::TempFile> temporary =
+      fs::TempFile::create(target.path + ".tmp-%%%%%%", fs::all_read | fs::all_write);
+  if (!temporary)
+    return cannotWrite(path, llvm::errorToErrorCode(temporary.takeError()));
+  llvm::Error written = [&] {
+    llvm::raw_fd_ostream os(temporary->FD, /*shouldClose=*/false);
+    return writeChecked(path, os, write);
+  }();
+  if (written) {
+    llvm::consumeError(temporary->discard());
+    return written;
+  }
+  if (llvm::Error kept = temporary->keep(target.path))
+    return llvm::createStringError("cannot write " + path + ": " + llvm::toString(std::move(kept)));
+  return llvm::Error::success();
+}
+
+std::string mlir::moe::temporaryPattern(llvm::StringRef path) {
+  OutputTarget target = outputTarget(path);
+  if (!target.direct)
+    return target.path + ".tmp-%%%%%%";
+  llvm::SmallString<256> pattern;
+  llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, pattern);
+  llvm::sys::path::append(pattern, "moe-output-%%%%%%");
+  return pattern.str().str();
+}
+
+llvm::Error mlir::moe::publishOutputFile(llvm::StringRef temporary, llvm::StringRef path) {
+  OutputTarget target = outputTarget(path);
+  if (!target.direct && !fs::rename(temporary, target.path))
+    return llvm::Error::success();
+  if (std::error_code ec = fs::copy_file(temporary, target.path)) {
+    // A partial copy is removed; a directory, device or pipe at the path is
+    // the user's and stays.
+    if (!target.direct && !fs::is_directory(target.path))
+      fs::remove(target.path);
+    return cannotWrite(path, ec);
+  }
+  return llvm::Error::success();
+}
