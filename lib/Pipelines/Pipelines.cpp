@@ -2,6 +2,8 @@
 #include "moe/Pipelines/Pipelines.h"
 
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cstdlib>
@@ -114,8 +116,27 @@ static std::string lowerToNVVM(const CudaPipelineOptions &options) {
       options.optLevel.getValue());
 }
 
+/// What the CUDA pipeline's options allow, or "": the chips whose
+/// instructions the kernels use (bf16 mma.sync from sm_80), a kernel
+/// optimization level, and a CUDA path that exists.
+static std::string cudaOptionProblem(const CudaPipelineOptions &options) {
+  static constexpr llvm::StringLiteral chips[] = {"sm_90a", "sm_90", "sm_89", "sm_80"};
+  if (!llvm::is_contained(chips, options.chip.getValue()))
+    return "chip=" + options.chip.getValue() +
+           ": the kernels need sm_90a, sm_90, sm_89 or sm_80 (bf16 tensor-core products)";
+  if (options.optLevel < 0 || options.optLevel > 3)
+    return "opt-level=" + std::to_string(options.optLevel) + ": 0 to 3";
+  if (!options.cudaPath.empty() && !llvm::sys::fs::is_directory(options.cudaPath))
+    return "cuda-path=" + options.cudaPath.getValue() + ": no such directory";
+  return "";
+}
+
 LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
                                      const CudaPipelineOptions &options) {
+  if (std::string problem = cudaOptionProblem(options); !problem.empty()) {
+    llvm::errs() << "moe-cuda-pipeline: " << problem << "\n";
+    return failure();
+  }
   // Upstream's NVVM serialization finds libdevice (for expf and friends)
   // only through these variables; without it the PTX keeps unresolved calls.
   if (!options.cudaPath.empty())
@@ -170,17 +191,32 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
   return addPipeline(pm, text);
 }
 
+namespace {
+/// Registers a pipeline whose construction can fail (bad option values), so
+/// that the tool exits with an error instead of running a partial pipeline.
+template <typename Options>
+void registerFallible(StringRef arg, StringRef description,
+                      LogicalResult (*build)(OpPassManager &, const Options &)) {
+  registerPassPipeline(
+      arg, description,
+      [build](OpPassManager &pm, StringRef text,
+              function_ref<LogicalResult(const Twine &)> errorHandler) {
+        Options options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        if (failed(build(pm, options)))
+          return errorHandler("cannot build the pipeline from these options");
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> handler) { handler(Options()); });
+}
+} // namespace
+
 void moe::registerMoEPipelines() {
-  PassPipelineRegistration<CpuPipelineOptions>(
-      "moe-cpu-pipeline",
-      "Lower moe layers to the LLVM dialect for the CPU (one rank)",
-      [](OpPassManager &pm, const CpuPipelineOptions &options) {
-        (void)buildCpuPipeline(pm, options);
-      });
-  PassPipelineRegistration<CudaPipelineOptions>(
-      "moe-cuda-pipeline",
-      "Lower moe layers to GPU kernels (NVVM, PTX for sm_90) plus host code",
-      [](OpPassManager &pm, const CudaPipelineOptions &options) {
-        (void)buildCudaPipeline(pm, options);
-      });
+  registerFallible<CpuPipelineOptions>(
+      "moe-cpu-pipeline", "Lower moe layers to the LLVM dialect for the CPU (one rank)",
+      buildCpuPipeline);
+  registerFallible<CudaPipelineOptions>(
+      "moe-cuda-pipeline", "Lower moe layers to GPU kernels (NVVM, PTX for sm_90) plus host code",
+      buildCudaPipeline);
 }

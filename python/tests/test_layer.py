@@ -94,3 +94,38 @@ def test_main_job_fails_when_over_tolerance(tmp_path):
                       "--tolerance", "1e-12", "--counters", str(tmp_path / "c.json"))
     assert result.returncode == 1
     assert "FAIL" in result.stdout
+
+
+# Run in a child process: the other library stays in its global symbol scope.
+GLOBAL_NEIGHBOUR = """
+import ctypes, json, sys
+import numpy as np
+from moec import reference
+from moec.layer import run_layer
+from moec.weights import make_inputs
+ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+plan = json.load(open(sys.argv[3]))
+x, weights = make_inputs(plan, 16, seed=1)
+y = run_layer(sys.argv[2], plan, x, weights).astype(np.float64)
+ref = reference.layer(x, weights, plan)
+print(np.max(np.abs(y - ref)) / np.max(np.abs(ref)))
+"""
+
+
+def test_a_layer_runs_its_own_code_beside_another_in_global_scope(tmp_path):
+    # Two layers of one shape and entry name but different routing: an engine that
+    # links one (or dlopens it RTLD_GLOBAL) must not make the other call its code.
+    config = json.loads((ROOT / "examples" / "qwen3-moe-tiny" / "config.json").read_text())
+    libraries = []
+    for normalize in (True, False):
+        folder = tmp_path / f"norm{normalize}"
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({**config, "norm_topk_prob": normalize}))
+        libraries.append(compile_config(folder / "config.json", folder))
+    (normalized, plan), (neighbour, _) = libraries
+    plan_path = tmp_path / "plan.json"
+    plan_path.write_text(json.dumps(plan))
+    done = subprocess.run([sys.executable, "-c", GLOBAL_NEIGHBOUR, str(neighbour), str(normalized),
+                           str(plan_path)], cwd=ROOT / "python", capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) <= main_job.TOLERANCE["f32"]

@@ -177,3 +177,44 @@ func.func @no_results(%x: tensor<?x64xf32>, %wr: tensor<8x64xf32>,
          -> tensor<?x64xf32>
   return
 }
+
+// -----
+
+// Tests that ranks agree on the token count when a later layer spans ranks, not only the first.
+// CHECK-LABEL: func.func @second_layer_on_ranks(
+// CHECK: moe.agree_count {{.+}} for phase_tokens
+func.func @second_layer_on_ranks(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>,
+                                 %w13a: tensor<8x24x16xf32>, %w2a: tensor<8x16x12xf32>,
+                                 %w13: tensor<4x24x16xf32>, %w2: tensor<4x16x12xf32>,
+                                 %r: tensor<8xi32>) -> tensor<?x16xf32> {
+  %a = moe.layer %x router(%wr) experts(%w13a, %w2a)
+         routing <softmax, top_k = 2, normalize> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x16xf32>, tensor<8x16xf32>, tensor<8x24x16xf32>, tensor<8x16x12xf32>)
+       -> tensor<?x16xf32>
+  %y = moe.layer %a router(%wr) experts(%w13, %w2) expert_rank(%r)
+         routing <softmax, top_k = 2, normalize> activation swiglu layout <ep = 2, tp = 1>
+         {max_tokens_per_rank = 100 : i64}
+       : (tensor<?x16xf32>, tensor<8x16xf32>, tensor<4x24x16xf32>, tensor<4x16x12xf32>,
+          tensor<8xi32>) -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+// Tests that a layer function that is called is refused: it gains the phase argument.
+func.func @called(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>, %w13: tensor<8x24x16xf32>,
+                  %w2: tensor<8x16x12xf32>) -> tensor<?x16xf32> {
+  %y = moe.layer %x router(%wr) experts(%w13, %w2)
+         routing <softmax, top_k = 2, normalize> activation swiglu layout <ep = 1, tp = 1>
+       : (tensor<?x16xf32>, tensor<8x16xf32>, tensor<8x24x16xf32>, tensor<8x16x12xf32>)
+       -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+func.func @caller(%x: tensor<?x16xf32>, %wr: tensor<8x16xf32>, %w13: tensor<8x24x16xf32>,
+                  %w2: tensor<8x16x12xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{moe-specialize-phase: @called holds a layer and is called here}}
+  %y = call @called(%x, %wr, %w13, %w2)
+       : (tensor<?x16xf32>, tensor<8x16xf32>, tensor<8x24x16xf32>, tensor<8x16x12xf32>)
+       -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}

@@ -171,7 +171,10 @@ Error moe_compile::linkShared(ArrayRef<std::string> objectPaths, StringRef path,
   // LLVM's OpenMP runtime: the worksharing loops call __kmpc_* entries.
   std::string ompDir = "-L" MOE_OPENMP_LIBDIR, ompRpath = "-Wl,-rpath," MOE_OPENMP_LIBDIR;
   // Every layer allocates through the runtime (its heap is measured).
-  SmallVector<StringRef> args = {*cc, "-shared", "-o", path};
+  // -Bsymbolic: the entry's calls into its own functions (the C interface
+  // calls the layer by its name) bind inside the library, so another layer
+  // of the same entry name in the global scope cannot take them.
+  SmallVector<StringRef> args = {*cc, "-shared", "-Wl,-Bsymbolic", "-o", path};
   args.append(objectPaths.begin(), objectPaths.end());
   // A GPU layer's host code only launches kernels through the mgpu* entries
   // of libmoert_cuda (which find the driver at run time); no OpenMP.

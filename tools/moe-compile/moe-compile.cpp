@@ -239,7 +239,7 @@ cl::opt<std::string> gpuPrefillBlock(
 cl::opt<int64_t> gpuPrefillStages(
     "gpu-prefill-stages",
     cl::desc("With --target cuda, the cp.async stages of the prefill GEMMs "
-             "(2-4; default 2 with wgmma, else 3)"),
+             "(2-4; default 3)"),
     cl::init(3), cl::cat(category));
 
 cl::opt<int64_t> gpuPrefillStageDepth(

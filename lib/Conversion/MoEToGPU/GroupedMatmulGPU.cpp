@@ -190,7 +190,8 @@ static std::optional<BlockShape> parseBlockShape(StringRef block, int64_t stages
   if (block == "narrow")
     return shape;
   auto [rows, cols] = block.split('x');
-  if (rows.getAsInteger(10, shape.rows) || cols.getAsInteger(10, shape.cols))
+  if (rows.getAsInteger(10, shape.rows) || cols.getAsInteger(10, shape.cols) ||
+      shape.rows <= 0 || shape.cols <= 0)
     return std::nullopt;
   return shape;
 }
@@ -207,7 +208,7 @@ std::optional<std::string> mlir::moe::checkGpuPrefillOptions(StringRef block, in
   std::optional<BlockShape> shape = parseBlockShape(block, stages, stageDepth, mma);
   std::optional<std::string> error;
   if (!shape)
-    error = "expected narrow or RxC, e.g. 64x128";
+    error = "expected narrow or RxC of positive sizes, e.g. 64x128";
   else if (shape->wgmma && shape->rows == 0)
     error = "prefill-mma=wgmma takes an RxC block";
   else if (shape->rows > 0)

@@ -77,6 +77,14 @@ struct MoESpecializePhasePass
                << int64_t(decodeMaxTokens) << " is too large for this layer: " << *why;
     }
 
+    // The entry gains the phase argument: a call to it would no longer match.
+    if (std::optional<SymbolTable::UseRange> uses = SymbolTable::getSymbolUses(func, module))
+      for (const SymbolTable::SymbolUse &use : *uses)
+        return use.getUser()->emitError("moe-specialize-phase: @")
+               << func.getSymName()
+               << " holds a layer and is called here; it is the entry that gains the phase "
+                  "argument, so it must not be called (make the caller the entry, or inline it)";
+
     SymbolTable symbols(module);
     func::FuncOp prefill = cloneVariant(symbols, func, "_prefill", Phase::prefill);
     func::FuncOp decode = cloneVariant(symbols, func, "_decode", Phase::decode);
@@ -95,8 +103,11 @@ struct MoESpecializePhasePass
       if (!ShapedType::isDynamic(tokens) && tokens > most)
         eraseTokenCount(layer);
     }
-    buildEntry(func, input.getArgNumber(), prefill, decode, first.getLayout().getEp(),
-               threshold);
+    // Ranks agree on the count when any layer spans ranks, not only the first.
+    int64_t ep = 1;
+    for (LayerOp layer : layersOf(func))
+      ep = std::max<int64_t>(ep, layer.getLayout().getEp());
+    buildEntry(func, input.getArgNumber(), prefill, decode, ep, threshold);
     ++numSpecialized;
     return success();
   }
