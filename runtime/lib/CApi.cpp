@@ -95,6 +95,15 @@ int failWith(const std::string &message) {
 
 int check(const Status &status) { return status ? failWith(*status) : 0; }
 
+/// Ends this process, and with MPI the whole job (abortMPIJob: a peer
+/// that finalized could otherwise leave mpirun hanging), with status 1.
+[[noreturn]] void endJob() {
+#ifdef MOERT_HAVE_MPI
+  abortMPIJob();
+#endif
+  std::_Exit(1);
+}
+
 /// Compiled code cannot take an error back: report and end the process.
 /// The pause lets the other ranks, which see the same failure, print theirs
 /// before the launcher tears the job down.
@@ -103,7 +112,7 @@ int check(const Status &status) { return status ? failWith(*status) : 0; }
   std::fprintf(stderr, "moert: rank %d: error: %s\n", rank, message.c_str());
   std::fflush(stderr);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  std::_Exit(1);
+  endJob();
 }
 
 /// What an exception says, for messages.
@@ -1166,7 +1175,7 @@ int hostCollective(const char *entry, const char *name,
   std::fprintf(stderr, "moert: rank %d: error: %s: out of memory\n", rank, entry);
   std::fflush(stderr);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  std::_Exit(1);
+  endJob();
 }
 
 [[noreturn]] void moert::fatal(const char *collective, const std::string &message) {

@@ -127,3 +127,11 @@ std::unique_ptr<Communicator> moert::createMPICommunicator(Status &error) {
   MPI_Comm control = mpi::duplicateWorld();
   return std::make_unique<MPICommunicator>(data, control, initializedHere);
 }
+
+void moert::abortMPIJob() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
