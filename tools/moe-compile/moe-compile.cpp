@@ -12,6 +12,7 @@
 #include "PlanReport.h"
 #include "moe/Conversion/Passes.h"
 #include "moe/Dialect/MoE/Analysis/DispatchPlan.h"
+#include "moe/Dialect/MoE/IR/MoEOps.h"
 #include "moe/Dialect/MoE/Transforms/Passes.h"
 #include "moe/Import/HFConfig.h"
 #include "moe/InitAll.h"
@@ -357,6 +358,21 @@ int publish(llvm::StringRef temporary) {
 
 bool given(const cl::Option &option) { return option.getNumOccurrences() > 0; }
 
+/// Why a name the layer exports clashes with what it links, or none.
+std::optional<std::string> reservedNameProblem(llvm::StringRef name) {
+  for (llvm::StringRef prefix : {"moert_", "mgpu", "_mlir", "__", "llvm_"})
+    if (name.starts_with(prefix))
+      return ("'" + name + "' starts with '" + prefix +
+              "', which the runtime and generated code reserve")
+          .str();
+  for (llvm::StringRef reserved :
+       {"main", "malloc", "free", "calloc", "realloc", "aligned_alloc", "abort",
+        "exit", "memcpy", "memmove", "memset", "printf", "puts", "putchar"})
+    if (name == reserved)
+      return ("'" + name + "' clashes with a C library function the layer links").str();
+  return std::nullopt;
+}
+
 /// Checks --entry: a C identifier that clashes with nothing the layer links.
 std::optional<std::string> entryProblem(llvm::StringRef name) {
   if (name.empty())
@@ -368,19 +384,29 @@ std::optional<std::string> entryProblem(llvm::StringRef name) {
     return ("--entry must be a C identifier ([A-Za-z_][A-Za-z0-9_]*), got '" +
             name + "'")
         .str();
-  for (llvm::StringRef prefix : {"moert_", "mgpu", "_mlir", "__", "llvm_"})
-    if (name.starts_with(prefix))
-      return ("--entry '" + name + "' starts with '" + prefix +
-              "', which the runtime and generated code reserve")
-          .str();
-  for (llvm::StringRef reserved :
-       {"main", "malloc", "free", "calloc", "realloc", "aligned_alloc", "abort",
-        "exit", "memcpy", "memmove", "memset", "printf", "puts", "putchar"})
-    if (name == reserved)
-      return ("--entry '" + name +
-              "' clashes with a C library function the layer links")
-          .str();
+  if (std::optional<std::string> clash = reservedNameProblem(name))
+    return "--entry " + *clash;
   return std::nullopt;
+}
+
+/// Checks the functions an .mlir input exports: none clashes with what the
+/// layer links (an entry named `malloc` would replace the C library's), and
+/// no layer hides in a nested module (only the top level's are compiled).
+LogicalResult checkInputSymbols(ModuleOp module) {
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func.isPublic())
+      if (std::optional<std::string> clash = reservedNameProblem(func.getSymName()))
+        return func.emitError("function @") << func.getSymName() << ": the name " << *clash;
+  for (auto nested : module.getOps<ModuleOp>()) {
+    WalkResult found = nested.walk([](moe::LayerOp layer) {
+      layer.emitError("moe-compile compiles the layers of the top-level module's functions; "
+                      "this one is in a nested module");
+      return WalkResult::interrupt();
+    });
+    if (found.wasInterrupted())
+      return failure();
+  }
+  return success();
 }
 
 /// Checks the options on their own; the ones that need the config are
@@ -493,6 +519,9 @@ std::optional<std::string> optionProblem() {
     return "--plan needs --config";
   if (!planFile.empty() && planFile == outputFile)
     return "--plan and -o name the same file";
+  if (!inputFile.empty() && (inputFile == outputFile ||
+                             llvm::sys::fs::equivalent(inputFile.getValue(), outputFile.getValue())))
+    return "-o names the input file " + inputFile + ", which the output would replace";
   if (!inputFile.empty()) {
     // An .mlir input carries its layout, types and function names in the IR.
     const cl::Option *configOnlyOptions[] = {&ep,           &tp,
@@ -799,7 +828,7 @@ int compileLayer(const char *argv0) {
   if (config)
     if (auto problem = configProblem(*config))
       return fail(configFile + ": " + *problem);
-  if (failed(verify(*module)))
+  if (failed(verify(*module)) || (!inputFile.empty() && failed(checkInputSymbols(*module))))
     return 1;
 
   // Phase variants first, so that chunking plans each of them.
