@@ -63,8 +63,11 @@ def main(argv=None):
     parser.add_argument("--phase", choices=("auto", "prefill", "decode"), default="auto",
                         help="for layers compiled with --decode-max-tokens")
     parser.add_argument("--placement",
-                        help="moe-eplb output: layer 0's phy2log and share place the experts "
+                        help="moe-eplb output: a layer's phy2log and share place the experts "
                              "(the layer must be compiled with --physical-experts)")
+    parser.add_argument("--placement-layer", type=int, default=0,
+                        help="which layer of --placement (default 0; a DeepSeek-V3 trace's "
+                             "first layers are dense)")
     parser.add_argument("--expert-rows-quantization", choices=("none", *fp8.SCHEMES),
                         default="none",
                         help="the reference's experts see the rows an FP8 dispatch delivers "
@@ -93,7 +96,15 @@ def main(argv=None):
     mine = np.arange(rank * local, (rank + 1) * local)
     args_in_order = dict(weights)
     if args.placement:  # this rank's slots hold replicas of these experts
-        placed = json.loads(Path(args.placement).read_text())["layers"][0]
+        placement = json.loads(Path(args.placement).read_text())
+        layers = placement["layers"]
+        if not 0 <= args.placement_layer < len(layers):
+            raise SystemExit(f"--placement-layer {args.placement_layer}: {args.placement} has "
+                             f"layers 0 to {len(layers) - 1}")
+        if placement.get("devices", ranks) != ranks:
+            raise SystemExit(f"--placement {args.placement}: planned for "
+                             f"{placement['devices']} devices, the job has {ranks} ranks")
+        placed = layers[args.placement_layer]
         phys_to_log = np.array(placed["phy2log"], np.int32)
         if phys_to_log.size and not 0 <= phys_to_log.min() <= phys_to_log.max() < plan["experts"]:
             raise SystemExit(f"--placement {args.placement}: phy2log names experts "

@@ -128,3 +128,18 @@ def test_a_placement_lets_ep_not_divide_the_experts(tmp_path):
     placed = run(tmp_path, ranks, library, plan_path, placement=placement)
     choices = sum(r["tokens"] for r in placed) * CONFIG["num_experts_per_tok"]
     assert sum(device_loads(placed)) == choices
+
+
+def test_a_placement_for_another_device_count_is_named(tmp_path):
+    # moe-eplb states the devices it planned for: 4 devices' plan on 2 ranks would give a
+    # rank two replicas of one expert.
+    loads = tmp_path / "loads.json"
+    loads.write_text(json.dumps([[1 + e for e in range(16)]]))
+    placement = tmp_path / "placement.json"
+    subprocess.run([tool("moe-eplb"), str(loads), "--devices", "4", "--slots", "20",
+                    "-o", str(placement)], check=True, capture_output=True)
+    library, plan_path = compile_layer(tmp_path, 2, physical_experts=20)
+    results, done = main_job.run_ranks(library, plan_path, 2, 8, 5, "uniform",
+                                       main_job.TOLERANCE["f32"], tmp_path, placement=placement)
+    assert done.returncode != 0 and not results
+    assert "planned for 4 devices, the job has 2 ranks" in done.stderr
