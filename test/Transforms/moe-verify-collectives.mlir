@@ -214,3 +214,45 @@ func.func @rank_local_choice(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: te
   }
   return
 }
+
+// -----
+
+// Tests that a call of a function that issues collectives (here through a second call) is held
+// to the same rules as the collectives themselves.
+func.func private @exchange(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                            %er: tensor<8xi32>) -> tensor<?x64xf32> {
+  %a, %b, %d, %h = moe.ep_dispatch %x, %ids, %w, %er capacity = 64 ep = 2 max_tokens = 32
+      : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>)
+      -> (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, i64)
+  %y = moe.ep_combine %a, %h : (tensor<?x64xf32>, i64) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+func.func private @wrapper(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                           %er: tensor<8xi32>) -> tensor<?x64xf32> {
+  %y = func.call @exchange(%x, %ids, %w, %er)
+      : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+func.func @through_calls(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
+                         %er: tensor<8xi32>) -> tensor<?x64xf32> {
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %x, %c0 : tensor<?x64xf32>
+  %c = arith.cmpi sgt, %t, %c0 : index
+  // expected-note @+1 {{this scf.if decides whether it runs}}
+  %r = scf.if %c -> tensor<?x64xf32> {
+    // expected-error @+1 {{call of @wrapper, which issues collectives, under control flow that can differ between ranks: the scf.if condition depends on rank-local data}}
+    %y = func.call @wrapper(%x, %ids, %w, %er)
+        : (tensor<?x64xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8xi32>) -> tensor<?x64xf32>
+    scf.yield %y : tensor<?x64xf32>
+  } else {
+    scf.yield %x : tensor<?x64xf32>
+  }
+  return %r : tensor<?x64xf32>
+}
+
+// -----
+
+// Tests that a collective outside any function is named as such.
+%c = arith.constant 3 : index
+// expected-error @+1 {{collective under control flow that can differ between ranks: it is outside any function}}
+%n = moe.agree_count %c for phase_tokens : index

@@ -88,15 +88,53 @@ private:
   DenseMap<Value, bool> memo;
 };
 
+/// The functions of `root` that issue collectives, themselves or through
+/// the functions they call (a fixpoint over the calls).
+DenseSet<Operation *> functionsWithCollectives(Operation *root) {
+  DenseSet<Operation *> issuing;
+  SmallVector<std::pair<Operation *, StringRef>> calls; // (caller, callee)
+  DenseMap<StringRef, Operation *> byName;
+  root->walk([&](FunctionOpInterface func) {
+    byName[func.getName()] = func;
+    func->walk([&](Operation *op) {
+      if (isCollective(op))
+        issuing.insert(func);
+      else if (auto call = dyn_cast<func::CallOp>(op))
+        calls.push_back({func, call.getCallee()});
+    });
+  });
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto [caller, callee] : calls) {
+      Operation *target = byName.lookup(callee);
+      if (target && issuing.contains(target) && !issuing.contains(caller))
+        changed = issuing.insert(caller).second;
+    }
+  }
+  return issuing;
+}
+
 struct MoEVerifyCollectivesPass
     : moe::impl::MoEVerifyCollectivesBase<MoEVerifyCollectivesPass> {
   void runOnOperation() override {
     Uniformity uniformity;
     bool failed = false;
+    // A call of a function that issues collectives is held to the same
+    // rules: every rank must make it.
+    DenseSet<Operation *> issuing = functionsWithCollectives(getOperation());
+    DenseMap<StringRef, Operation *> byName;
+    getOperation()->walk([&](FunctionOpInterface f) { byName[f.getName()] = f; });
     getOperation()->walk([&](Operation *op) {
-      if (!isCollective(op))
+      bool viaCall = false;
+      if (auto call = dyn_cast<func::CallOp>(op); call && !isRuntimeCollective(call))
+        viaCall = issuing.contains(byName.lookup(call.getCallee()));
+      if (!isCollective(op) && !viaCall)
         return;
       ++numCollectives;
+      subject = viaCall ? ("call of @" + cast<func::CallOp>(op).getCallee() +
+                           ", which issues collectives,")
+                              .str()
+                        : "collective";
       failed |= !check(op, uniformity);
     });
     if (failed)
@@ -105,12 +143,14 @@ struct MoEVerifyCollectivesPass
 
   bool reject(Operation *collective, Operation *cause, const Twine &why) {
     InFlightDiagnostic diag = collective->emitError()
-        << "collective under control flow that can differ between ranks: "
-        << why;
+        << subject << " under control flow that can differ between ranks: " << why;
     diag.attachNote(cause->getLoc())
         << "this " << cause->getName() << " decides whether it runs";
     return false;
   }
+
+  /// What is being checked, for messages: a collective or a call of one.
+  std::string subject;
 
   bool check(Operation *collective, Uniformity &uniformity) {
     for (Operation *parent = collective->getParentOp(); parent;
@@ -138,6 +178,12 @@ struct MoEVerifyCollectivesPass
                         "the moe.chunk_loop trip count is not agreed across "
                         "ranks (mark it 'agreed')");
         continue;
+      }
+      if (isa<ModuleOp>(parent)) {
+        collective->emitError() << subject
+                                << " under control flow that can differ between ranks: it is "
+                                   "outside any function";
+        return false;
       }
       return reject(collective, parent,
                     "its trip count or condition cannot be analysed");

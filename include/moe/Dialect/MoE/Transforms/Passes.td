@@ -97,8 +97,9 @@ def MoEVerifyCollectives : Pass<"moe-verify-collectives"> {
   let summary = "Prove that every rank issues the same collectives in the same order";
   let description = [{
     Rejects a collective (`moe.ep_dispatch`, `moe.ep_combine`,
-    `moe.agree_count`, `moe.tp_gather`, or a call of a `moert_` runtime
-    collective) that sits
+    `moe.agree_count`, `moe.tp_gather`, a call of a `moert_` runtime
+    collective, or a call of a function that issues any of these, itself or
+    through its calls) that sits
     under control flow which can differ between ranks:
 
     * an `scf.if` / `cf.cond_br` whose condition is rank-dependent;
