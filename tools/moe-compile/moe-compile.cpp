@@ -391,12 +391,19 @@ std::optional<std::string> entryProblem(llvm::StringRef name) {
 
 /// Checks the functions an .mlir input exports: none clashes with what the
 /// layer links (an entry named `malloc` would replace the C library's), and
-/// no layer hides in a nested module (only the top level's are compiled).
-LogicalResult checkInputSymbols(ModuleOp module) {
-  for (auto func : module.getOps<func::FuncOp>())
-    if (func.isPublic())
-      if (std::optional<std::string> clash = reservedNameProblem(func.getSymName()))
-        return func.emitError("function @") << func.getSymName() << ": the name " << *clash;
+/// no layer hides in a nested module (only the top level's are compiled);
+/// gives each its C interface.
+LogicalResult prepareInputFunctions(ModuleOp module) {
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (!func.isPublic())
+      continue;
+    if (std::optional<std::string> clash = reservedNameProblem(func.getSymName()))
+      return func.emitError("function @") << func.getSymName() << ": the name " << *clash;
+    // The C entry `_mlir_ciface_<name>` (docs/Design.md) for every exported
+    // layer function, as for --config inputs.
+    if (!func.isExternal())
+      func->setAttr("llvm.emit_c_interface", UnitAttr::get(func.getContext()));
+  }
   for (auto nested : module.getOps<ModuleOp>()) {
     WalkResult found = nested.walk([](moe::LayerOp layer) {
       layer.emitError("moe-compile compiles the layers of the top-level module's functions; "
@@ -458,7 +465,8 @@ std::optional<std::string> optionProblem() {
     return llvm::formatv("--physical-experts must be 0 or a multiple of --ep "
                          "up to {0}, got {1}", kMaxExperts,
                          physicalExperts.getValue()).str();
-  if (physicalExperts > 0 && ep == 1)
+  // (.mlir inputs: --physical-experts is refused below, as the IR carries it.)
+  if (physicalExperts > 0 && ep == 1 && inputFile.empty())
     return "--physical-experts places experts on EP ranks: it needs --ep > 1";
   if (std::optional<std::string> error =
           moe::checkGpuPrefillOptions(gpuPrefillBlock, gpuPrefillStages, gpuPrefillStageDepth,
@@ -828,7 +836,7 @@ int compileLayer(const char *argv0) {
   if (config)
     if (auto problem = configProblem(*config))
       return fail(configFile + ": " + *problem);
-  if (failed(verify(*module)) || (!inputFile.empty() && failed(checkInputSymbols(*module))))
+  if (failed(verify(*module)) || (!inputFile.empty() && failed(prepareInputFunctions(*module))))
     return 1;
 
   // Phase variants first, so that chunking plans each of them.
