@@ -3,6 +3,8 @@
 // RUN: moe-opt --moe-cpu-pipeline="lower-to-llvm=false" --split-input-file %s | FileCheck %s --check-prefix=PIPELINE
 // RUN: moe-opt --convert-moe-to-cpu --split-input-file %s | FileCheck %s --check-prefix=PACKED
 // RUN: moe-opt --convert-moe-to-cpu="packed-min-rows=0" --split-input-file %s | FileCheck %s --check-prefix=NOPACK
+// RUN: not moe-opt --convert-moe-to-cpu="register-rows=100000" --split-input-file %s 2>&1 | FileCheck %s --check-prefix=HUGETILE
+// HUGETILE: convert-moe-to-cpu: vector-width must be in [1, 64], register-rows and register-cols in [1, 32]
 
 // The grouped GEMM on the expert-offsets layout: a thread loop over (column
 // block, expert) work items, row blocks, register tiles of 3 rows x 4 weight
