@@ -560,6 +560,15 @@ struct ConvertMoEToGPUPass : moe::impl::ConvertMoEToGPUBase<ConvertMoEToGPUPass>
     WalkResult left = getOperation()->walk([&](GroupedMatmulOp op) {
       if (!op.getScales())
         return WalkResult::advance();
+      Type weights = cast<ShapedType>(op.getWeight().getType()).getElementType();
+      if (!weights.isBF16() && !weights.isInteger(8) && !isa<Float8E4M3FNType>(weights)) {
+        op.emitOpError("convert-moe-to-gpu: the GEMM of an FP8 dispatch's codes takes bf16 or "
+                       "FP8 weights, got ")
+            << weights
+            << " weights; compile the layer in bf16, or dequantize on receipt "
+               "(moe-fuse-quant-dispatch{gemm-consumes-fp8=false})";
+        return WalkResult::interrupt();
+      }
       op.emitOpError("convert-moe-to-gpu: the GEMM of an FP8 dispatch's codes needs scales "
                      "per 8 or more of depth, and per 32, 64 or 128 where the FP8 rows "
                      "prefill form (fp8-rows) multiplies them; else dequantize on receipt "
