@@ -151,6 +151,11 @@ Status moert::readPlan(const int64_t *values, int64_t count, PlanFields &out) {
   return std::nullopt;
 }
 
+static std::string rankCountMismatch(const PlanFields &plan, const DispatchShape &shape) {
+  return cat("dispatch: the layer was planned for ", plan.ranks,
+             " expert-parallel ranks but runs on ", shape.ranks);
+}
+
 Status moert::checkDispatchPlan(const PlanFields &plan, const DispatchShape &shape,
                                 DispatchSizes &out) {
   using namespace limits;
@@ -171,6 +176,9 @@ Status moert::checkDispatchPlan(const PlanFields &plan, const DispatchShape &sha
   const char *map = shape.placed ? "phys_to_log's length" : "expert_rank's length";
   if (Status e = inRange(map, shape.mapLength, 1, kMaxExperts))
     return e;
+  // A layer run on another rank count: say so before what follows from it.
+  if (plan.ranks > 0 && plan.ranks <= kMaxRanks && plan.ranks != shape.ranks)
+    return rankCountMismatch(plan, shape);
   if (shape.mapLength % shape.ranks != 0)
     return shape.placed
                ? cat("placement: ", shape.mapLength, " slots do not divide over ",
@@ -228,8 +236,7 @@ Status moert::checkDispatchPlan(const PlanFields &plan, const DispatchShape &sha
 
   // The fields against the call and each other.
   if (plan.ranks && plan.ranks != shape.ranks)
-    return cat("dispatch: the layer was planned for ", plan.ranks,
-               " expert-parallel ranks but runs on ", shape.ranks);
+    return rankCountMismatch(plan, shape);
   if (shape.keepCodes && plan.quantization == 0)
     return std::string("dispatch: FP8 codes asked for, but the plan has no quantization");
   const int64_t group = plan.quantization == 1 ? 128 : plan.quantization == 2 ? 32 : 0;

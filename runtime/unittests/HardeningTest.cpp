@@ -419,6 +419,20 @@ TEST(Hardening, Defect8_CombinePartialMustMatchItsDispatch) {
       << e.describe();
 }
 
+// A layer built for 2 ranks run on 3: the rank count is named, not the
+// experts that do not divide over 3 ranks (which follows from it).
+TEST(Hardening, RankCountMismatchIsNamedFirst) {
+  DispatchSizes sizes;
+  PlanFields plan;
+  plan.ranks = 2;
+  DispatchShape shape = smallShape();
+  shape.mapLength = 16;
+  shape.ranks = 3;
+  Status e = checkDispatchPlan(plan, shape, sizes);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(*e, "dispatch: the layer was planned for 2 expert-parallel ranks but runs on 3");
+}
+
 //===--------------------------------------------------------------------===//
 // Defect 3: a huge plan is an error naming the field, before allocating.
 //===--------------------------------------------------------------------===//
