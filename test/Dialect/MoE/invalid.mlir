@@ -1358,7 +1358,7 @@ func.func @layer_c9(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>,
 // Tests that layer_c9: max_tokens_per_rank near 2^62 (the capacity ep * max would overflow) is rejected.
 func.func @layer_c9_max_tokens(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<2x8x8xf32>,
                                %w2: tensor<2x8x4xf32>, %er: tensor<4xi32>) {
-  // expected-error @+1 {{layer_c9: a layer needs a static hidden size}}
+  // expected-error @+1 {{layer_c9: a layer needs a static hidden size, intermediate sizes in [1, 1048576], at most 1048576 expert slots and max_tokens_per_rank at most 2147483648; got max_tokens_per_rank = 4611686018427387904}}
   %y = moe.layer %x router(%wr) experts(%w13, %w2) expert_rank(%er)
          routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
          {max_tokens_per_rank = 4611686018427387904 : i64}
@@ -1372,7 +1372,7 @@ func.func @layer_c9_max_tokens(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>, %w13: 
 // Tests that layer_c9: the hidden size is static (chunk, workspace and FP8 plans need it).
 func.func @layer_c9_hidden(%x: tensor<?x?xf32>, %wr: tensor<4x8xf32>, %w13: tensor<4x8x8xf32>,
                            %w2: tensor<4x8x4xf32>) {
-  // expected-error @+1 {{layer_c9: a layer needs a static hidden size}}
+  // expected-error @+1 {{layer_c9: a layer needs a static hidden size, intermediate sizes in [1, 1048576], at most 1048576 expert slots and max_tokens_per_rank at most 2147483648; got a dynamic hidden size}}
   %y = moe.layer %x router(%wr) experts(%w13, %w2)
          routing <softmax, top_k = 2> activation swiglu layout <ep = 1, tp = 1>
        : (tensor<?x?xf32>, tensor<4x8xf32>, tensor<4x8x8xf32>, tensor<4x8x4xf32>) -> tensor<?x?xf32>
@@ -1384,7 +1384,7 @@ func.func @layer_c9_hidden(%x: tensor<?x?xf32>, %wr: tensor<4x8xf32>, %w13: tens
 // Tests that layer_c9: a placement has at most 2^20 physical slots.
 func.func @layer_c9_slots(%x: tensor<?x8xf32>, %wr: tensor<4x8xf32>, %w13: tensor<2097152x8x8xf32>,
                           %w2: tensor<2097152x8x4xf32>, %p: tensor<4194304xi32>, %s: tensor<4194304xf32>) {
-  // expected-error @+1 {{layer_c9: a layer needs a static hidden size}}
+  // expected-error @+1 {{; got 4194304 expert slots}}
   %y = moe.layer %x router(%wr) experts(%w13, %w2) placement(%p, %s)
          routing <softmax, top_k = 2> activation swiglu layout <ep = 2, tp = 1>
          {max_tokens_per_rank = 8 : i64}

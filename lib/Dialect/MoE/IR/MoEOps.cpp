@@ -287,7 +287,10 @@ LogicalResult LayerOp::verify() {
                          << "=" << localExperts << ", 2I, H=" << dimStr(hidden)
                          << "] and w2[" << localName << ", H, I], got "
                          << getW13().getType()
-                         << " and " << getW2().getType();
+                         << " and " << getW2().getType()
+                         << (ShapedType::isDynamic(w13[1]) || ShapedType::isDynamic(w2[2])
+                                 ? " (I must be static: the activation splits w13's rows)"
+                                 : "");
 
   if (static_cast<bool>(getW13Bias()) != static_cast<bool>(getW2Bias()))
     return emitOpError() << "layer_c15: expert biases are w13_bias and w2_bias "
@@ -380,12 +383,22 @@ LogicalResult LayerOp::verify() {
       !within(sharedIntermediate, 1, limits::kMaxIntermediate) ||
       slotCount > limits::kMaxExperts ||
       (maxTokens && *maxTokens > limits::kMaxTokens))
+  {
+    std::string got =
+        ShapedType::isDynamic(hidden) ? "a dynamic hidden size"
+        : !within(intermediate, 1, limits::kMaxIntermediate)
+            ? "intermediate size " + std::to_string(intermediate)
+        : !within(sharedIntermediate, 1, limits::kMaxIntermediate)
+            ? "shared intermediate size " + std::to_string(sharedIntermediate)
+        : slotCount > limits::kMaxExperts ? std::to_string(slotCount) + " expert slots"
+                                          : "max_tokens_per_rank = " + std::to_string(*maxTokens);
     return emitOpError() << "layer_c9: a layer needs a static hidden size, "
                             "intermediate sizes in [1, "
                          << limits::kMaxIntermediate << "], at most "
                          << limits::kMaxExperts
                          << " expert slots and max_tokens_per_rank at most "
-                         << limits::kMaxTokens;
+                         << limits::kMaxTokens << "; got " << got;
+  }
   int64_t tokens = getX().getType().getDimSize(0);
   if (maxTokens && !ShapedType::isDynamic(tokens) && tokens > *maxTokens)
     return emitOpError() << "layer_c10: " << tokens
