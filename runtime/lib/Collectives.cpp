@@ -188,6 +188,11 @@ Status Collectives::agree(const char *name, int64_t elements,
                               strnlen(all[r].problem, sizeof(all[r].problem)));
   // Ranks in calls of different layers: name the fields that differ.
   std::string differ = signatureDisagreement(all);
+  // Same shapes, another plan: most often a phase variant (a rank passed
+  // another phase argument) or a layer compiled with other options.
+  if (differ.rfind("plan hash:", 0) == 0 && differ.find(';') == std::string::npos)
+    differ += " (the same shapes with another plan: a different phase argument, prefill or "
+              "decode, or a library compiled with other options on some rank)";
   if (!differ.empty())
     return "ranks disagree on the layer they run (at collective " + describe(mine) +
            "): " + differ + (problems.empty() ? "" : " (and " + problems + ")");

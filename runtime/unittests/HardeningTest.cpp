@@ -384,6 +384,7 @@ TEST(Hardening, Defect2_DifferentPlansDisagreeOnTheHash) {
   ASSERT_TRUE(e);
   EXPECT_TRUE(contains(*e, "at collective 'dispatch.payload'")) << *e;
   EXPECT_TRUE(contains(*e, "plan hash: rank 0 has 0x")) << *e;
+  EXPECT_TRUE(contains(*e, "a different phase argument, prefill or decode")) << *e;
 }
 
 TEST(Hardening, Defect2_SignatureComparedOnlyWhereEveryCarrierHasIt) {
