@@ -190,9 +190,9 @@ TEST(EPLBHardening, MismatchedPlacementsAreErrors) {
             "$.phy2log[0]: expected an array of 8 expert ids (--slots), got 4 ids");
   EXPECT_EQ(placementError("{\"devices\": 2, \"phy2log\": [[0, 1, 2, 3, 0, 1, 2, 3]]}", 4, t),
             "$.devices: the placement is for 2 devices, --devices is 4");
-  EXPECT_EQ(placementError("{\"layers\": [{\"layer\": 3, \"phy2log\": [0, 1, 2, 3, 0, 1, 2, 3]}]}",
-                           4, t),
-            "$.layers[0].layer: expected 0 (the layers in order, as moe-eplb writes them), got 3");
+  EXPECT_EQ(
+      placementError("{\"layers\": [{\"layer\": 3, \"phy2log\": [0, 1, 2, 3, 0, 1, 2, 3]}]}", 4, t),
+      "$.layers[0].layer: expected 0 (the layers in order, as moe-eplb writes them), got 3");
   EXPECT_EQ(placementError("{\"layers\": [{\"phy2log\": [0, 1, 2, 3, 0, 1, 2, 3], "
                            "\"replica_count\": [2, 2, 2, 1]}]}",
                            4, t),

@@ -177,8 +177,8 @@ llvm::Expected<LoadTrace> eplb::readLoadTrace(llvm::StringRef path) {
 /// moe-eplb's log2phy and replica_count of a layer, where given, must be
 /// what its phy2log implies: a file edited by hand in one but not the other
 /// is ambiguous.
-llvm::Error checkDerived(const json::Object &layer, const std::string &path,
-                         const Placement &p, int64_t experts) {
+llvm::Error checkDerived(const json::Object &layer, const std::string &path, const Placement &p,
+                         int64_t experts) {
   if (const json::Value *given = layer.get("log2phy")) {
     std::vector<std::vector<int64_t>> slots = logicalToPhysical(p, experts);
     json::Value implied(json::Array{});
@@ -193,9 +193,9 @@ llvm::Error checkDerived(const json::Object &layer, const std::string &path,
   return llvm::Error::success();
 }
 
-llvm::Expected<std::vector<Placement>>
-eplb::parsePlacements(llvm::StringRef text, int64_t experts,
-                      const Topology &topology, int64_t expectedLayers) {
+llvm::Expected<std::vector<Placement>> eplb::parsePlacements(llvm::StringRef text, int64_t experts,
+                                                             const Topology &topology,
+                                                             int64_t expectedLayers) {
   std::string problem = checkTopology(topology, experts);
   if (!problem.empty())
     return fail(problem);
@@ -213,8 +213,8 @@ eplb::parsePlacements(llvm::StringRef text, int64_t experts,
         {"devices", topology.devices, "--devices is"}}) {
     const json::Value *stated = root->get(key);
     if (stated && stated->getAsNumber() != std::optional<double>(static_cast<double>(expected)))
-      return fail("$." + std::string(key) + ": the placement is for " + shown(*stated) + " " +
-                  key + ", " + option + " " + std::to_string(expected));
+      return fail("$." + std::string(key) + ": the placement is for " + shown(*stated) + " " + key +
+                  ", " + option + " " + std::to_string(expected));
   }
   std::vector<std::pair<const json::Value *, std::string>> maps;
   std::vector<std::pair<const json::Value *, std::string>> shares;
@@ -252,8 +252,7 @@ eplb::parsePlacements(llvm::StringRef text, int64_t experts,
     return fail("$: expected an array under \"layers\" or \"phy2log\"");
   }
   if (expectedLayers >= 0 && static_cast<int64_t>(maps.size()) != expectedLayers)
-    return fail(listPath + ": " +
-                std::to_string(maps.size()) + " layers, the loads have " +
+    return fail(listPath + ": " + std::to_string(maps.size()) + " layers, the loads have " +
                 std::to_string(expectedLayers));
 
   std::vector<Placement> out;
@@ -261,8 +260,8 @@ eplb::parsePlacements(llvm::StringRef text, int64_t experts,
     Placement p;
     const json::Array *map = maps[l].first->getAsArray();
     if (!map || static_cast<int64_t>(map->size()) != topology.slots)
-      return fail(maps[l].second + ": expected an array of " +
-                  std::to_string(topology.slots) + " expert ids (--slots), got " +
+      return fail(maps[l].second + ": expected an array of " + std::to_string(topology.slots) +
+                  " expert ids (--slots), got " +
                   (map ? std::to_string(map->size()) + " ids" : shown(*maps[l].first)));
     p.phy2log.reserve(map->size());
     for (size_t s = 0; s < map->size(); ++s) {

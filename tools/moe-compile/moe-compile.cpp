@@ -6,9 +6,8 @@
 // Outputs are written only when compilation succeeds.
 //
 //===----------------------------------------------------------------------===//
-#include "ObjectEmitter.h"
-#include "llvm/Target/TargetMachine.h"
 #include "ModelOutput.h"
+#include "ObjectEmitter.h"
 #include "PlanReport.h"
 #include "moe/Conversion/Passes.h"
 #include "moe/Dialect/MoE/Analysis/DispatchPlan.h"
@@ -19,6 +18,7 @@
 #include "moe/Pipelines/Pipelines.h"
 #include "moe/Support/Limits.h"
 #include "moe/Support/OutputFile.h"
+#include "llvm/Target/TargetMachine.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -237,11 +237,11 @@ cl::opt<std::string> gpuPrefillBlock(
              "with wgmma, else 64x128"),
     cl::init("64x128"), cl::cat(category));
 
-cl::opt<int64_t> gpuPrefillStages(
-    "gpu-prefill-stages",
-    cl::desc("With --target cuda, the cp.async stages of the prefill GEMMs "
-             "(2-4; default 3)"),
-    cl::init(3), cl::cat(category));
+cl::opt<int64_t>
+    gpuPrefillStages("gpu-prefill-stages",
+                     cl::desc("With --target cuda, the cp.async stages of the prefill GEMMs "
+                              "(2-4; default 3)"),
+                     cl::init(3), cl::cat(category));
 
 cl::opt<int64_t> gpuPrefillStageDepth(
     "gpu-prefill-stage-depth",
@@ -366,8 +366,8 @@ std::optional<std::string> reservedNameProblem(llvm::StringRef name) {
               "', which the runtime and generated code reserve")
           .str();
   for (llvm::StringRef reserved :
-       {"main", "malloc", "free", "calloc", "realloc", "aligned_alloc", "abort",
-        "exit", "memcpy", "memmove", "memset", "printf", "puts", "putchar"})
+       {"main", "malloc", "free", "calloc", "realloc", "aligned_alloc", "abort", "exit", "memcpy",
+        "memmove", "memset", "printf", "puts", "putchar"})
     if (name == reserved)
       return ("'" + name + "' clashes with a C library function the layer links").str();
   return std::nullopt;
@@ -527,8 +527,9 @@ std::optional<std::string> optionProblem() {
     return "--plan needs --config";
   if (!planFile.empty() && planFile == outputFile)
     return "--plan and -o name the same file";
-  if (!inputFile.empty() && (inputFile == outputFile ||
-                             llvm::sys::fs::equivalent(inputFile.getValue(), outputFile.getValue())))
+  if (!inputFile.empty() &&
+      (inputFile == outputFile ||
+       llvm::sys::fs::equivalent(inputFile.getValue(), outputFile.getValue())))
     return "-o names the input file " + inputFile + ", which the output would replace";
   if (!inputFile.empty()) {
     // An .mlir input carries its layout, types and function names in the IR.

@@ -96,8 +96,10 @@ cl::opt<int64_t> exactBudget(
     cl::desc("Branch-and-bound nodes for small layers (0: no exact search; "
              "at most 1e9)"),
     cl::init(2000000), cl::cat(category));
-cl::opt<std::string> outputFile("o", cl::desc("Write the plans as JSON here (\"-\": stdout, the table then on stderr)"),
-                                cl::value_desc("path"), cl::cat(category));
+cl::opt<std::string>
+    outputFile("o",
+               cl::desc("Write the plans as JSON here (\"-\": stdout, the table then on stderr)"),
+               cl::value_desc("path"), cl::cat(category));
 
 constexpr int64_t kMaxExactBudget = 1000000000;
 
@@ -258,23 +260,21 @@ int main(int argc, char **argv) {
   PlanOptions deepseek;
   deepseek.algorithm = Algorithm::DeepSeek;
 
-  std::fprintf(table, 
-      "moe-eplb: %lld layers x %lld experts%s, %lld slots on %lld "
-      "devices (%lld per device), %lld node(s), %lld group(s); %s, %s "
-      "shares%s%s%s\n",
-      (long long)layers, (long long)experts,
-      windows > 1 ? (", " + std::to_string(windows) + " windows").c_str() : "",
-      (long long)slots, (long long)devices,
-      (long long)topology.slotsPerDevice(), (long long)nodes, (long long)groups,
-      algorithm == Algorithm::Ours ? "ours" : "deepseek",
-      shares ? "uneven" : "even",
-      algorithm == Algorithm::Ours && !shares
-          ? (objective == Objective::Future ? ", objective future"
-                                            : ", objective sample")
-          : "",
-      windows > 1 ? ", robust=" : "", windows > 1 ? robustName(robust) : "");
-  std::fprintf(table, "%5s %12s %9s %9s %9s %7s", "layer", "peak", "deepseek",
-              "planned", "bound", "optimal");
+  std::fprintf(table,
+               "moe-eplb: %lld layers x %lld experts%s, %lld slots on %lld "
+               "devices (%lld per device), %lld node(s), %lld group(s); %s, %s "
+               "shares%s%s%s\n",
+               (long long)layers, (long long)experts,
+               windows > 1 ? (", " + std::to_string(windows) + " windows").c_str() : "",
+               (long long)slots, (long long)devices, (long long)topology.slotsPerDevice(),
+               (long long)nodes, (long long)groups,
+               algorithm == Algorithm::Ours ? "ours" : "deepseek", shares ? "uneven" : "even",
+               algorithm == Algorithm::Ours && !shares
+                   ? (objective == Objective::Future ? ", objective future" : ", objective sample")
+                   : "",
+               windows > 1 ? ", robust=" : "", windows > 1 ? robustName(robust) : "");
+  std::fprintf(table, "%5s %12s %9s %9s %9s %7s", "layer", "peak", "deepseek", "planned", "bound",
+               "optimal");
   if (windows > 1)
     std::fprintf(table, " %11s %11s", "ds worst-w", "plan worst-w");
   if (!current.empty())
@@ -329,8 +329,8 @@ int main(int argc, char **argv) {
     if (windows == 1 || robust != Robust::Worst)
       worse += planned > base * (1 + 1e-9);
     std::fprintf(table, "%5lld %12.6g %9.4f %9.4f %9.4f %7s", (long long)l,
-                peakLoad(chosen, planningLoad, devices), base, planned, bound,
-                plan.optimal ? "yes" : "-");
+                 peakLoad(chosen, planningLoad, devices), base, planned, bound,
+                 plan.optimal ? "yes" : "-");
     json::Object layer = placementJSON(chosen, planningLoad, devices);
     layer["layer"] = l;
     layer["peak_over_average"] = peakOverAverage(chosen, planningLoad, devices);
@@ -348,23 +348,21 @@ int main(int argc, char **argv) {
       layer["deepseek_window_peak_over_average"] = json::Array(theirs);
     }
     if (decision) {
-      std::fprintf(table, " %9.4f %7.4f %8s %6lld", decision->currentRatio,
-                  decision->gain(), decision->redeploy ? "yes" : "no",
-                  (long long)decision->movedReplicas);
+      std::fprintf(table, " %9.4f %7.4f %8s %6lld", decision->currentRatio, decision->gain(),
+                   decision->redeploy ? "yes" : "no", (long long)decision->movedReplicas);
       layer["redeploy"] = std::move(redeploy);
     }
     std::fprintf(table, "\n");
     layerPlans.push_back(std::move(layer));
   }
   std::fprintf(table, "%5s %12s %9.4f %9.4f\n", "mean", "", sumDeepSeek / layers,
-              sumPlanned / layers);
+               sumPlanned / layers);
   std::fprintf(table, "%5s %12s %9.4f %9.4f\n", "max", "", maxDeepSeek, maxPlanned);
   std::fprintf(table, "layers where the plan is worse than deepseek%s: %lld\n",
-              windows > 1 && robust == Robust::Worst ? " (worst window)" : "",
-              (long long)worse);
+               windows > 1 && robust == Robust::Worst ? " (worst window)" : "", (long long)worse);
   if (!current.empty())
     std::fprintf(table, "layers redeployed: %lld of %lld, replicas moved: %lld\n",
-                (long long)redeployed, (long long)layers, (long long)moved);
+                 (long long)redeployed, (long long)layers, (long long)moved);
 
   if (outputFile.empty())
     return 0;
@@ -390,9 +388,8 @@ int main(int argc, char **argv) {
     return fail(outputFile + ": not written: " + bad +
                 " is not a finite number");
   // All or nothing: a failed write leaves no partial file.
-  if (llvm::Error e = mlir::moe::writeOutputFile(outputFile, [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("{0:2}", value) << "\n";
-      }))
+  if (llvm::Error e = mlir::moe::writeOutputFile(
+          outputFile, [&](llvm::raw_ostream &os) { os << llvm::formatv("{0:2}", value) << "\n"; }))
     return fail(llvm::toString(std::move(e)));
   return 0;
 }

@@ -40,9 +40,9 @@ llvm::Expected<LoadTrace> readLoadTrace(llvm::StringRef path);
 /// default to even. What moe-eplb's output states besides must agree: its
 /// experts, slots and devices; each layer's `layer` (its position),
 /// `log2phy` and `replica_count` (implied by phy2log).
-llvm::Expected<std::vector<Placement>>
-parsePlacements(llvm::StringRef json, int64_t experts,
-                const Topology &topology, int64_t expectedLayers = -1);
+llvm::Expected<std::vector<Placement>> parsePlacements(llvm::StringRef json, int64_t experts,
+                                                       const Topology &topology,
+                                                       int64_t expectedLayers = -1);
 
 /// One layer's placement as JSON: phy2log, log2phy, replica_count, share,
 /// device_load (for `load`), peak and average.

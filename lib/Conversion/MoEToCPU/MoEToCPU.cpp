@@ -30,10 +30,10 @@ struct ConvertMoEToCPUPass
     // The register tile is unrolled into the IR: bound it by what a register
     // file could hold (register-rows=100000 took 23 s in this pass alone).
     constexpr int64_t kMaxLanes = 64, kMaxTile = 32, kMaxColumnBlock = 4096;
-    if (vectorWidth < 1 || vectorWidth > kMaxLanes || registerRows < 1 ||
-        registerRows > kMaxTile || registerCols < 1 || registerCols > kMaxTile ||
-        columnBlock < registerCols || columnBlock > kMaxColumnBlock ||
-        columnBlock % registerCols != 0 || packedMinRows < 0 || (bf16Dot && vectorWidth != 16)) {
+    if (vectorWidth < 1 || vectorWidth > kMaxLanes || registerRows < 1 || registerRows > kMaxTile ||
+        registerCols < 1 || registerCols > kMaxTile || columnBlock < registerCols ||
+        columnBlock > kMaxColumnBlock || columnBlock % registerCols != 0 || packedMinRows < 0 ||
+        (bf16Dot && vectorWidth != 16)) {
       getOperation()->emitError("convert-moe-to-cpu: vector-width must be in [1, ")
           << kMaxLanes << "], register-rows and register-cols in [1, " << kMaxTile
           << "], column-block a multiple of register-cols up to " << kMaxColumnBlock

@@ -190,8 +190,8 @@ static std::optional<BlockShape> parseBlockShape(StringRef block, int64_t stages
   if (block == "narrow")
     return shape;
   auto [rows, cols] = block.split('x');
-  if (rows.getAsInteger(10, shape.rows) || cols.getAsInteger(10, shape.cols) ||
-      shape.rows <= 0 || shape.cols <= 0)
+  if (rows.getAsInteger(10, shape.rows) || cols.getAsInteger(10, shape.cols) || shape.rows <= 0 ||
+      shape.cols <= 0)
     return std::nullopt;
   return shape;
 }

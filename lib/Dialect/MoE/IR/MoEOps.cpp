@@ -283,11 +283,9 @@ LogicalResult LayerOp::verify() {
       !agree(w13[2], hidden) || !agree(w2[1], hidden) ||
       ShapedType::isDynamic(w13[1]) || ShapedType::isDynamic(w2[2]) ||
       w13[1] != 2 * w2[2])
-    return emitOpError() << "layer_c2: expert weights must be w13[" << localName
-                         << "=" << localExperts << ", 2I, H=" << dimStr(hidden)
-                         << "] and w2[" << localName << ", H, I], got "
-                         << getW13().getType()
-                         << " and " << getW2().getType()
+    return emitOpError() << "layer_c2: expert weights must be w13[" << localName << "="
+                         << localExperts << ", 2I, H=" << dimStr(hidden) << "] and w2[" << localName
+                         << ", H, I], got " << getW13().getType() << " and " << getW2().getType()
                          << (ShapedType::isDynamic(w13[1]) || ShapedType::isDynamic(w2[2])
                                  ? " (I must be static: the activation splits w13's rows)"
                                  : "");
@@ -378,26 +376,22 @@ LogicalResult LayerOp::verify() {
       getSharedW2() ? tensorType(getSharedW2()).getDimSize(1) : 1;
   int64_t slotCount = getPhysToLog() ? localExperts * ep : *experts;
   std::optional<int64_t> maxTokens = getMaxTokensPerRank();
-  if (ShapedType::isDynamic(hidden) ||
-      !within(intermediate, 1, limits::kMaxIntermediate) ||
-      !within(sharedIntermediate, 1, limits::kMaxIntermediate) ||
-      slotCount > limits::kMaxExperts ||
-      (maxTokens && *maxTokens > limits::kMaxTokens))
-  {
-    std::string got =
-        ShapedType::isDynamic(hidden) ? "a dynamic hidden size"
-        : !within(intermediate, 1, limits::kMaxIntermediate)
-            ? "intermediate size " + std::to_string(intermediate)
-        : !within(sharedIntermediate, 1, limits::kMaxIntermediate)
-            ? "shared intermediate size " + std::to_string(sharedIntermediate)
-        : slotCount > limits::kMaxExperts ? std::to_string(slotCount) + " expert slots"
-                                          : "max_tokens_per_rank = " + std::to_string(*maxTokens);
+  if (ShapedType::isDynamic(hidden) || !within(intermediate, 1, limits::kMaxIntermediate) ||
+      !within(sharedIntermediate, 1, limits::kMaxIntermediate) || slotCount > limits::kMaxExperts ||
+      (maxTokens && *maxTokens > limits::kMaxTokens)) {
+    std::string got = ShapedType::isDynamic(hidden) ? "a dynamic hidden size"
+                      : !within(intermediate, 1, limits::kMaxIntermediate)
+                          ? "intermediate size " + std::to_string(intermediate)
+                      : !within(sharedIntermediate, 1, limits::kMaxIntermediate)
+                          ? "shared intermediate size " + std::to_string(sharedIntermediate)
+                      : slotCount > limits::kMaxExperts
+                          ? std::to_string(slotCount) + " expert slots"
+                          : "max_tokens_per_rank = " + std::to_string(*maxTokens);
     return emitOpError() << "layer_c9: a layer needs a static hidden size, "
                             "intermediate sizes in [1, "
-                         << limits::kMaxIntermediate << "], at most "
-                         << limits::kMaxExperts
-                         << " expert slots and max_tokens_per_rank at most "
-                         << limits::kMaxTokens << "; got " << got;
+                         << limits::kMaxIntermediate << "], at most " << limits::kMaxExperts
+                         << " expert slots and max_tokens_per_rank at most " << limits::kMaxTokens
+                         << "; got " << got;
   }
   int64_t tokens = getX().getType().getDimSize(0);
   if (maxTokens && !ShapedType::isDynamic(tokens) && tokens > *maxTokens)

@@ -131,10 +131,11 @@ struct MoEVerifyCollectivesPass
       if (!isCollective(op) && !viaCall)
         return;
       ++numCollectives;
-      subject = viaCall ? ("call of @" + cast<func::CallOp>(op).getCallee() +
-                           ", which issues collectives,")
-                              .str()
-                        : "collective";
+      subject =
+          viaCall
+              ? ("call of @" + cast<func::CallOp>(op).getCallee() + ", which issues collectives,")
+                    .str()
+              : "collective";
       failed |= !check(op, uniformity);
     });
     if (failed)
@@ -143,7 +144,8 @@ struct MoEVerifyCollectivesPass
 
   bool reject(Operation *collective, Operation *cause, const Twine &why) {
     InFlightDiagnostic diag = collective->emitError()
-        << subject << " under control flow that can differ between ranks: " << why;
+                              << subject
+                              << " under control flow that can differ between ranks: " << why;
     diag.attachNote(cause->getLoc())
         << "this " << cause->getName() << " decides whether it runs";
     return false;
