@@ -13,14 +13,17 @@ llvm::Error cannotWrite(llvm::StringRef path, std::error_code ec) {
   return llvm::createStringError(ec, "cannot write " + path + ": " + ec.message());
 }
 
-bool underSystemTree(llvm::StringRef path) {
-  return path.starts_with("/dev/") || path.starts_with("/proc/");
+/// The process's own streams by name (/dev/stdout, /dev/fd/3, ...): what
+/// they point at must be written, not renamed over.
+bool namesAStream(llvm::StringRef path) {
+  return path == "/dev/stdin" || path == "/dev/stdout" || path == "/dev/stderr" ||
+         path.starts_with("/dev/fd/") || path.starts_with("/proc/self/fd/");
 }
 } // namespace
 
 OutputTarget mlir::moe::outputTarget(llvm::StringRef path) {
   OutputTarget target{path.str(), false};
-  if (underSystemTree(path)) {
+  if (namesAStream(path)) {
     target.direct = true;
     return target;
   }
@@ -32,10 +35,8 @@ OutputTarget mlir::moe::outputTarget(llvm::StringRef path) {
     return target;
   }
   llvm::SmallString<256> real;
-  if (!fs::real_path(path, real)) {
+  if (!fs::real_path(path, real))
     target.path = real.str().str();
-    target.direct = underSystemTree(target.path);
-  }
   return target;
 }
 

@@ -59,7 +59,7 @@ def test_moe_eplb_writes_through_a_link_and_into_a_fifo(tmp_path):
     fifo = tmp_path / "plan.fifo"
     os.mkfifo(fifo)
     received = []
-    reader = threading.Thread(target=read_from_fifo, args=(fifo, received))
+    reader = threading.Thread(target=read_from_fifo, args=(fifo, received), daemon=True)
     reader.start()
     eplb(trace, "--slots", 8, "--devices", 4, "-o", fifo)
     reader.join(timeout=60)
@@ -88,7 +88,7 @@ def test_moe_compile_writes_through_a_link_and_into_a_fifo(tmp_path):
     fifo = tmp_path / "layer.mlir"
     os.mkfifo(fifo)
     received = []
-    reader = threading.Thread(target=read_from_fifo, args=(fifo, received))
+    reader = threading.Thread(target=read_from_fifo, args=(fifo, received), daemon=True)
     reader.start()
     done = subprocess.run([tool("moe-compile"), "--config", EXAMPLE, "--emit=mlir", "-o",
                            str(fifo)], capture_output=True, text=True)

@@ -527,7 +527,7 @@ std::optional<std::string> optionProblem() {
     return "--plan needs --config";
   if (!planFile.empty() && planFile == outputFile)
     return "--plan and -o name the same file";
-  if (!inputFile.empty() &&
+  if (!inputFile.empty() && inputFile != "-" &&
       (inputFile == outputFile ||
        llvm::sys::fs::equivalent(inputFile.getValue(), outputFile.getValue())))
     return "-o names the input file " + inputFile + ", which the output would replace";

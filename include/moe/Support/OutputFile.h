@@ -6,9 +6,10 @@
 //   - nothing, or a regular file: a temporary next to it, renamed onto it;
 //   - a symbolic link to a regular file: the same at the link's target, so
 //     the link stays a link (`current.json -> v3.json` updates v3.json);
-//   - anything else (a FIFO, a terminal, /dev/null, /dev/stdout) and paths
-//     under /dev and /proc: written directly, never renamed over or
-//     removed, since a rename would replace the device node or pipe.
+//   - anything else (a FIFO, a terminal, /dev/null), and the process's
+//     streams by name (/dev/stdout, /dev/fd/N): written directly, never
+//     renamed over or removed, since a rename would replace the device node
+//     or pipe.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_SUPPORT_OUTPUTFILE_H
@@ -27,7 +28,7 @@ struct OutputTarget {
   /// The path to write or rename onto: `path` with its symbolic links
   /// resolved when it names a regular file, else `path` itself.
   std::string path;
-  /// Written directly (not a regular file, or under /dev or /proc).
+  /// Written directly (not a regular file, or a stream by name).
   bool direct = false;
 };
 OutputTarget outputTarget(llvm::StringRef path);
