@@ -26,15 +26,23 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
           ep = layout.ep, p = layout.physicalExperts,
           local = (p ? p : e) / std::max<int64_t>(ep, 1);
   auto xType = RankedTensorType::get({dyn, h}, elem);
-  SmallVector<Type> inputs = {xType, RankedTensorType::get({e, h}, elem)};
+  // The arguments in layerPlan's order and names.
+  SmallVector<Type> inputs;
+  SmallVector<StringRef> names;
+  auto add = [&](StringRef name, Type type) {
+    names.push_back(name);
+    inputs.push_back(type);
+  };
+  add("x", xType);
+  add("router_weight", RankedTensorType::get({e, h}, elem));
   if (c.correctionBias)
-    inputs.push_back(RankedTensorType::get({e}, b.getF32Type()));
+    add("correction_bias", RankedTensorType::get({e}, b.getF32Type()));
   if (c.routerBias)
-    inputs.push_back(RankedTensorType::get({e}, b.getF32Type()));
+    add("router_bias", RankedTensorType::get({e}, b.getF32Type()));
   const bool fp8 = c.keepFp8Weights && c.fp8WeightBlocks;
   Type weightElem = fp8 ? Type(b.getI8Type()) : elem;
-  inputs.push_back(RankedTensorType::get({local, 2 * i, h}, weightElem));
-  inputs.push_back(RankedTensorType::get({local, h, i}, weightElem));
+  add("w13", RankedTensorType::get({local, 2 * i, h}, weightElem));
+  add("w2", RankedTensorType::get({local, h, i}, weightElem));
   if (fp8) {
     auto [bm, bk] = *c.fp8WeightBlocks;
     auto blocks = [&](int64_t rows, int64_t cols) {
@@ -42,28 +50,30 @@ OwningOpRef<ModuleOp> moe::buildLayerModule(MLIRContext &context,
           {local, llvm::divideCeilSigned(rows, bm), llvm::divideCeilSigned(cols, bk)},
           b.getF32Type());
     };
-    inputs.push_back(blocks(2 * i, h));
-    inputs.push_back(blocks(h, i));
+    add("w13_scale", blocks(2 * i, h));
+    add("w2_scale", blocks(h, i));
   }
   if (c.expertBias) {
-    inputs.push_back(RankedTensorType::get({local, 2 * i}, elem));
-    inputs.push_back(RankedTensorType::get({local, h}, elem));
+    add("w13_bias", RankedTensorType::get({local, 2 * i}, elem));
+    add("w2_bias", RankedTensorType::get({local, h}, elem));
   }
   if (s) {
-    inputs.push_back(RankedTensorType::get({2 * s, h}, elem));
-    inputs.push_back(RankedTensorType::get({h, s}, elem));
+    add("shared_w13", RankedTensorType::get({2 * s, h}, elem));
+    add("shared_w2", RankedTensorType::get({h, s}, elem));
     if (c.sharedGate)
-      inputs.push_back(RankedTensorType::get({1, h}, elem));
+      add("shared_gate", RankedTensorType::get({1, h}, elem));
   }
   if (ep > 1 && p) {
-    inputs.push_back(RankedTensorType::get({p}, b.getI32Type()));
-    inputs.push_back(RankedTensorType::get({p}, b.getF32Type()));
+    add("phys_to_log", RankedTensorType::get({p}, b.getI32Type()));
+    add("replica_share", RankedTensorType::get({p}, b.getF32Type()));
   } else if (ep > 1) {
-    inputs.push_back(RankedTensorType::get({e}, b.getI32Type()));
+    add("expert_rank", RankedTensorType::get({e}, b.getI32Type()));
   }
   auto func = func::FuncOp::create(b, loc, funcName,
                                    b.getFunctionType(inputs, {xType}));
   func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  for (auto [position, name] : llvm::enumerate(names))
+    func.setArgAttr(position, kArgumentName, b.getStringAttr(name));
   Block *body = func.addEntryBlock();
   b.setInsertionPointToEnd(body);
 

@@ -80,7 +80,8 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
                               /*activateAllRows=*/false, options.epIntoBuffers, options.epAllGather,
                               options.epPackInLayer) +
                      kToBuffers +
-                     ",buffer-deallocation-pipeline,"
+                     // The C entry refuses descriptors the body would misread.
+                     ",moe-check-entry-memrefs,buffer-deallocation-pipeline,"
                      "func.func(convert-linalg-to-parallel-loops),"
                      "moe-parallel-outer-loop,moe-approximate-activation-exp,"
                      "scf-forall-to-parallel,convert-scf-to-openmp,"

@@ -27,7 +27,10 @@
 // CHECK: llvm.return
 
 // LOOPS-LABEL: func.func @qwen_layer(
-// LOOPS-SAME: %{{.+}}: memref<?x16xf32>, %{{.+}}: memref<4x16xf32>, %{{.+}}: memref<4x8x16xf32>, %{{.+}}: memref<4x16x4xf32>) -> memref<?x16xf32>
+// LOOPS-SAME: %[[X:[^:]+]]: memref<?x?xf32, strided<[?, ?], offset: ?>>, %{{[^:]+}}: memref<?x?xf32, strided<[?, ?], offset: ?>>, %{{[^:]+}}: memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, %{{[^:]+}}: memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>) -> memref<?x16xf32>
+// LOOPS: memref.extract_strided_metadata %[[X]]
+// LOOPS: cf.assert %{{.+}}, "qwen_layer: argument 0 must be a dense row-major array of shape [?, 16] at offset 0
+// LOOPS: memref.reinterpret_cast %[[X]] to offset: [0], sizes: [%{{.+}}, 16], strides: [16, 1]
 // LOOPS: memref.alloc
 // LOOPS: scf.for
 // LOOPS: math.exp

@@ -135,6 +135,28 @@ def MoEApproximateActivationExp : Pass<"moe-approximate-activation-exp"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def MoECheckEntryMemrefs : Pass<"moe-check-entry-memrefs", "::mlir::ModuleOp"> {
+  let summary = "The C entry refuses memref descriptors its body would misread";
+  let description = [{
+    A bufferized layer reads each memref argument as a dense row-major
+    array at offset 0 with the static sizes of its type (identity layouts),
+    and the lowering never reads a descriptor's offset or static strides: a
+    caller of `_mlir_ciface_<entry>` passing a strided view, an offset or
+    another size got wrong results with no error. For each exported function
+    with `llvm.emit_c_interface`, this pass gives every identity-layout
+    memref argument a fully dynamic type (the same C descriptor), asserts
+    at entry (`cf.assert`, which prints its message and aborts) that the
+    descriptor has the static sizes, sizes >= 0, offset 0 and row-major
+    strides (a dimension of size 1 may have any stride, as numpy and torch
+    allow), then views it as the type the body was compiled for
+    (`memref.reinterpret_cast`: a `memref.cast` would be folded into its
+    users, which then read the open type). The message names the argument by its `moe.name` attribute
+    (moe-compile --config sets it), else by its position.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::cf::ControlFlowDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
   let summary = "Lower moe.ep_dispatch / moe.ep_combine to calls into libmoert";
   let description = [{
