@@ -32,12 +32,13 @@ run_ctest() {
   count "$label" "$rc" "$(( ${total:-0} - ${bad:-0} ))" "${bad:-0}"
 }
 
-# run_pytest <build> [label]: the Python tests find the tools and libmoert
-# through MOE_BUILD_DIR.
+# run_pytest <build> [label [pytest arguments...]]: the Python tests find the
+# tools and libmoert through MOE_BUILD_DIR.
 run_pytest() {
-  local label=${2:-pytest} rc
+  local build=$1 label=${2:-pytest} rc
+  shift $(($# < 2 ? $# : 2))
   echo "== Python tests ($label)"
-  MOE_BUILD_DIR=$1 python3 -m pytest -q -p no:cacheprovider "$root/python/tests" 2>&1 |
+  MOE_BUILD_DIR=$build python3 -m pytest -q -p no:cacheprovider "$@" "$root/python/tests" 2>&1 |
     tee "$logs/pytest"
   rc=${PIPESTATUS[0]}
   # pytest's closing line, e.g. "2 failed, 29 passed, 1 error in 4.1s"

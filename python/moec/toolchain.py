@@ -1,8 +1,10 @@
 """Finds and runs the project's tools (moe-compile)."""
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,6 +25,43 @@ def tool(name):
         return found
     raise FileNotFoundError(f"{path} not found and no {name} on PATH: build the project "
                             "first (utils/setup.sh)")
+
+
+def _compile(command, inputs, outputs):
+    """Runs the moe-compile `command`, which reads the files `inputs` and
+    writes `outputs`. With $MOE_COMPILE_CACHE naming a directory (the tests
+    set one per session), a compile identical to an earlier one (the same
+    tool binary, arguments and input contents) copies that one's outputs
+    instead: moe-compile's outputs do not depend on their names."""
+    cache = os.environ.get("MOE_COMPILE_CACHE")
+    if not cache:
+        subprocess.run(command, check=True)
+        return
+    key = hashlib.sha256()
+    binary = Path(command[0]).resolve()
+    stat = binary.stat()
+    key.update(f"{binary}:{stat.st_mtime_ns}:{stat.st_size}".encode())
+    named = {str(p): f"<{kind}{i}{Path(p).suffix}>" for kind, files in (("in", inputs),
+                                                                        ("out", outputs))
+             for i, p in enumerate(files)}
+    for arg in command[1:]:
+        key.update(b"\0" + named.get(arg, arg).encode())
+    for path in inputs:
+        key.update(b"\0" + Path(path).read_bytes())
+    entry = Path(cache) / key.hexdigest()
+    if entry.is_dir():
+        for i, out in enumerate(outputs):
+            shutil.copyfile(entry / str(i), out)
+        return
+    subprocess.run(command, check=True)
+    Path(cache).mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(dir=cache))
+    for i, out in enumerate(outputs):
+        shutil.copyfile(out, staged / str(i))
+    try:
+        staged.rename(entry)
+    except OSError:  # another process stored the same compile first
+        shutil.rmtree(staged, ignore_errors=True)
 
 
 def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
@@ -47,25 +86,25 @@ def compile_config(config, out_dir, dtype="f32", name="moe_layer", ep=1,
             + ("_packinlayer" if ep_pack_in_layer else ""))
     library = out_dir / f"{stem}.so"
     plan_path = out_dir / f"{stem}.plan.json"
-    subprocess.run([tool("moe-compile"), "--config", str(config), "--dtype", dtype,
-                    "--entry", name, "--ep", str(ep),
-                    "--max-tokens-per-rank", str(max_tokens_per_rank),
-                    "--chunk-budget-bytes", str(chunk_budget_bytes),
-                    "--tp", str(tp), "--dispatch-quant", dispatch_quant,
-                    "--decode-max-tokens", str(decode_max_tokens),
-                    "--physical-experts", str(physical_experts),
-                    f"--fp8-gemm={'true' if fp8_gemm else 'false'}",
-                    "--row-tile", str(row_tile), "--cpu", cpu,
-                    *([] if tp_dedupe else ["--no-tp-dedupe"]),
-                    *([] if replica_selection == "static"
-                      else ["--replica-selection", replica_selection]),
-                    *([] if packed_min_rows is None
-                      else ["--packed-min-rows", str(packed_min_rows)]),
-                    *(["--ep-into-buffers"] if ep_into_buffers else []),
-                    *(["--ep-all-gather"] if ep_all_gather else []),
-                    *(["--ep-pack-in-layer"] if ep_pack_in_layer else []),
-                    "--plan", str(plan_path), "-o", str(library)],
-                   check=True)
+    _compile([tool("moe-compile"), "--config", str(config), "--dtype", dtype,
+              "--entry", name, "--ep", str(ep),
+              "--max-tokens-per-rank", str(max_tokens_per_rank),
+              "--chunk-budget-bytes", str(chunk_budget_bytes),
+              "--tp", str(tp), "--dispatch-quant", dispatch_quant,
+              "--decode-max-tokens", str(decode_max_tokens),
+              "--physical-experts", str(physical_experts),
+              f"--fp8-gemm={'true' if fp8_gemm else 'false'}",
+              "--row-tile", str(row_tile), "--cpu", cpu,
+              *([] if tp_dedupe else ["--no-tp-dedupe"]),
+              *([] if replica_selection == "static"
+                else ["--replica-selection", replica_selection]),
+              *([] if packed_min_rows is None
+                else ["--packed-min-rows", str(packed_min_rows)]),
+              *(["--ep-into-buffers"] if ep_into_buffers else []),
+              *(["--ep-all-gather"] if ep_all_gather else []),
+              *(["--ep-pack-in-layer"] if ep_pack_in_layer else []),
+              "--plan", str(plan_path), "-o", str(library)],
+             [config], [library, plan_path])
     return library, json.loads(plan_path.read_text())
 
 
@@ -79,5 +118,5 @@ def compile_mlir(source, out_dir, stem, cpu=None, extra=()):
     command = [tool("moe-compile"), str(mlir), "-o", str(library), *extra]
     if cpu:
         command += ["--cpu", cpu]
-    subprocess.run(command, check=True)
+    _compile(command, [mlir], [library])
     return library

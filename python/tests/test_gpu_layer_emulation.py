@@ -32,6 +32,9 @@ from test_hf_families import _hf_forward, _layer_weights, _module, _randomize
 sys.path.insert(0, str(ROOT / "test" / "Integration" / "GPU"))
 import kernel_emulator as emulator  # noqa: E402
 
+# Pure Python (the kernel emulator): not run in the sanitizer tier (utils/sanitize.sh).
+pytestmark = pytest.mark.emulation
+
 BF16 = emulator.BF16
 TOLERANCE = 2e-2  # of max |y|: bf16 (issue 12)
 SMALL = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2)

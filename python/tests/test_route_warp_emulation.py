@@ -4,7 +4,13 @@ reference: test/Integration/GPU/route_warp_emulation.py."""
 import subprocess
 import sys
 
+import pytest
+
 from moec.toolchain import ROOT, build_dir
+
+
+# Pure Python (the kernel emulator): not run in the sanitizer tier (utils/sanitize.sh).
+pytestmark = pytest.mark.emulation
 
 
 def test_route_kernel_emulated_on_warps_equals_the_reference():

@@ -12,6 +12,9 @@ import pytest
 
 from moec.toolchain import ROOT, build_dir
 
+# Pure Python (the kernel emulator): not run in the sanitizer tier (utils/sanitize.sh).
+pytestmark = pytest.mark.emulation
+
 SCRIPTS = ROOT / "test" / "Integration" / "GPU"
 sys.path.insert(0, str(SCRIPTS))
 import kernel_emulator as emulator  # noqa: E402

@@ -432,6 +432,13 @@ class Buffer:
                               f"since: two live buffers overlap: {op.text}")
 
 
+def has_duplicates(flat):
+    """Whether an element appears twice (a sort: numpy's hashing np.unique
+    is several times slower on these arrays)."""
+    s = np.sort(flat, axis=None)
+    return bool((s[1:] == s[:-1]).any())
+
+
 def written(buffer, index, values):
     """Stores values (by a generic-proxy write: a store or a landing cp.async)
     and notes it: written, how often, and, in shared memory, not yet fenced
@@ -523,17 +530,21 @@ class Races:
     has left since; else, with a write among the two, they race. Per
     element: the last write (thread, warp, block and their epochs then) and
     the reads not ordered before a later read (thread, warp, block: one, or
-    -2 for several; the latest epochs). -1: none."""
+    -2 for several; the latest epochs). -1: none. A row of 10 int32 per
+    element (one gather per access: the race checks dominate emulation
+    time)."""
     T, W, B, WE, BE = range(5)  # a write's fields; the reads' are 5 further
 
     def __init__(self, threads_per_block, warps_per_block, blocks):
+        if threads_per_block * blocks >= 2**31:
+            raise NotImplementedError("launches of 2^31 threads or more")
         self.tpb, self.shadows = threads_per_block, {}
         self.block_epoch = np.zeros(blocks, np.int64)
         self.warp_epoch = np.zeros(blocks * warps_per_block, np.int64)
 
     def shadow(self, buffer):
         if id(buffer) not in self.shadows:
-            self.shadows[id(buffer)] = (buffer, np.full((10, buffer.array.size), -1, np.int64))
+            self.shadows[id(buffer)] = (buffer, np.full((buffer.array.size, 10), -1, np.int32))
         return self.shadows[id(buffer)][1]
 
     def forget(self, buffer):
@@ -545,13 +556,18 @@ class Races:
     def warp_sync(self, warps):
         self.warp_epoch[warps] += 1
 
-    def ordered(self, rec, who):
-        """Per access of `who` (thread, warp, block arrays): whether the
-        accesses recorded in `rec` (5 rows, an access each) come before it."""
-        t, w, b = who
-        return ((rec[self.T] == -1) | (rec[self.T] == t)
-                | ((rec[self.B] == b) & (rec[self.BE] < self.block_epoch[b]))
-                | ((rec[self.W] == w) & (rec[self.WE] < self.warp_epoch[w])))
+    def ordered(self, rec, now):
+        """Per access `now` (a column of its thread, warp, block and their
+        epochs): whether the access recorded in its row of `rec` comes
+        before it. Most are by nobody or the same thread: the epochs are
+        compared for the others only."""
+        ok = (rec[:, self.T] == -1) | (rec[:, self.T] == now[self.T])
+        rest = np.flatnonzero(~ok)
+        if rest.size:
+            r, n = rec[rest].T, now[:, rest]
+            ok[rest] = (((r[self.B] == n[self.B]) & (r[self.BE] < n[self.BE]))
+                        | ((r[self.W] == n[self.W]) & (r[self.WE] < n[self.WE])))
+        return ok
 
     def who(self, thread):
         return f"thread {thread % self.tpb} of block {thread // self.tpb}"
@@ -560,24 +576,25 @@ class Races:
         """Checks and records accesses to elements `flat` by threads `who`
         (thread, warp, block arrays alike)."""
         s = self.shadow(buffer)
-        after_write = self.ordered(s[:5, flat], who)
-        after_reads = self.ordered(s[5:, flat], who)
+        t, w, b = who
+        now = np.stack([t, w, b, self.warp_epoch[w], self.block_epoch[b]]).astype(np.int32)
+        seen = s[flat]
+        after_write = self.ordered(seen[:, :5], now)
+        after_reads = self.ordered(seen[:, 5:], now)
         bad = np.flatnonzero(~after_write | (write & ~after_reads))
         if bad.size:
             i = bad[0]
             index = np.unravel_index(flat[i], buffer.array.shape)[buffer.per_block:]
             row = 0 if not after_write[i] else 5
-            other = s[row + self.T, flat[i]]
+            other = seen[i, row + self.T]
             earlier = ("several threads" if other == -2 else self.who(other)) + (
                 " read" if row else " wrote")
             raise KernelError(f"race on {buffer.name}{list(map(int, index))}: "
                               f"{self.who(who[0][i])} {'writes' if write else 'reads'} it, "
                               f"{earlier} it, no barrier or warp sync between ({bad.size} such): "
                               f"{op.text}")
-        t, w, b = who
-        now = np.stack([t, w, b, self.warp_epoch[w], self.block_epoch[b]])
         if write:  # what came before is ordered before this write
-            s[:5, flat], s[5:, flat] = now, -1
+            s[flat] = np.concatenate([now, np.full_like(now, -1)]).T
             return
         order = np.argsort(flat, kind="stable")
         f, now, after_reads = flat[order], now[:, order], after_reads[order]
@@ -586,12 +603,12 @@ class Races:
         for row in (self.T, self.W, self.B):  # one thread (warp, block), or several
             same = np.minimum.reduceat(now[row], starts) == new[row]
             new[row] = np.where(same, new[row], -2)
-        old = s[5:, f[starts]]
+        old = s[f[starts], 5:].T
         merged = np.maximum(old, new)
         merged[:3] = np.where(old[:3] == new[:3], new[:3], -2)
         # Reads ordered before each of the new ones drop out of the record.
         replace = np.logical_and.reduceat(after_reads, starts)
-        s[5:, f[starts]] = np.where(replace, new, merged)
+        s[f[starts], 5:] = np.where(replace, new, merged).T
 
 
 class Geometry:
@@ -773,7 +790,7 @@ class Threads:
         if buffer.read_only:
             raise KernelError(f"stores to the read-only {buffer.name}: {op.text}")
         flat = np.ravel_multi_index(np.broadcast_arrays(*index), buffer.array.shape)
-        if len(np.unique(flat)) != flat.size:
+        if has_duplicates(flat):
             raise KernelError(f"lanes racing on an element: {op.text}")
         self.record(buffer, index, mask, True, op)
         written(buffer, index, value[mask])
@@ -1227,7 +1244,7 @@ class Threads:
             if (flat * b.array.itemsize % size).any():
                 raise KernelError(f"misaligned cp.async: {op.text}")
         flat = np.ravel_multi_index(np.broadcast_arrays(*index), buffer.array.shape)
-        if len(np.unique(flat)) != flat.size:
+        if has_duplicates(flat):
             raise KernelError(f"lanes racing on an element: {op.text}")
         if buffer.read_only or not buffer.per_block:
             raise KernelError(f"cp.async to global memory: {op.text}")
@@ -1347,7 +1364,7 @@ class Threads:
             if buffer.unfenced is None or not buffer.unfenced.any():
                 continue
             flat = np.flatnonzero(buffer.unfenced)
-            writer = self.races.shadow(buffer)[Races.T, flat]
+            writer = self.races.shadow(buffer)[flat, Races.T]
             buffer.unfenced.flat[flat[np.isin(writer, fencing)]] = False
 
     def shared_operand(self, op, addresses, block_row, warps):
