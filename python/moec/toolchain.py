@@ -27,12 +27,24 @@ def tool(name):
                             "first (utils/setup.sh)")
 
 
+def _host_cpu():
+    """The CPU's model and features, as /proc/cpuinfo gives them ("" elsewhere)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    wanted = [line for line in lines if line.startswith(("model name", "flags"))]
+    return hashlib.sha256("\n".join(wanted[:2]).encode()).hexdigest()
+
+
 def _compile(command, inputs, outputs):
     """Runs the moe-compile `command`, which reads the files `inputs` and
     writes `outputs`. With $MOE_COMPILE_CACHE naming a directory (the tests
     set one per session), a compile identical to an earlier one (the same
     tool binary, arguments and input contents) copies that one's outputs
-    instead: moe-compile's outputs do not depend on their names."""
+    instead: moe-compile's outputs do not depend on their names. The key
+    holds this machine's CPU (for `--cpu host`); outputs are published by a
+    rename, as moe-compile does."""
     cache = os.environ.get("MOE_COMPILE_CACHE")
     if not cache:
         subprocess.run(command, check=True)
@@ -40,7 +52,7 @@ def _compile(command, inputs, outputs):
     key = hashlib.sha256()
     binary = Path(command[0]).resolve()
     stat = binary.stat()
-    key.update(f"{binary}:{stat.st_mtime_ns}:{stat.st_size}".encode())
+    key.update(f"{binary}:{stat.st_mtime_ns}:{stat.st_size}:{_host_cpu()}".encode())
     named = {str(p): f"<{kind}{i}{Path(p).suffix}>" for kind, files in (("in", inputs),
                                                                         ("out", outputs))
              for i, p in enumerate(files)}
@@ -51,7 +63,9 @@ def _compile(command, inputs, outputs):
     entry = Path(cache) / key.hexdigest()
     if entry.is_dir():
         for i, out in enumerate(outputs):
-            shutil.copyfile(entry / str(i), out)
+            staged = Path(out).with_name(f".{Path(out).name}.{os.getpid()}.tmp")
+            shutil.copyfile(entry / str(i), staged)
+            os.replace(staged, out)
         return
     subprocess.run(command, check=True)
     Path(cache).mkdir(parents=True, exist_ok=True)

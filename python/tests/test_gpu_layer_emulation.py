@@ -32,9 +32,6 @@ from test_hf_families import _hf_forward, _layer_weights, _module, _randomize
 sys.path.insert(0, str(ROOT / "test" / "Integration" / "GPU"))
 import kernel_emulator as emulator  # noqa: E402
 
-# Pure Python (the kernel emulator): not run in the sanitizer tier (utils/sanitize.sh).
-pytestmark = pytest.mark.emulation
-
 BF16 = emulator.BF16
 TOLERANCE = 2e-2  # of max |y|: bf16 (issue 12)
 SMALL = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2)
@@ -146,6 +143,10 @@ CASES = [  # (family, moe-compile flags, tokens)
 ]
 
 
+# Marked emulation: pure Python (the kernel emulator), not run in the
+# sanitizer tier (utils/sanitize.sh). The expert-parallel test below is: its
+# ranks call the instrumented libmoert.
+@pytest.mark.emulation
 @pytest.mark.parametrize("name, flags, tokens", CASES,
                          ids=[f"{c[0]}{''.join(c[1]).replace('--', '-')}" for c in CASES])
 def test_emulated_gpu_layer_matches_transformers(name, flags, tokens, tmp_path):
@@ -181,6 +182,7 @@ def test_emulated_gpu_layer_matches_transformers(name, flags, tokens, tmp_path):
     assert float(np.abs(y - ref).max() / np.abs(ref).max()) > 5 * tolerance
 
 
+@pytest.mark.emulation
 def test_overlapping_workspace_buffers_are_caught(tmp_path):
     """The emulator's check of the workspace plan: the route's expert weights
     moved onto its expert ids' bytes (both live until the combine) is
@@ -199,6 +201,7 @@ def test_overlapping_workspace_buffers_are_caught(tmp_path):
         _run(moved, plan, x, weights)
 
 
+@pytest.mark.emulation
 @pytest.mark.parametrize("name", ["deepseek_v3", "deepseek_v3_fp8"])
 def test_side_stream_order_is_checked(name, tmp_path):
     """The shared expert's kernels on the side stream (--gpu-shared-stream):
@@ -249,6 +252,7 @@ module {
 """
 
 
+@pytest.mark.emulation
 def test_runtime_call_writes_are_ordered_with_the_side_stream():
     """What a runtime call writes on the entry's stream counts for the
     streams' order too (the bytes of its buffers it changed): the side

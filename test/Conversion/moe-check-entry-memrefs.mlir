@@ -1,4 +1,6 @@
-// RUN: moe-opt %s --moe-check-entry-memrefs | FileCheck %s
+// RUN: moe-opt %s -split-input-file --moe-check-entry-memrefs 2>/dev/null | FileCheck %s
+// RUN: moe-opt %s -split-input-file --moe-check-entry-memrefs 2>&1 >/dev/null \
+// RUN:   | FileCheck %s --check-prefix=WARN
 
 // An exported layer's memref arguments take any descriptor; the entry
 // asserts the one the body reads (static sizes, sizes >= 0, offset 0,
@@ -69,4 +71,37 @@ func.func @variant(%a: memref<8xf32>) attributes {llvm.emit_c_interface} {
 func.func @caller(%a: memref<8xf32>) attributes {llvm.emit_c_interface} {
   call @variant(%a) : (memref<8xf32>) -> ()
   return
+}
+
+// -----
+
+// A nested module's call of its own @f is not a call of the top-level @f.
+// CHECK-LABEL: func.func @f(
+// CHECK-SAME: memref<?xf32, strided<[?], offset: ?>>
+// CHECK: module @inner
+// CHECK: func.func @g(%[[A:.+]]: memref<4xf32>)
+// CHECK-NEXT: call @f(%[[A]]) : (memref<4xf32>) -> ()
+func.func @f(%a: memref<4xf32>) attributes {llvm.emit_c_interface} {
+  return
+}
+module @inner {
+  func.func private @f(%a: memref<4xf32>)
+  func.func @g(%a: memref<4xf32>) {
+    call @f(%a) : (memref<4xf32>) -> ()
+    return
+  }
+}
+
+// -----
+
+// A function referred to otherwise than by calls keeps its type, with a warning.
+// WARN: warning: moe-check-entry-memrefs: not checked, a symbol use other than a call refers to this function
+// CHECK-LABEL: func.func @taken(%{{.+}}: memref<4xf32>)
+// CHECK-NOT: cf.assert
+func.func @taken(%a: memref<4xf32>) attributes {llvm.emit_c_interface} {
+  return
+}
+func.func @h() -> ((memref<4xf32>) -> ()) {
+  %c = func.constant @taken : (memref<4xf32>) -> ()
+  return %c : (memref<4xf32>) -> ()
 }

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/SymbolTable.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -120,7 +121,29 @@ struct EntryMemrefChecksPass : moe::impl::MoECheckEntryMemrefsBase<EntryMemrefCh
         checkArguments(func);
   }
 
+  /// The calls of `func` in the module, or none if something else refers to
+  /// it (a func.constant): its type could then not change.
+  std::optional<SmallVector<func::CallOp>> callsOf(func::FuncOp func) {
+    SmallVector<func::CallOp> calls;
+    std::optional<SymbolTable::UseRange> uses = SymbolTable::getSymbolUses(func, getOperation());
+    if (!uses)
+      return std::nullopt;
+    for (const SymbolTable::SymbolUse &use : *uses) {
+      auto call = dyn_cast<func::CallOp>(use.getUser());
+      if (!call)
+        return std::nullopt;
+      calls.push_back(call);
+    }
+    return calls;
+  }
+
   void checkArguments(func::FuncOp func) {
+    std::optional<SmallVector<func::CallOp>> calls = callsOf(func);
+    if (!calls) {
+      func.emitWarning("moe-check-entry-memrefs: not checked, a symbol use other than a call "
+                       "refers to this function");
+      return;
+    }
     Block &entry = func.front();
     ImplicitLocOpBuilder b(func.getLoc(), func.getContext());
     b.setInsertionPointToStart(&entry);
@@ -144,15 +167,13 @@ struct EntryMemrefChecksPass : moe::impl::MoECheckEntryMemrefsBase<EntryMemrefCh
     func.setFunctionType(FunctionType::get(func.getContext(), inputs, func.getResultTypes()));
     // Calls inside the module (an entry calling its phase variants) pass
     // their memrefs as the open type: a cast to a more dynamic type.
-    getOperation().walk([&](func::CallOp call) {
-      if (call.getCallee() != func.getSymName())
-        return;
+    for (func::CallOp call : *calls) {
       OpBuilder at(call);
       for (OpOperand &operand : call->getOpOperands())
         if (operand.get().getType() != inputs[operand.getOperandNumber()])
           operand.set(memref::CastOp::create(at, call.getLoc(), inputs[operand.getOperandNumber()],
                                              operand.get()));
-    });
+    }
   }
 };
 } // namespace
