@@ -100,10 +100,10 @@ for tier in ${tiers//,/ }; do
       # Python is not instrumented: it loads libmoert (instrumented) through
       # ctypes, so the ASan runtime must come first (LD_PRELOAD); the tools
       # and ranks it starts use the same shared runtime. Python's own
-      # allocations are never freed at exit: no leak check there. The
-      # kernel emulator's tests are left out: they spend their minutes in
-      # Python, and the CUDA compiles they start are the lit tier's
-      # (test/Tools/moe-compile-cuda.test).
+      # allocations are never freed at exit: no leak check there. Tests
+      # marked emulation are left out: they only interpret GPU kernels in
+      # Python, for minutes (docs/Hardening.md); the expert-parallel
+      # emulation, whose ranks call libmoert, is not marked and runs.
       LD_PRELOAD=$("$llvm/bin/clang" -print-file-name=libclang_rt.asan-x86_64.so) \
       ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 \
         run_pytest "$san" pytest-asan -m "not emulation" ;;
