@@ -162,13 +162,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int64_t values[MOERT_DISPATCH_PLAN_FIELDS_MAX];
   for (int64_t &v : values)
     v = in.value();
-  const int64_t count = MOERT_DISPATCH_PLAN_FIELDS + in.byte() % 3;
+  const int64_t count = MOERT_DISPATCH_PLAN_FIELDS + in.byte() % 4;
   PlanFields plan;
   if (readPlan(values, count, plan))
-    broken(); // 9, 10 and 11 fields are all plans
+    broken(); // 9 to 12 fields are all plans
   (void)planHash(plan);
   PlanFields ignored;
-  if (!readPlan(values, in.byte() % 12 == 3 ? 8 : 12, ignored))
+  if (!readPlan(values, in.byte() % 12 == 3 ? 8 : 13, ignored))
     broken(); // any other count is not
   DispatchShape shape;
   shape.tokens = in.value();

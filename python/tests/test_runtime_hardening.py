@@ -1,7 +1,8 @@
 """Issue 9 (runtime hardening) with compiled layers on 2 MPI ranks.
 
-Ranks that run layers compiled differently (hidden size, top-k, dtype) must
-all fail at the dispatch's first collective with the runtime's agreement
+Ranks that run layers compiled differently (hidden size, top-k, dtype, or
+only in what no collective sees: intermediate size, norm_topk_prob) must all
+fail at the dispatch's first collective with the runtime's agreement
 error naming the field and both ranks' values: not a segfault, not
 MPI_ERR_TRUNCATE, not a wait for the timeout. A placement with a stray
 phys_to_log value must be named as such on every rank. A NaN in one rank's
@@ -22,6 +23,8 @@ from ranks import every_rank_error
 CONFIG = {"model_type": "qwen3_moe", "hidden_size": 64, "moe_intermediate_size": 16,
           "num_experts": 16, "num_experts_per_tok": 4, "norm_topk_prob": True}
 TIMEOUT_MS = 20000
+LAYER = ("layer (the compiled layer's fingerprint: libraries built from different configs or "
+         "options): rank 0 has 0x")
 CRASHES = ("Segmentation fault", "MPI_ERR", "signal 11", "terminate called", "Traceback")
 
 
@@ -67,6 +70,9 @@ def assert_no_crash(done, elapsed):
     ("hidden", {"hidden_size": 32}, "f32", "hidden size: rank 0 has 64, rank 1 has 32"),
     ("topk", {"num_experts_per_tok": 2}, "f32", "top-k: rank 0 has 4, rank 1 has 2"),
     ("dtype", {}, "bf16", "dtype: rank 0 has f32, rank 1 has bf16"),
+    # Collectives that match, math that does not: the layer's fingerprint.
+    ("intermediate", {"moe_intermediate_size": 32}, "f32", LAYER),
+    ("norm_topk_prob", {"norm_topk_prob": False}, "f32", LAYER),
 ])
 def test_defect2_ranks_running_different_layers_fail_naming_the_field(tmp_path, field, changes,
                                                                       dtype, expected):
@@ -80,6 +86,18 @@ def test_defect2_ranks_running_different_layers_fail_naming_the_field(tmp_path, 
         assert "ranks disagree on the layer they run (at collective 'dispatch." in message, \
             message
         assert expected in message, message
+
+
+def test_defect2_two_builds_of_one_config_agree(tmp_path, monkeypatch):
+    # The fingerprint is the layer's, not the build's: a second compile of
+    # the same config (another directory; not from the compile cache) runs
+    # beside the first.
+    monkeypatch.setenv("MOE_COMPILE_CACHE", "")
+    library0, plan0 = layer(tmp_path, "rank0")
+    library1, plan1 = layer(tmp_path, "rank1")
+    done, _ = mpirun([distributed(library0, plan0, tmp_path),
+                      distributed(library1, plan1, tmp_path)])
+    assert done.returncode == 0, done.stderr
 
 
 DRIVER = """

@@ -278,6 +278,7 @@ void dispatch(const char *entry, DispatchResults result, bool keepCodes, bool pl
   in.planExperts = fields.experts;
   in.planFieldCount = fields.count;
   in.replicaSelection = fields.replicaSelection;
+  in.planLayer = fields.layer;
   in.quant = QuantScheme(fields.quantization);
   in.keepCodes = keepCodes;
   const int64_t k = in.topK, h = in.hidden;
@@ -726,6 +727,8 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
                                                    : placement.experts());
   signature.set(CallSignature::Entry, 4 | (placed ? 1 : 0)); // bit 2: the all-gather form
   signature.set(CallSignature::PlanHash, int64_t(planHash(fields)));
+  if (fields.layer)
+    signature.set(CallSignature::Layer, fields.layer);
   Collectives::SignatureScope scope(coll, signature);
   std::vector<int32_t> slotIds;
   moert_memref2d slotIdsView{};
@@ -1001,6 +1004,8 @@ int64_t sendPackedInto(const char *entry, GatherRows rows, moert_memref2d *route
   signature.set(CallSignature::Experts, in.experts);
   signature.set(CallSignature::Entry, 8 | (placed ? 1 : 0)); // bit 3: packed by the layer
   signature.set(CallSignature::PlanHash, int64_t(planHash(fields)));
+  if (fields.layer)
+    signature.set(CallSignature::Layer, fields.layer);
   Collectives::SignatureScope scope(coll, signature);
   if (Status e = exchangeCounts(coll, sent.data(), received.data(), capacity))
     die(*e);
@@ -1090,6 +1095,8 @@ void selectSlotsInto(const char *entry, moert_memref2d *ids, moert_memref1d *phy
   signature.set(CallSignature::Experts, in.experts);
   signature.set(CallSignature::Entry, 8 | 1); // a placed dispatch packed by the layer
   signature.set(CallSignature::PlanHash, int64_t(planHash(fields)));
+  if (fields.layer)
+    signature.set(CallSignature::Layer, fields.layer);
   Collectives::SignatureScope scope(coll, signature);
   std::optional<BatchSelection> selection;
   std::vector<int64_t> before;

@@ -39,6 +39,9 @@ const char *fieldName(int f) {
     return "plan hash";
   case CallSignature::Tp:
     return "tp";
+  case CallSignature::Layer:
+    return "layer (the compiled layer's fingerprint: libraries built from different "
+           "configs or options)";
   }
   return "field";
 }
@@ -55,6 +58,7 @@ std::string fieldValue(int f, int64_t v) {
       return "ep_gather (the all-gather dispatch)";
     return std::string("ep_dispatch") + (v & 1 ? "_placed" : "") + (v & 2 ? "_fp8" : "");
   case CallSignature::PlanHash:
+  case CallSignature::Layer:
     os << "0x" << std::hex << uint64_t(v);
     return os.str();
   }

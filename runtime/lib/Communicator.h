@@ -36,6 +36,7 @@ struct CallSignature {
                   ///< bit 2: the all-gather form
     PlanHash,     ///< FNV-1a of the plan's values
     Tp,           ///< tensor-parallel group size
+    Layer,        ///< the plan's fingerprint of the compiled layer
     FieldCount
   };
   uint32_t present = 0; ///< bit f: values[f] is set

@@ -76,8 +76,10 @@ PlanFields planOf(const DispatchInput &in) {
   plan.combineBytes = in.combineBytes;
   plan.experts = in.planExperts;
   plan.replicaSelection = in.replicaSelection;
-  plan.count = in.planFieldCount > MOERT_PLAN_REPLICA_SELECTION || in.replicaSelection
-                   ? MOERT_DISPATCH_PLAN_FIELDS_MAX
+  plan.layer = in.planLayer;
+  plan.count = in.planFieldCount > MOERT_PLAN_LAYER || in.planLayer ? MOERT_DISPATCH_PLAN_FIELDS_MAX
+               : in.planFieldCount > MOERT_PLAN_REPLICA_SELECTION || in.replicaSelection
+                   ? MOERT_PLAN_REPLICA_SELECTION + 1
                : in.planFieldCount > MOERT_DISPATCH_PLAN_FIELDS || in.planExperts
                    ? MOERT_DISPATCH_PLAN_FIELDS + 1
                    : MOERT_DISPATCH_PLAN_FIELDS;
@@ -108,6 +110,8 @@ CallSignature signatureOf(const PlanFields &plan, const DispatchShape &shape) {
   s.set(CallSignature::Experts, shape.mapLength);
   s.set(CallSignature::Entry, (shape.placed ? 1 : 0) | (shape.keepCodes ? 2 : 0));
   s.set(CallSignature::PlanHash, int64_t(planHash(plan)));
+  if (plan.layer) // 0: the plan has none (the plan hash still sees its field count)
+    s.set(CallSignature::Layer, plan.layer);
   return s;
 }
 

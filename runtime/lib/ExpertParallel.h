@@ -42,11 +42,13 @@ struct DispatchInput {
   /// them from capacity, maxTokens and slots.
   int64_t sendBytes = 0, recvBytes = 0, expertRowsBytes = 0, combineBytes = 0;
   /// The plan's optional expert count (MOERT_PLAN_EXPERTS; 0: absent) and
-  /// how many fields the plan had (9 or 10; the plan hash covers them).
+  /// how many fields the plan had (9 to 12; the plan hash covers them).
   int64_t planExperts = 0, planFieldCount = 9;
   /// The plan's replica selection (MOERT_PLAN_REPLICA_SELECTION): 0 static
   /// shares, 1 per batch (BatchSelection.h; replicaShare is not read).
   int64_t replicaSelection = 0;
+  /// The layer's fingerprint (MOERT_PLAN_LAYER; 0: none): ranks must agree.
+  int64_t planLayer = 0;
   /// None: rows travel in the element type. FP8: each row travels as
   /// [H FP8 bytes][scales][ids][weights] and the receiver dequantizes it
   /// into the element type; `hidden` must be a multiple of the group size.

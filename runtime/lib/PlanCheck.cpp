@@ -2,6 +2,7 @@
 #include "PlanCheck.h"
 #include "Message.h"
 
+#include <algorithm>
 #include <sstream>
 
 using namespace moert;
@@ -119,9 +120,12 @@ uint64_t moert::planHash(const PlanFields &p) {
       h *= 1099511628211ull;
     }
   };
-  const int64_t count = p.count == 10 || p.count == 11 ? p.count : MOERT_DISPATCH_PLAN_FIELDS;
+  const int64_t count =
+      p.count > MOERT_DISPATCH_PLAN_FIELDS && p.count <= MOERT_DISPATCH_PLAN_FIELDS_MAX
+          ? p.count
+          : int64_t(MOERT_DISPATCH_PLAN_FIELDS);
   mix(uint64_t(count));
-  for (int64_t i = 0; i < count; ++i)
+  for (int64_t i = 0; i < std::min<int64_t>(count, MOERT_PLAN_LAYER); ++i)
     mix(uint64_t(values[i]));
   return h;
 }
@@ -129,9 +133,10 @@ uint64_t moert::planHash(const PlanFields &p) {
 Status moert::readPlan(const int64_t *values, int64_t count, PlanFields &out) {
   if (count < MOERT_DISPATCH_PLAN_FIELDS || count > MOERT_DISPATCH_PLAN_FIELDS_MAX)
     return cat("dispatch: the plan has ", count, " fields; expected ",
-               int(MOERT_DISPATCH_PLAN_FIELDS), " (or ",
-               int(MOERT_DISPATCH_PLAN_FIELDS) + 1, " with the expert count, ",
-               int(MOERT_DISPATCH_PLAN_FIELDS_MAX), " with the replica selection)");
+               int(MOERT_DISPATCH_PLAN_FIELDS), " (or ", int(MOERT_DISPATCH_PLAN_FIELDS) + 1,
+               " with the expert count, ", int(MOERT_PLAN_REPLICA_SELECTION) + 1,
+               " with the replica selection, ", int(MOERT_DISPATCH_PLAN_FIELDS_MAX),
+               " with the layer's fingerprint)");
   if (!values)
     return std::string("dispatch: the plan has a null data pointer");
   out = PlanFields();
@@ -148,6 +153,7 @@ Status moert::readPlan(const int64_t *values, int64_t count, PlanFields &out) {
   out.experts = count > MOERT_DISPATCH_PLAN_FIELDS ? values[MOERT_PLAN_EXPERTS] : 0;
   out.replicaSelection =
       count > MOERT_PLAN_REPLICA_SELECTION ? values[MOERT_PLAN_REPLICA_SELECTION] : 0;
+  out.layer = count > MOERT_PLAN_LAYER ? values[MOERT_PLAN_LAYER] : 0;
   return std::nullopt;
 }
 
@@ -353,9 +359,10 @@ Status moert::checkDispatchArgs(const DispatchArgs &args, DispatchCheck &out) {
   const int64_t count = args.plan->sizes[0];
   if (count < MOERT_DISPATCH_PLAN_FIELDS || count > MOERT_DISPATCH_PLAN_FIELDS_MAX)
     return cat("dispatch: the plan must be a dense i64[", int(MOERT_DISPATCH_PLAN_FIELDS),
-               "] (or i64[", int(MOERT_DISPATCH_PLAN_FIELDS) + 1,
-               "] with the expert count, i64[", int(MOERT_DISPATCH_PLAN_FIELDS_MAX),
-               "] with the replica selection), got i64[", count, "]");
+               "] (or i64[", int(MOERT_DISPATCH_PLAN_FIELDS) + 1, "] with the expert count, i64[",
+               int(MOERT_PLAN_REPLICA_SELECTION) + 1, "] with the replica selection, i64[",
+               int(MOERT_DISPATCH_PLAN_FIELDS_MAX), "] with the layer's fingerprint), got i64[",
+               count, "]");
   if (Status e = readPlan(static_cast<const int64_t *>(args.plan->aligned) +
                               args.plan->offset,
                           count, out.plan))

@@ -52,16 +52,19 @@ inline bool checkedAdd(int64_t a, int64_t b, int64_t &out) {
 }
 
 /// The plan's fields (moert.h, MOERT_PLAN_*); `experts` is the optional 10th
-/// field (0: absent, or a 9-field plan), `replicaSelection` the 11th.
+/// field (0: absent, or a 9-field plan), `replicaSelection` the 11th, `layer`
+/// the 12th.
 struct PlanFields {
   int64_t capacity = 0, maxTokens = 0, slots = 0, quantization = 0, ranks = 0;
   int64_t sendBytes = 0, recvBytes = 0, expertRowsBytes = 0, combineBytes = 0;
   int64_t experts = 0;
   int64_t replicaSelection = 0; ///< the optional 11th field: 1 per batch
-  int64_t count = MOERT_DISPATCH_PLAN_FIELDS; ///< fields given: 9, 10 or 11
+  int64_t layer = 0;            ///< the optional 12th field: the layer's fingerprint (0: none)
+  int64_t count = MOERT_DISPATCH_PLAN_FIELDS; ///< fields given: 9 to 12
 };
 
-/// FNV-1a over the count and the values as given, so ranks can compare
+/// FNV-1a over the count and the values as given but the layer's
+/// fingerprint (its own field of the ranks' agreement), so ranks can compare
 /// their plans in one word.
 uint64_t planHash(const PlanFields &plan);
 
@@ -91,7 +94,7 @@ struct DispatchSizes {
 };
 
 /// The plan's fields from `count` values (9, 10 with the expert count, 11
-/// with the replica selection).
+/// with the replica selection, 12 with the layer's fingerprint).
 Status readPlan(const int64_t *values, int64_t count, PlanFields &out);
 
 /// The plan against the limits, the call's shapes and each other; derives

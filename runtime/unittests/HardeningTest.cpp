@@ -387,6 +387,46 @@ TEST(Hardening, Defect2_DifferentPlansDisagreeOnTheHash) {
   EXPECT_TRUE(contains(*e, "a different phase argument, prefill or decode")) << *e;
 }
 
+TEST(Hardening, Defect2_LayersWithMatchingCollectivesDisagreeOnTheFingerprint) {
+  // Libraries built from different configs whose collectives match (another
+  // intermediate size, say): the plans differ only in the layer's
+  // fingerprint, which is its own field of the agreement, not the hash's.
+  PlanFields mine;
+  mine.capacity = 8;
+  mine.count = MOERT_DISPATCH_PLAN_FIELDS_MAX;
+  mine.layer = 0x1234;
+  PlanFields theirs = mine;
+  theirs.layer = 0x5678;
+  EXPECT_EQ(planHash(mine), planHash(theirs));
+  PlanFields eleven = mine;
+  eleven.count = MOERT_PLAN_LAYER;
+  eleven.layer = 0;
+  EXPECT_NE(planHash(mine), planHash(eleven)); // a plan without one differs
+  int64_t values[MOERT_DISPATCH_PLAN_FIELDS_MAX] = {8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1234};
+  PlanFields read;
+  ASSERT_FALSE(readPlan(values, MOERT_DISPATCH_PLAN_FIELDS_MAX, read));
+  EXPECT_EQ(read.layer, 0x1234);
+  EXPECT_EQ(planHash(read), planHash(mine));
+
+  Collectives coll(std::make_unique<FakePeers>(2,
+                                               [&](int, CollectiveDescriptor &d) {
+                                                 d.signature.values[CallSignature::Layer] = 0x5678;
+                                               }),
+                   std::chrono::milliseconds(1000));
+  ExpertParallel ep(coll);
+  Call call(2, 2, 2);
+  call.in.planFieldCount = MOERT_DISPATCH_PLAN_FIELDS_MAX;
+  call.in.planLayer = 0x1234;
+  Status e = call.run(ep);
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(contains(*e, "ranks disagree on the layer they run (at collective "
+                           "'dispatch.counts' (#0, 0 elements)): layer (the compiled layer's "
+                           "fingerprint: libraries built from different configs or options): "
+                           "rank 0 has 0x1234, rank 1 has 0x5678"))
+      << *e;
+  EXPECT_FALSE(contains(*e, "plan hash")) << *e;
+}
+
 TEST(Hardening, Defect2_SignatureComparedOnlyWhereEveryCarrierHasIt) {
   // A peer at a host collective (no signature) is a plain disagreement on
   // the collective, not on the layer.
@@ -726,7 +766,8 @@ TEST(Hardening, Defect8_HostileDispatchCallsFailByName) {
          _mlir_ciface_moert_ep_dispatch_f32(&c.result, &c.xm, &c.im, &c.wm, &c.rm, nullptr);
        }},
       {"short plan", "dispatch: the plan must be a dense i64[9] (or i64[10] with the expert "
-                     "count, i64[11] with the replica selection), got i64[8]",
+                     "count, i64[11] with the replica selection, i64[12] with the layer's "
+                     "fingerprint), got i64[8]",
        [] {
          CCall c;
          c.planm.sizes[0] = 8;
@@ -805,7 +846,7 @@ TEST(Hardening, Defect8_HostileDispatchCallsFailByName) {
          c.planm.sizes[0] = MOERT_DISPATCH_PLAN_FIELDS_MAX;
          c.dispatch();
        }},
-      {"plan of 12 fields", "dispatch: the plan must be a dense i64[9]",
+      {"plan of 13 fields", "dispatch: the plan must be a dense i64[9]",
        [] {
          CCall c;
          c.planm.sizes[0] = MOERT_DISPATCH_PLAN_FIELDS_MAX + 1;

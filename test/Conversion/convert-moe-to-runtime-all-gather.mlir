@@ -13,7 +13,7 @@
 // NOINTO: convert-moe-to-runtime: all-gather-slots and pack-in-layer fill the layer's buffers: they need into-buffers
 // CHECK-LABEL: func.func @decode
 // CHECK: %[[X:.+]] = bufferization.to_buffer %{{.+}} read_only : tensor<?x?xbf16> to memref<?x?xbf16>
-// CHECK: arith.constant dense<[8, 4, 4, 0, 2, 0, 0, 0, 0]> : tensor<9xi64>
+// CHECK: arith.constant dense<[8, 4, 4, 0, 2, 0, 0, 0, 0, 0, 0, {{-?[1-9][0-9]*}}]> : tensor<12xi64>
 // CHECK: %[[RX:.+]] = memref.alloc() : memref<8x64xbf16>
 // CHECK: %[[RI:.+]] = memref.alloc() : memref<8x2xi32>
 // CHECK: %[[RW:.+]] = memref.alloc() : memref<8x2xf32>
@@ -89,7 +89,7 @@ func.func @prefill(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf
 // CHECK: arith.divf
 // CHECK: arith.trunci %{{.+}} : i32 to i8
 // CHECK: tensor.collapse_shape %[[CODES]] {{\[}}[0], [1, 2]] : tensor<?x2x32xi8> into tensor<?x64xi8>
-// CHECK: arith.constant dense<[8, 4, 4, 2, 2, 0, 0, 0, 0]> : tensor<9xi64>
+// CHECK: arith.constant dense<[8, 4, 4, 2, 2, 0, 0, 0, 0, 0, 0, {{-?[1-9][0-9]*}}]> : tensor<12xi64>
 // CHECK: %[[RQ:.+]] = memref.alloc() : memref<8x64xi8>
 // CHECK: %[[RS:.+]] = memref.alloc() : memref<8x2xi8>
 // CHECK: %[[H:.+]] = call @moert_ep_gather_fp8_into_bf16({{.+}}) {moe.gather_slots = 4 : i64, moe.stream_operand}
@@ -147,7 +147,7 @@ func.func @decode_codes(%x: tensor<?x64xbf16>, %ids: tensor<?x2xi32>, %w: tensor
 // 5 slots. The plan states the 8 logical experts (its 10th field).
 // CHECK-DAG: func.func private @moert_ep_gather_placed_into_f32(memref<?x?xf32>, memref<?x?xi32>, memref<?x?xf32>, memref<?xi32>, memref<?xf32>, memref<?xi64>, memref<?x?xf32>, memref<?x?xi32>, memref<?x?xf32>, !llvm.ptr) -> i64 attributes {llvm.emit_c_interface}
 // CHECK-LABEL: func.func @decode_placed
-// CHECK: arith.constant dense<[8, 4, 4, 0, 2, 0, 0, 0, 0, 8]> : tensor<10xi64>
+// CHECK: arith.constant dense<[8, 4, 4, 0, 2, 0, 0, 0, 0, 8, 0, {{-?[1-9][0-9]*}}]> : tensor<12xi64>
 // CHECK: %[[H:.+]] = call @moert_ep_gather_placed_into_f32({{.+}}) {moe.gather_slots = 4 : i64, moe.stream_operand}
 // CHECK: %[[RANK:.+]] = call @moert_rank() : () -> i32
 // CHECK: %[[UPTO:.+]] = linalg.generic {{.+}} ins(%{{.+}} : tensor<10xi32>) outs(%{{.+}} : tensor<10xf32>)
@@ -175,7 +175,7 @@ func.func @decode_placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor
 // ids are slots the runtime chose: this rank keeps those of its 5 slots (slot - rank * 5), with no
 // walk over the shares.
 // CHECK-LABEL: func.func @decode_per_batch
-// CHECK: arith.constant dense<[8, 4, 4, 0, 2, 0, 0, 0, 0, 8, 1]> : tensor<11xi64>
+// CHECK: arith.constant dense<[8, 4, 4, 0, 2, 0, 0, 0, 0, 8, 1, {{-?[1-9][0-9]*}}]> : tensor<12xi64>
 // CHECK: %[[H:.+]] = call @moert_ep_gather_placed_into_f32({{.+}}) {moe.gather_slots = 4 : i64, moe.stream_operand}
 // CHECK: %[[RANK:.+]] = call @moert_rank() : () -> i32
 // CHECK: %[[SLOTS:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<10xi32>

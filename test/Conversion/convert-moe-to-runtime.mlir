@@ -9,8 +9,8 @@
 // CHECK-DAG: %[[IDSD:.+]] = tensor.cast %[[IDS]] : tensor<4x2xi32> to tensor<?x?xi32>
 // CHECK-DAG: %[[WD:.+]] = tensor.cast %[[W]] : tensor<4x2xf32> to tensor<?x?xf32>
 // CHECK-DAG: %[[ERD:.+]] = tensor.cast %[[ER]] : tensor<8xi32> to tensor<?xi32>
-// CHECK-DAG: %[[PLAN:.+]] = arith.constant dense<[16, 0, 0, 0, 0, 0, 0, 0, 0]> : tensor<9xi64>
-// CHECK-DAG: %[[PLAND:.+]] = tensor.cast %[[PLAN]] : tensor<9xi64> to tensor<?xi64>
+// CHECK-DAG: %[[PLAN:.+]] = arith.constant dense<[16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {{-?[1-9][0-9]*}}]> : tensor<12xi64>
+// CHECK-DAG: %[[PLAND:.+]] = tensor.cast %[[PLAN]] : tensor<12xi64> to tensor<?xi64>
 // CHECK: %[[D:.+]]:4 = call @moert_ep_dispatch_f32(%[[XD]], %[[IDSD]], %[[WD]], %[[ERD]], %[[PLAND]])
 // CHECK: %[[R:.+]] = tensor.cast %[[D]]#0 : tensor<?x?xf32> to tensor<?x64xf32>
 // CHECK: %[[RD:.+]] = tensor.cast %[[R]] : tensor<?x64xf32> to tensor<?x?xf32>
@@ -51,7 +51,7 @@ func.func @two_exchanges(%x: tensor<?x?xbf16>, %ids: tensor<?x?xi32>,
 
 // Tests that the plan carries capacity, max_tokens, slots and quantization, in moert.h's order, and the decode layout keeps its static shape.
 // CHECK-LABEL: func.func @decode
-// CHECK: %[[PLAN:.+]] = arith.constant dense<[8, 4, 4, 2, 0, 0, 0, 0, 0]> : tensor<9xi64>
+// CHECK: %[[PLAN:.+]] = arith.constant dense<[8, 4, 4, 2, 0, 0, 0, 0, 0, 0, 0, {{-?[1-9][0-9]*}}]> : tensor<12xi64>
 // CHECK: %[[D:.+]]:4 = call @moert_ep_dispatch_f32({{.+}}, %{{.+}})
 // CHECK: tensor.cast %[[D]]#0 : tensor<?x?xf32> to tensor<8x64xf32>
 func.func @decode(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
@@ -87,8 +87,8 @@ func.func @placed(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf3
 // Tests that replicas chosen per batch extend the plan by the expert count (0: the runtime
 // infers it) and replica_selection = 1, after the nine fields of the plain plan.
 // CHECK-LABEL: func.func @per_batch
-// CHECK: %[[PLAN:.+]] = arith.constant dense<[16, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1]> : tensor<11xi64>
-// CHECK: %[[PC:.+]] = tensor.cast %[[PLAN]] : tensor<11xi64> to tensor<?xi64>
+// CHECK: %[[PLAN:.+]] = arith.constant dense<[16, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, {{-?[1-9][0-9]*}}]> : tensor<12xi64>
+// CHECK: %[[PC:.+]] = tensor.cast %[[PLAN]] : tensor<12xi64> to tensor<?xi64>
 // CHECK: call @moert_ep_dispatch_placed_f32(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[PC]])
 func.func @per_batch(%x: tensor<?x64xf32>, %ids: tensor<?x2xi32>, %w: tensor<?x2xf32>,
                      %p: tensor<10xi32>, %s: tensor<10xf32>) -> tensor<?x64xf32> {

@@ -16,7 +16,7 @@
 // UE8M0-LABEL: func.func @fuse(
 // UE8M0: moe.ep_dispatch {{.+}} capacity = 64 quantization fp8_e4m3_g32_ue8m0 :
 // CALL-LABEL: func.func @fuse(
-// CALL: arith.constant dense<[64, 0, 0, 1, 0, 0, 0, 0, 0]> : tensor<9xi64>
+// CALL: arith.constant dense<[64, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, {{-?[1-9][0-9]*}}]> : tensor<12xi64>
 // CALL: call @moert_ep_dispatch_bf16(
 // BAD: error: moe-fuse-quant-dispatch: unknown scheme 'int4'
 func.func @fuse(%x: tensor<?x256xbf16>, %ids: tensor<?x4xi32>, %w: tensor<?x4xf32>,

@@ -164,8 +164,10 @@ def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
     interface, which the runtime implements (`runtime/include/moert/moert.h`):
     `moert_ep_dispatch_{f32,bf16}` and `moert_ep_combine_{f32,bf16}`. The
     declarations use dynamic shapes so that one symbol serves every layer;
-    `tensor.cast` restores the static extents. The capacity becomes an i64
-    argument, checked by the runtime before it writes anything. An existing
+    `tensor.cast` restores the static extents. The capacity, the other
+    sizes and the layer's fingerprint become the plan, a constant i64 tensor
+    in the order of moert.h's MOERT_PLAN_* fields, which the runtime checks
+    before it writes anything. An existing
     symbol with an entry's name is reused when it is a `func.func`
     declaration of the same type; a defined function, another type or
     another kind of symbol is an error at the op that needs the entry.
@@ -176,8 +178,8 @@ def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
     ```
     After:
     ```mlir
-    %c = arith.constant 64 : i64
-    %r:4 = call @moert_ep_dispatch_f32(%xd, %id, %wd, %rank, %c) : ...
+    %plan = arith.constant dense<[64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5417...]> : tensor<12xi64>
+    %r:4 = call @moert_ep_dispatch_f32(%xd, %id, %wd, %rank, %pd) : ...
     ```
   }];
   let options = [
@@ -206,6 +208,11 @@ def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
            "and moe.combine sums them. No row crosses to the host: what the "
            "NCCL backend sends from device buffers. The new moe ops need the "
            "strategy and convert-moe-to-linalg to run again after this pass">,
+    Option<"fingerprint", "fingerprint", "bool", "true",
+           "Give every dispatch plan the layer's fingerprint (MOERT_PLAN_LAYER: "
+           "a hash of the module before this pass), which the ranks must agree "
+           "on: libraries built from different configs or options then fail "
+           "on every rank, naming it, where their collectives alone match">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::tensor::TensorDialect",

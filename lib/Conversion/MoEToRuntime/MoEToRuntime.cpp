@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/xxhash.h"
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_CONVERTMOETORUNTIME
@@ -143,6 +144,22 @@ struct ConvertMoEToRuntimePass
   /// token rows, which its combine sums by.
   DenseMap<Operation *, Value> packedSlots;
 
+  /// The plans' MOERT_PLAN_LAYER field: a hash of the module as it was
+  /// before this pass (0: the option is off). Ranks that run libraries
+  /// built from different configs or options fail on it together, even
+  /// where their collectives match (another intermediate size, routing
+  /// rule or activation). The module, not the function: a library's phase
+  /// variants share it, so that a rank in another phase is named as such.
+  int64_t layerFingerprint = 0;
+
+  static int64_t fingerprintOf(ModuleOp module) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os, OpPrintingFlags().assumeVerified());
+    auto hash = int64_t(llvm::xxh3_64bits(text));
+    return hash ? hash : 1; // 0 says "none"
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if ((allGatherSlots || packInLayer) && !intoBuffers) {
@@ -150,6 +167,10 @@ struct ConvertMoEToRuntimePass
                        "layer's buffers: they need into-buffers");
       return signalPassFailure();
     }
+    // Printing the module costs; only plans carry the fingerprint.
+    if (fingerprint &&
+        module.walk([](EpDispatchOp) { return WalkResult::interrupt(); }).wasInterrupted())
+      layerFingerprint = fingerprintOf(module);
     // Each lowering erases its op; a failed one stops the walk.
     auto lowerAll = [&](auto lower) {
       return !module.walk(lower).wasInterrupted();
@@ -247,7 +268,7 @@ struct ConvertMoEToRuntimePass
 
   /// The dispatch plan the runtime checks every request against, in the
   /// order of moert.h's MOERT_PLAN_* fields.
-  static Value buildPlan(ImplicitLocOpBuilder &b, EpDispatchOp op) {
+  Value buildPlan(ImplicitLocOpBuilder &b, EpDispatchOp op) {
     int64_t quantization = 0;
     if (auto quant = op.getQuantization())
       quantization = int64_t(*quant); // 1 = fp8g128, 2 = fp8g32ue8m0, as in moert.h
@@ -262,11 +283,14 @@ struct ConvertMoEToRuntimePass
       fields.push_back(size ? size.getInt() : 0);
     }
     // The optional fields: the placement's logical experts (0: the runtime
-    // infers them from phys_to_log), then replica selection (1: per batch).
-    if (op.getExperts() || op.getPerBatchReplicas())
+    // infers them from phys_to_log), replica selection (1: per batch), then
+    // the layer's fingerprint (0: none).
+    if (op.getExperts() || op.getPerBatchReplicas() || layerFingerprint)
       fields.push_back(int64_t(op.getExperts().value_or(0)));
-    if (op.getPerBatchReplicas())
-      fields.push_back(1);
+    if (op.getPerBatchReplicas() || layerFingerprint)
+      fields.push_back(op.getPerBatchReplicas() ? 1 : 0);
+    if (layerFingerprint)
+      fields.push_back(layerFingerprint);
     auto type = RankedTensorType::get({int64_t(fields.size())}, b.getI64Type());
     Value plan = arith::ConstantOp::create(
         b, DenseElementsAttr::get(type, ArrayRef<int64_t>(fields)));
@@ -277,9 +301,9 @@ struct ConvertMoEToRuntimePass
   /// (phys_to_log and replica_share, or expert_rank), the plan, a new buffer
   /// for the runtime to fill for each of `outTypes` (returned), and the
   /// stream.
-  static SmallVector<Value> appendMapPlanAndOuts(ImplicitLocOpBuilder &b, EpDispatchOp op,
-                                                 SmallVector<Value> &args,
-                                                 ArrayRef<RankedTensorType> outTypes) {
+  SmallVector<Value> appendMapPlanAndOuts(ImplicitLocOpBuilder &b, EpDispatchOp op,
+                                          SmallVector<Value> &args,
+                                          ArrayRef<RankedTensorType> outTypes) {
     if (op.getPhysToLog())
       args.append({readBuffer(b, op.getPhysToLog()), readBuffer(b, op.getReplicaShare())});
     else

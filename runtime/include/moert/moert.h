@@ -108,12 +108,17 @@ typedef struct {
  *    same split of each replicated expert's choices over its replicas that
  *    makes the batch's busiest rank least busy (an integer max flow), and
  *    rank r's choices of an expert fill that split's replicas in rank
- *    order; replica_share is not read.
+ *    order; replica_share is not read;
+ *  - layer (optional 12th field, after replica_selection): a fingerprint of
+ *    the compiled layer function (0: none). Ranks must agree on it: layers
+ *    whose collectives match but whose math differs (intermediate size,
+ *    norm_topk_prob, activation, ...) would otherwise mix their results.
  * Every field is checked against the runtime's limits (docs/Runtime.md) and
  * every workspace product for overflow before anything is allocated.
  * A rank that breaks the plan (too many tokens or rows, bad ids) makes every
  * rank fail before any payload is written, and ranks whose calls disagree
- * on the layer (hidden size, top-k, dtype, quantization, ep, experts, plan)
+ * on the layer (hidden size, top-k, dtype, quantization, ep, experts, plan,
+ * the layer's fingerprint)
  * fail together at the dispatch's first collective, naming the field and
  * each rank's value. The send, receive and combine workspaces are sized
  * from the plan once and reused. */
@@ -129,8 +134,9 @@ enum {
   MOERT_PLAN_COMBINE_BYTES = 8,
   MOERT_PLAN_EXPERTS = 9,            /* optional */
   MOERT_PLAN_REPLICA_SELECTION = 10, /* optional, after experts */
+  MOERT_PLAN_LAYER = 11,             /* optional, after replica_selection */
   MOERT_DISPATCH_PLAN_FIELDS = 9,
-  MOERT_DISPATCH_PLAN_FIELDS_MAX = 11
+  MOERT_DISPATCH_PLAN_FIELDS_MAX = 12
 };
 void _mlir_ciface_moert_ep_dispatch_f32(moert_dispatch_result *result,
                                         moert_memref2d *x, moert_memref2d *ids,
