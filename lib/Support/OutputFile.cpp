@@ -81,6 +81,47 @@ llvm::Error mlir::moe::writeOutputFile(llvm::StringRef path,
   return llvm::Error::success();
 }
 
+llvm::Expected<StagedOutput>
+mlir::moe::stageOutputFile(llvm::StringRef path,
+                           llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  StagedOutput staged(path.str());
+  OutputTarget target = outputTarget(path);
+  if (path == "-" || target.direct) {
+    llvm::raw_string_ostream os(staged.text);
+    write(os);
+    return staged;
+  }
+  int fd = -1;
+  llvm::SmallString<256> temporary;
+  if (std::error_code ec = fs::createUniqueFile(target.path + ".tmp-%%%%%%", fd, temporary))
+    return cannotWrite(path, ec);
+  staged.temporary = temporary.str().str();
+  llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+  if (llvm::Error e = writeChecked(path, os, write))
+    return std::move(e); // `staged` removes the temporary
+  return staged;
+}
+
+StagedOutput::StagedOutput(StagedOutput &&other)
+    : path(std::move(other.path)), temporary(std::move(other.temporary)),
+      text(std::move(other.text)) {
+  other.temporary.clear();
+}
+
+StagedOutput::~StagedOutput() {
+  if (!temporary.empty())
+    fs::remove(temporary);
+}
+
+llvm::Error StagedOutput::publish() {
+  if (temporary.empty())
+    return writeOutputFile(path, [&](llvm::raw_ostream &os) { os << text; });
+  llvm::Error e = publishOutputFile(temporary, path);
+  if (!e)
+    temporary.clear();
+  return e;
+}
+
 std::string mlir::moe::temporaryPattern(llvm::StringRef path) {
   OutputTarget target = outputTarget(path);
   if (!target.direct)

@@ -306,9 +306,10 @@ int fail(const llvm::Twine &message) {
 /// "$ORIGIN", next to itself in the output directory).
 std::string layerRuntimeRpath;
 
-/// The plan report, when --plan asks for one: written before the main
-/// output is published, so that a bad --plan path leaves an earlier output
-/// in place, and removed again if the main output fails.
+/// The plan report, when --plan asks for one: staged in a temporary next to
+/// its path before the main output is published (so that a bad --plan path
+/// leaves an earlier output in place) and published after it (so that a
+/// failed run leaves an earlier report in place).
 std::optional<std::string> planText;
 
 /// Writes `text` to `path` (or stdout for "-"), all or nothing.
@@ -319,41 +320,34 @@ int writeFile(llvm::StringRef path,
   return 0;
 }
 
-int writePlan() {
+/// Runs `publishMain` between staging the plan report and publishing it.
+int withPlan(llvm::function_ref<int()> publishMain) {
   if (!planText)
-    return 0;
-  return writeFile(planFile, [](llvm::raw_ostream &os) { os << *planText; });
-}
-
-void removePlan() {
-  if (!planText || planFile == "-")
-    return;
-  mlir::moe::OutputTarget target = mlir::moe::outputTarget(planFile);
-  if (!target.direct) // a pipe or device is the user's
-    llvm::sys::fs::remove(target.path);
-}
-
-/// Writes the plan report, then `text` to the output file (or stdout).
-int writeText(llvm::function_ref<void(llvm::raw_ostream &)> print) {
-  if (int rc = writePlan())
-    return rc;
-  if (int rc = writeFile(outputFile, print)) {
-    removePlan();
-    return rc;
-  }
-  return 0;
-}
-
-/// Writes the plan report, then moves a finished temporary file to the
-/// output path (a rename where both are on one file system).
-int publish(llvm::StringRef temporary) {
-  if (int rc = writePlan())
-    return rc;
-  if (llvm::Error e = mlir::moe::publishOutputFile(temporary, outputFile)) {
-    removePlan();
+    return publishMain();
+  auto print = [](llvm::raw_ostream &os) { os << *planText; };
+  llvm::Expected<mlir::moe::StagedOutput> staged = mlir::moe::stageOutputFile(planFile, print);
+  if (!staged)
+    return fail(llvm::toString(staged.takeError()));
+  if (int rc = publishMain())
+    return rc; // the staged report goes with `staged`
+  if (llvm::Error e = staged->publish())
     return fail(llvm::toString(std::move(e)));
-  }
   return 0;
+}
+
+/// Writes `text` to the output file (or stdout), and the plan report.
+int writeText(llvm::function_ref<void(llvm::raw_ostream &)> print) {
+  return withPlan([&] { return writeFile(outputFile, print); });
+}
+
+/// Moves a finished temporary file to the output path (a rename where both
+/// are on one file system), and publishes the plan report.
+int publish(llvm::StringRef temporary) {
+  return withPlan([&] {
+    if (llvm::Error e = mlir::moe::publishOutputFile(temporary, outputFile))
+      return fail(llvm::toString(std::move(e)));
+    return 0;
+  });
 }
 
 bool given(const cl::Option &option) { return option.getNumOccurrences() > 0; }
@@ -413,6 +407,30 @@ LogicalResult prepareInputFunctions(ModuleOp module) {
     if (found.wasInterrupted())
       return failure();
   }
+  return success();
+}
+
+/// The expert-parallel options an .mlir input without an expert-parallel
+/// layer would ignore (for --config inputs optionProblem checks --ep).
+LogicalResult checkExpertParallelOptions(ModuleOp module) {
+  bool acrossRanks = false;
+  module.walk([&](Operation *op) {
+    if (auto layer = dyn_cast<moe::LayerOp>(op))
+      acrossRanks |= layer.getLayout().getEp() > 1;
+    acrossRanks |= isa<moe::EpDispatchOp>(op);
+    return acrossRanks ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  if (acrossRanks)
+    return success();
+  for (const cl::Option *option : {static_cast<const cl::Option *>(&epIntoBuffers),
+                                   static_cast<const cl::Option *>(&epAllGather),
+                                   static_cast<const cl::Option *>(&epPackInLayer)})
+    if (given(*option)) {
+      fail("--" + option->ArgStr +
+           " applies to an expert-parallel layer: the input has none (no moe.layer with "
+           "ep > 1, no moe.ep_dispatch)");
+      return failure();
+    }
   return success();
 }
 
@@ -533,10 +551,8 @@ std::optional<std::string> optionProblem() {
     return "-o names the input file " + inputFile + ", which the output would replace";
   if (!inputFile.empty()) {
     // An .mlir input carries its layout, types and function names in the IR.
-    const cl::Option *configOnlyOptions[] = {&ep,           &tp,
-                                             &dtype,        &physicalExperts,
-                                             &routerDtype,  &replicaSelection,
-                                             &entry};
+    const cl::Option *configOnlyOptions[] = {
+        &ep, &tp, &dtype, &physicalExperts, &routerDtype, &replicaSelection, &entry, &fp8Weights};
     for (const cl::Option *option : configOnlyOptions)
       if (given(*option))
         return ("--" + option->ArgStr + " applies to --config inputs; an .mlir "
@@ -837,7 +853,9 @@ int compileLayer(const char *argv0) {
   if (config)
     if (auto problem = configProblem(*config))
       return fail(configFile + ": " + *problem);
-  if (failed(verify(*module)) || (!inputFile.empty() && failed(prepareInputFunctions(*module))))
+  if (failed(verify(*module)) ||
+      (!inputFile.empty() &&
+       (failed(prepareInputFunctions(*module)) || failed(checkExpertParallelOptions(*module)))))
     return 1;
 
   // Phase variants first, so that chunking plans each of them.

@@ -37,6 +37,28 @@ OutputTarget outputTarget(llvm::StringRef path);
 llvm::Error writeOutputFile(llvm::StringRef path,
                             llvm::function_ref<void(llvm::raw_ostream &)> write);
 
+/// An output written now and published later, once another output is in
+/// place: a temporary next to its path, renamed onto it by publish() and
+/// removed when it goes unpublished. Where the output is written directly
+/// (see above: "-", a pipe, a device) the text waits in memory instead.
+class StagedOutput {
+public:
+  StagedOutput(StagedOutput &&other);
+  StagedOutput &operator=(StagedOutput &&) = delete;
+  ~StagedOutput();
+  llvm::Error publish();
+
+private:
+  friend llvm::Expected<StagedOutput>
+  stageOutputFile(llvm::StringRef path, llvm::function_ref<void(llvm::raw_ostream &)> write);
+  StagedOutput(std::string path) : path(std::move(path)) {}
+  std::string path;      ///< as given
+  std::string temporary; ///< empty: written directly, from `text`
+  std::string text;
+};
+llvm::Expected<StagedOutput> stageOutputFile(llvm::StringRef path,
+                                             llvm::function_ref<void(llvm::raw_ostream &)> write);
+
 /// A pattern for a temporary file of an output to `path` (for
 /// llvm::sys::fs::createUniqueFile): next to the file it replaces, or in the
 /// system's temporary directory when the output is written directly.
