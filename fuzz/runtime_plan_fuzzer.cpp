@@ -206,8 +206,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int64_t &v : storage)
     v = 0;
   const uint8_t planShape = in.byte();
-  planRef.offset = planShape % 22;                 // offset + 11 <= 32
-  planRef.sizes[0] = (planShape & 0x80) ? in.value() : 9 + (planShape >> 5) % 3;
+  // offset + MOERT_DISPATCH_PLAN_FIELDS_MAX (12) <= 32
+  planRef.offset = planShape % (33 - MOERT_DISPATCH_PLAN_FIELDS_MAX);
+  planRef.sizes[0] = (planShape & 0x80) ? in.value() : 9 + (planShape >> 5) % 4;
   planRef.strides[0] = (planShape & 0x40) ? in.value() : 1;
   for (int64_t i = 0; i < MOERT_DISPATCH_PLAN_FIELDS_MAX; ++i)
     storage[planRef.offset + i] = values[i];

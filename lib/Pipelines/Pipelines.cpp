@@ -75,7 +75,9 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
       options.vectorWidth.getValue(), options.registerRows.getValue(),
       options.registerCols.getValue(), options.columnBlock.getValue(),
       options.packedMinRows.getValue(), options.bf16Dot.getValue());
-  std::string text = toLinalg(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm,
+  // The fingerprint first: before any choice that depends on this machine.
+  std::string text = "moe-fingerprint," +
+                     toLinalg(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm,
                               strategy, options.rowTile,
                               /*activateAllRows=*/false, options.epIntoBuffers, options.epAllGather,
                               options.epPackInLayer) +
@@ -153,12 +155,13 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       options.fp8Rows.getValue() ? "true" : "false");
   if (options.stopAfterHostABI) {
     // Bufferized entries with the GPU calling convention, before any kernel.
-    std::string text = "inline,moe-drop-phase-variants," +
+    std::string text = "moe-fingerprint,inline,moe-drop-phase-variants," +
                        toLinalg(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm,
                                 toGpu, /*rowTile=*/16,
                                 /*activateAllRows=*/true, /*intoBuffers=*/true, options.epAllGather,
                                 options.epPackInLayer, options.sharedStream) +
-                       "moe-gpu-router-matmul," + kToBuffers + ",moe-gpu-host-abi";
+                       "moe-gpu-router-matmul," + kToBuffers +
+                       ",moe-gpu-host-abi,moe-check-entry-memrefs";
     return addPipeline(pm, text);
   }
   // The host code only sizes buffers and launches: every buffer is a view of
@@ -174,13 +177,16 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       // GEMM's tiles of 16; the activation runs over them all, so that the
       // host reads no row count.
       options.hostABI
-          ? "inline,moe-drop-phase-variants," +
+          ? "moe-fingerprint,inline,moe-drop-phase-variants," +
                 toLinalg(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm, toGpu,
                          /*rowTile=*/16,
                          /*activateAllRows=*/true, /*intoBuffers=*/true, options.epAllGather,
                          options.epPackInLayer, options.sharedStream)
           : toLinalg(/*dedupeTp=*/true, "none"),
-      options.hostABI ? "moe-gpu-host-abi," : "", options.hostABI ? "moe-gpu-router-matmul," : "",
+      // The entry refuses descriptors its kernels would misread (strided,
+      // offset, another shape) before it launches anything.
+      options.hostABI ? "moe-gpu-host-abi,moe-check-entry-memrefs," : "",
+      options.hostABI ? "moe-gpu-router-matmul," : "",
       options.hostABI ? ",moe-gpu-host-check" : "");
   if (!options.stopBeforeOutlining)
     text += llvm::formatv(",gpu-launch-sink-index-computations,gpu-kernel-outlining,moe-gpu-kernel-"

@@ -4,6 +4,7 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Signals.h"
 
 using namespace mlir::moe;
 namespace fs = llvm::sys::fs;
@@ -87,6 +88,12 @@ mlir::moe::stageOutputFile(llvm::StringRef path,
   StagedOutput staged(path.str());
   OutputTarget target = outputTarget(path);
   if (path == "-" || target.direct) {
+    if (path != "-") {
+      std::error_code ec;
+      staged.direct = std::make_unique<llvm::raw_fd_ostream>(target.path, ec, fs::OF_None);
+      if (ec)
+        return cannotWrite(path, ec);
+    }
     llvm::raw_string_ostream os(staged.text);
     write(os);
     return staged;
@@ -96,29 +103,40 @@ mlir::moe::stageOutputFile(llvm::StringRef path,
   if (std::error_code ec = fs::createUniqueFile(target.path + ".tmp-%%%%%%", fd, temporary))
     return cannotWrite(path, ec);
   staged.temporary = temporary.str().str();
+  llvm::sys::RemoveFileOnSignal(staged.temporary);
   llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
   if (llvm::Error e = writeChecked(path, os, write))
     return std::move(e); // `staged` removes the temporary
   return staged;
 }
 
+StagedOutput::StagedOutput(std::string path) : path(std::move(path)) {}
+
 StagedOutput::StagedOutput(StagedOutput &&other)
     : path(std::move(other.path)), temporary(std::move(other.temporary)),
-      text(std::move(other.text)) {
+      direct(std::move(other.direct)), text(std::move(other.text)) {
   other.temporary.clear();
 }
 
 StagedOutput::~StagedOutput() {
-  if (!temporary.empty())
-    fs::remove(temporary);
+  if (temporary.empty())
+    return;
+  fs::remove(temporary);
+  llvm::sys::DontRemoveFileOnSignal(temporary);
 }
 
 llvm::Error StagedOutput::publish() {
-  if (temporary.empty())
-    return writeOutputFile(path, [&](llvm::raw_ostream &os) { os << text; });
+  if (temporary.empty()) {
+    llvm::raw_fd_ostream &os = direct ? *direct : llvm::outs();
+    return writeChecked(path, os, [&](llvm::raw_ostream &out) { out << text; });
+  }
+  // Renamed, or copied (then the temporary is still there): gone either way.
   llvm::Error e = publishOutputFile(temporary, path);
-  if (!e)
+  if (!e) {
+    fs::remove(temporary);
+    llvm::sys::DontRemoveFileOnSignal(temporary);
     temporary.clear();
+  }
   return e;
 }
 

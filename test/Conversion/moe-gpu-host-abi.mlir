@@ -4,9 +4,10 @@
 // Tests that the returned buffer becomes a trailing out-parameter, every allocation a view of the
 // trailing i8 workspace at 256-byte aligned offsets (a [T,4] f32 buffer then a static 17 x i32
 // one), memref.copy a linalg.copy, and the stream a trailing !llvm.ptr; the entry checks the
-// workspace's size first, and <entry>_workspace_bytes(T) recomputes it from T alone.
+// workspace's size first, then that y has x's rows (the kernels write T rows), and
+// <entry>_workspace_bytes(T) recomputes it from T alone.
 // CHECK-LABEL: func.func @entry(
-// CHECK-SAME: %[[X:[^:]+]]: memref<?x8xf32>, %[[Y:[^:]+]]: memref<?x8xf32> {moe.gpu_written}, %[[WS:[^:]+]]: memref<?xi8> {moe.gpu_written},
+// CHECK-SAME: %[[X:[^:]+]]: memref<?x8xf32>, %[[Y:[^:]+]]: memref<?x8xf32> {moe.gpu_written, moe.name = "y"}, %[[WS:[^:]+]]: memref<?xi8> {moe.gpu_written, moe.name = "workspace"},
 // CHECK-SAME: %{{[^:]+}}: !llvm.ptr {moe.gpu_stream}) attributes {llvm.emit_c_interface} {
 // CHECK-DAG: %[[C0:.+]] = arith.constant 0 : index
 // CHECK-DAG: %[[C255:.+]] = arith.constant 255 : index
@@ -21,6 +22,10 @@
 // CHECK: %[[HAVE:.+]] = memref.dim %[[WS]], %{{.+}}
 // CHECK: %[[FITS:.+]] = arith.cmpi ule, %[[TOTAL]], %[[HAVE]]
 // CHECK: cf.assert %[[FITS]], "entry: the workspace is smaller than entry_workspace_bytes(tokens)"
+// CHECK: %[[XT:.+]] = memref.dim %[[X]]
+// CHECK: %[[YT:.+]] = memref.dim %[[Y]]
+// CHECK: %[[SAME:.+]] = arith.cmpi eq, %[[YT]], %[[XT]]
+// CHECK: cf.assert %[[SAME]], "entry: y must have the shape [T, 8] the call computes, T its token count (the rows of x)"
 // CHECK: %[[V0:.+]] = memref.view %[[WS]][%[[C0]]][%{{.+}}] : memref<?xi8> to memref<?x4xf32>
 // CHECK: %[[V1:.+]] = memref.view %[[WS]][%[[OFF1]]][] : memref<?xi8> to memref<17xi32>
 // CHECK: linalg.copy ins(%[[X]] : memref<?x8xf32>) outs(%[[Y]] : memref<?x8xf32>)
@@ -71,7 +76,7 @@ func.func private @helper(%x: memref<4xf32>) {
 // bound of its own: a difference is at most its first operand), in the entry and in
 // <entry>_workspace_bytes; each iteration's view has the chunk's own rows.
 // CHECK-LABEL: func.func @chunks(
-// CHECK-SAME: %[[X:[^:]+]]: memref<?x8xf32>, %[[WS:[^:]+]]: memref<?xi8> {moe.gpu_written}
+// CHECK-SAME: %[[X:[^:]+]]: memref<?x8xf32>, %[[WS:[^:]+]]: memref<?xi8> {moe.gpu_written, moe.name = "workspace"}
 // CHECK: %[[T:.+]] = memref.dim %[[X]], %{{.+}}
 // CHECK: %[[BOUND:.+]] = arith.minui %[[T]], %c30{{.*}} : index
 // CHECK: %[[BYTES:.+]] = arith.muli %{{.+}}, %[[BOUND]]

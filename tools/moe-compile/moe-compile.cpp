@@ -422,10 +422,8 @@ LogicalResult checkExpertParallelOptions(ModuleOp module) {
   });
   if (acrossRanks)
     return success();
-  for (const cl::Option *option : {static_cast<const cl::Option *>(&epIntoBuffers),
-                                   static_cast<const cl::Option *>(&epAllGather),
-                                   static_cast<const cl::Option *>(&epPackInLayer)})
-    if (given(*option)) {
+  for (cl::opt<bool> *option : {&epIntoBuffers, &epAllGather, &epPackInLayer})
+    if (*option) {
       fail("--" + option->ArgStr +
            " applies to an expert-parallel layer: the input has none (no moe.layer with "
            "ep > 1, no moe.ep_dispatch)");

@@ -157,6 +157,23 @@ def MoECheckEntryMemrefs : Pass<"moe-check-entry-memrefs", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def MoEFingerprint : Pass<"moe-fingerprint", "::mlir::ModuleOp"> {
+  let summary = "Stores the layer's fingerprint on the module, for the ranks' agreement";
+  let description = [{
+    Sets the module attribute `moe.fingerprint` (i64, never 0) to a hash
+    (xxh3) of the module as printed with fixed flags (no locations, no
+    elision, whatever the command line says), the attribute itself left
+    out. `convert-moe-to-runtime` gives every dispatch plan this value
+    (MOERT_PLAN_LAYER), which the ranks must agree on, and removes the
+    attribute. The pipelines run it
+    first, before any decision that depends on the machine compiling (the
+    CPU's vector width, a GPU's chip), so ranks that build one layer on
+    different machines agree and layers that differ only where no
+    collective sees it (another intermediate size, routing rule or
+    activation) do not.
+  }];
+}
+
 def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
   let summary = "Lower moe.ep_dispatch / moe.ep_combine to calls into libmoert";
   let description = [{
@@ -210,9 +227,10 @@ def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
            "strategy and convert-moe-to-linalg to run again after this pass">,
     Option<"fingerprint", "fingerprint", "bool", "true",
            "Give every dispatch plan the layer's fingerprint (MOERT_PLAN_LAYER: "
-           "a hash of the module before this pass), which the ranks must agree "
-           "on: libraries built from different configs or options then fail "
-           "on every rank, naming it, where their collectives alone match">,
+           "the module's `moe.fingerprint` from moe-fingerprint, else a hash of "
+           "the module before this pass), which the ranks must agree on: "
+           "libraries built from different configs then fail on every rank, "
+           "naming it, where their collectives alone match">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::tensor::TensorDialect",

@@ -19,6 +19,7 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <memory>
 #include <string>
 
 namespace mlir::moe {
@@ -38,9 +39,11 @@ llvm::Error writeOutputFile(llvm::StringRef path,
                             llvm::function_ref<void(llvm::raw_ostream &)> write);
 
 /// An output written now and published later, once another output is in
-/// place: a temporary next to its path, renamed onto it by publish() and
-/// removed when it goes unpublished. Where the output is written directly
-/// (see above: "-", a pipe, a device) the text waits in memory instead.
+/// place: a temporary next to its path (removed on a signal), renamed onto
+/// it by publish() and removed when it goes unpublished. Where the output is
+/// written directly (see above: a pipe, a device, /dev/fd/N) it is opened
+/// now, so that a path that cannot be written fails before the other
+/// output, and its text waits in memory; "-" is stdout.
 class StagedOutput {
 public:
   StagedOutput(StagedOutput &&other);
@@ -51,9 +54,10 @@ public:
 private:
   friend llvm::Expected<StagedOutput>
   stageOutputFile(llvm::StringRef path, llvm::function_ref<void(llvm::raw_ostream &)> write);
-  StagedOutput(std::string path) : path(std::move(path)) {}
-  std::string path;      ///< as given
-  std::string temporary; ///< empty: written directly, from `text`
+  StagedOutput(std::string path);
+  std::string path;                             ///< as given
+  std::string temporary;                        ///< empty: written directly, from `text`
+  std::unique_ptr<llvm::raw_fd_ostream> direct; ///< opened; null for "-"
   std::string text;
 };
 llvm::Expected<StagedOutput> stageOutputFile(llvm::StringRef path,

@@ -1,5 +1,6 @@
 //===- GPUHostABI.cpp - device buffers, one workspace, the caller's stream ===//
 #include "moe/Conversion/Passes.h"
+#include "moe/Dialect/MoE/IR/MoEDialect.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -379,7 +380,9 @@ struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
     unsigned workspaceIndex = func.getNumArguments();
     if (failed(func.insertArgument(
             workspaceIndex, bytes,
-            b.getDictionaryAttr(b.getNamedAttr(moe::kGpuWrittenArg, b.getUnitAttr())), loc)) ||
+            b.getDictionaryAttr({b.getNamedAttr(moe::kGpuWrittenArg, b.getUnitAttr()),
+                                 b.getNamedAttr(moe::kArgumentName, b.getStringAttr("workspace"))}),
+            loc)) ||
         failed(func.insertArgument(
             workspaceIndex + 1, LLVM::LLVMPointerType::get(b.getContext()),
             b.getDictionaryAttr(b.getNamedAttr(moe::kGpuStreamArg, b.getUnitAttr())), loc)))
@@ -436,23 +439,37 @@ struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
     return buildWorkspaceBytes(func, workspaceIndex);
   }
 
-  /// Returned buffers become trailing arguments that the caller owns.
+  /// Returned buffers become trailing arguments that the caller owns
+  /// (named `y` for a single result, as the layer's output). The entry
+  /// checks that each has the extents of the buffer it replaces: kernels
+  /// sized by the call's tokens would write past a shorter one.
   LogicalResult resultsToOutParameters(func::FuncOp func, OpBuilder &b) {
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    const bool single = ret.getNumOperands() == 1;
     for (auto [i, result] : llvm::enumerate(ret.getOperands())) {
       auto type = dyn_cast<MemRefType>(result.getType());
       if (!type)
         return func.emitError("moe-gpu-host-abi: result ")
                << i << " is not a buffer; GPU entries return buffers only";
       unsigned index = func.getNumArguments();
-      if (failed(func.insertArgument(
-              index, type,
-              b.getDictionaryAttr(b.getNamedAttr(moe::kGpuWrittenArg, b.getUnitAttr())),
-              func.getLoc())))
+      SmallVector<NamedAttribute> attrs{b.getNamedAttr(moe::kGpuWrittenArg, b.getUnitAttr())};
+      if (single)
+        attrs.push_back(b.getNamedAttr(moe::kArgumentName, b.getStringAttr("y")));
+      if (failed(func.insertArgument(index, type, b.getDictionaryAttr(attrs), func.getLoc())))
         return func.emitError("moe-gpu-host-abi: cannot add an out-parameter");
       Value out = func.getArgument(index);
       auto alloc = result.getDefiningOp<memref::AllocOp>();
-      if (alloc && alloc.getType() == type) {
+      bool replaced = alloc && alloc.getType() == type;
+      b.setInsertionPoint(replaced ? alloc.getOperation() : ret.getOperation());
+      SmallVector<Value> extents; // of the dynamic dimensions
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        if (type.isDynamicDim(d))
+          extents.push_back(replaced ? alloc.getDynamicSizes()[extents.size()]
+                                     : memref::DimOp::create(b, ret.getLoc(), result, d));
+      if (replaced) // as early as the extents allow: before any launch, usually
+        b.setInsertionPoint(earliestPointFor(extents, alloc));
+      checkExtents(b, func, out, extents, single ? "y" : "output " + std::to_string(i));
+      if (replaced) {
         alloc.replaceAllUsesWith(out);
         alloc.erase();
         continue;
@@ -464,6 +481,53 @@ struct MoEGPUHostABIPass : moe::impl::MoEGPUHostABIBase<MoEGPUHostABIPass> {
     func.setFunctionType(
         FunctionType::get(func.getContext(), func.getArgumentTypes(), {}));
     return success();
+  }
+
+  /// The first point of `user`'s block where every value of `values` is
+  /// defined (where they are all defined in that block or are its
+  /// arguments), else `user`.
+  static Operation *earliestPointFor(ArrayRef<Value> values, Operation *user) {
+    Block *block = user->getBlock();
+    Operation *point = &block->front();
+    for (Value v : values) {
+      if (isa<BlockArgument>(v) && v.getParentBlock() == block)
+        continue;
+      Operation *def = v.getDefiningOp();
+      if (!def || def->getBlock() != block)
+        return user;
+      if (point->isBeforeInBlock(def) || point == def)
+        point = def->getNextNode();
+    }
+    return point;
+  }
+
+  /// Asserts that `out`'s dynamic extents are `extents`.
+  static void checkExtents(OpBuilder &b, func::FuncOp func, Value out, ArrayRef<Value> extents,
+                           const std::string &name) {
+    auto type = cast<MemRefType>(out.getType());
+    Location loc = out.getLoc();
+    Value fits;
+    for (int64_t d = 0, k = 0; d < type.getRank(); ++d) {
+      if (!type.isDynamicDim(d))
+        continue;
+      Value same = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                         memref::DimOp::create(b, loc, out, d), extents[k++]);
+      fits = fits ? arith::AndIOp::create(b, loc, fits, same).getResult() : same;
+    }
+    if (!fits)
+      return;
+    std::string shape;
+    llvm::raw_string_ostream os(shape);
+    llvm::interleaveComma(type.getShape(), os, [&](int64_t d) {
+      if (ShapedType::isDynamic(d))
+        os << "T";
+      else
+        os << d;
+    });
+    cf::AssertOp::create(b, loc, fits,
+                         (func.getSymName() + ": " + name + " must have the shape [" + shape +
+                          "] the call computes, T its token count (the rows of x)")
+                             .str());
   }
 
   /// `<entry>_workspace_bytes(tokens) -> index`, where `tokens` is every

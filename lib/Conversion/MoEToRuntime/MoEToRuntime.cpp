@@ -1,4 +1,5 @@
 //===- MoEToRuntime.cpp - cross-rank moe ops to libmoert calls ------------===//
+#include "Fingerprint.h"
 #include "QuantizeRows.h"
 #include "moe/Conversion/Passes.h"
 #include "moe/Dialect/MoE/IR/MoEOps.h"
@@ -13,7 +14,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/SymbolTable.h"
-#include "llvm/Support/xxhash.h"
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_CONVERTMOETORUNTIME
@@ -144,21 +144,14 @@ struct ConvertMoEToRuntimePass
   /// token rows, which its combine sums by.
   DenseMap<Operation *, Value> packedSlots;
 
-  /// The plans' MOERT_PLAN_LAYER field: a hash of the module as it was
-  /// before this pass (0: the option is off). Ranks that run libraries
-  /// built from different configs or options fail on it together, even
-  /// where their collectives match (another intermediate size, routing
-  /// rule or activation). The module, not the function: a library's phase
-  /// variants share it, so that a rank in another phase is named as such.
+  /// The plans' MOERT_PLAN_LAYER field (0: the option is off): the
+  /// module's moe.fingerprint (moe-fingerprint, which the pipelines run
+  /// before any machine-dependent decision), else a hash of the module as it
+  /// was before this pass. Ranks that run libraries built from different
+  /// configs fail on it together, even where their collectives match. The
+  /// module's, not a function's: a library's phase variants share it, so
+  /// that a rank in another phase is named as such.
   int64_t layerFingerprint = 0;
-
-  static int64_t fingerprintOf(ModuleOp module) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    module->print(os, OpPrintingFlags().assumeVerified());
-    auto hash = int64_t(llvm::xxh3_64bits(text));
-    return hash ? hash : 1; // 0 says "none"
-  }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -167,9 +160,14 @@ struct ConvertMoEToRuntimePass
                        "layer's buffers: they need into-buffers");
       return signalPassFailure();
     }
-    // Printing the module costs; only plans carry the fingerprint.
-    if (fingerprint &&
-        module.walk([](EpDispatchOp) { return WalkResult::interrupt(); }).wasInterrupted())
+    // The stored fingerprint is used up here. Printing the module costs;
+    // only plans carry the fingerprint.
+    auto stored = module->getAttrOfType<IntegerAttr>(kFingerprintAttr);
+    module->removeAttr(kFingerprintAttr);
+    if (fingerprint && stored)
+      layerFingerprint = stored.getInt() ? stored.getInt() : 1;
+    else if (fingerprint &&
+             module.walk([](EpDispatchOp) { return WalkResult::interrupt(); }).wasInterrupted())
       layerFingerprint = fingerprintOf(module);
     // Each lowering erases its op; a failed one stops the walk.
     auto lowerAll = [&](auto lower) {

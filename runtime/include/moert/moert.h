@@ -110,7 +110,8 @@ typedef struct {
  *    rank r's choices of an expert fill that split's replicas in rank
  *    order; replica_share is not read;
  *  - layer (optional 12th field, after replica_selection): a fingerprint of
- *    the compiled layer function (0: none). Ranks must agree on it: layers
+ *    the compiled layer (its module before any machine-dependent lowering;
+ *    0: none). Ranks must agree on it: layers
  *    whose collectives match but whose math differs (intermediate size,
  *    norm_topk_prob, activation, ...) would otherwise mix their results.
  * Every field is checked against the runtime's limits (docs/Runtime.md) and

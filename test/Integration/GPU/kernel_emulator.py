@@ -1585,6 +1585,30 @@ class Host(Threads):
     def op_memref_dealloc(self, op, mask):
         pass
 
+    def op_memref_extract_strided_metadata(self, op, mask):
+        """An argument's descriptor as a C caller passes it: a numpy array is
+        its own base (offset 0), with its sizes and element strides."""
+        buffer = self.buffers[op.operands[0]]
+        array = buffer.array
+        if len(op.results) != 2 + 2 * array.ndim or array.strides and min(array.strides) < 0:
+            raise NotImplementedError(f"memref.extract_strided_metadata: {op.text}")
+        self.buffers[op.results[0]] = buffer
+        self.env[op.results[1]] = self.full(0, np.int64)
+        for d, (size, stride) in enumerate(zip(array.shape, array.strides)):
+            self.env[op.results[2 + d]] = self.full(size, np.int64)
+            self.env[op.results[2 + array.ndim + d]] = self.full(stride // array.itemsize, np.int64)
+
+    def op_memref_reinterpret_cast(self, op, mask):
+        """The identity view moe-check-entry-memrefs makes of an argument it
+        checked (a dense array at offset 0): the same buffer."""
+        buffer = self.buffers[op.operands[0]]
+        shape, _, _ = memref_type(op.type.split(" to ")[-1])
+        if (len(shape) != buffer.array.ndim or not buffer.array.flags.c_contiguous
+                or any(d is not None and d != s for d, s in zip(shape, buffer.shape))):
+            raise NotImplementedError(f"memref.reinterpret_cast of a {buffer.shape} "
+                                      f"array: {op.text}")
+        self.buffers[op.results[0]] = buffer
+
     def op_bufferization_to_buffer(self, op, mask):
         source = op.operands[0]
         if source in self.args:
