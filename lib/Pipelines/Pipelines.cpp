@@ -43,6 +43,12 @@ std::string toLinalg(bool dedupeTp, StringRef quantization, bool fp8Gemm = true,
     text += cpuStrategy.str() + "convert-moe-to-linalg,";
   return text;
 }
+/// moe-fingerprint with the options that decide the layer after it.
+std::string fingerprint(bool dedupeTp, StringRef quantization, bool fp8Gemm) {
+  return llvm::formatv("moe-fingerprint{{dedupe-tp={0} quantization={1} fp8-gemm={2}},",
+                       dedupeTp ? "true" : "false", quantization, fp8Gemm ? "true" : "false");
+}
+
 constexpr const char *kToBuffers =
     "canonicalize,cse,"
     // An op whose result is inserted into an empty tensor (e.g. the
@@ -76,7 +82,7 @@ LogicalResult moe::buildCpuPipeline(OpPassManager &pm,
       options.registerCols.getValue(), options.columnBlock.getValue(),
       options.packedMinRows.getValue(), options.bf16Dot.getValue());
   // The fingerprint first: before any choice that depends on this machine.
-  std::string text = "moe-fingerprint," +
+  std::string text = fingerprint(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm) +
                      toLinalg(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm,
                               strategy, options.rowTile,
                               /*activateAllRows=*/false, options.epIntoBuffers, options.epAllGather,
@@ -155,13 +161,14 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       options.fp8Rows.getValue() ? "true" : "false");
   if (options.stopAfterHostABI) {
     // Bufferized entries with the GPU calling convention, before any kernel.
-    std::string text = "moe-fingerprint,inline,moe-drop-phase-variants," +
-                       toLinalg(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm,
-                                toGpu, /*rowTile=*/16,
-                                /*activateAllRows=*/true, /*intoBuffers=*/true, options.epAllGather,
-                                options.epPackInLayer, options.sharedStream) +
-                       "moe-gpu-router-matmul," + kToBuffers +
-                       ",moe-gpu-host-abi,moe-check-entry-memrefs";
+    std::string text =
+        fingerprint(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm) +
+        "inline,moe-drop-phase-variants," +
+        toLinalg(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm, toGpu,
+                 /*rowTile=*/16,
+                 /*activateAllRows=*/true, /*intoBuffers=*/true, options.epAllGather,
+                 options.epPackInLayer, options.sharedStream) +
+        "moe-gpu-router-matmul," + kToBuffers + ",moe-gpu-host-abi,moe-check-entry-memrefs";
     return addPipeline(pm, text);
   }
   // The host code only sizes buffers and launches: every buffer is a view of
@@ -177,7 +184,8 @@ LogicalResult moe::buildCudaPipeline(OpPassManager &pm,
       // GEMM's tiles of 16; the activation runs over them all, so that the
       // host reads no row count.
       options.hostABI
-          ? "moe-fingerprint,inline,moe-drop-phase-variants," +
+          ? fingerprint(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm) +
+                "inline,moe-drop-phase-variants," +
                 toLinalg(options.dedupeTp, options.dispatchQuantization, options.fp8Gemm, toGpu,
                          /*rowTile=*/16,
                          /*activateAllRows=*/true, /*intoBuffers=*/true, options.epAllGather,

@@ -88,12 +88,13 @@ mlir::moe::stageOutputFile(llvm::StringRef path,
   StagedOutput staged(path.str());
   OutputTarget target = outputTarget(path);
   if (path == "-" || target.direct) {
-    if (path != "-") {
-      std::error_code ec;
-      staged.direct = std::make_unique<llvm::raw_fd_ostream>(target.path, ec, fs::OF_None);
-      if (ec)
+    // Checked now, opened when published: opening a FIFO waits for its
+    // reader, who may read the other output first.
+    if (path != "-" && fs::is_directory(target.path))
+      return cannotWrite(path, std::make_error_code(std::errc::is_a_directory));
+    if (path != "-")
+      if (std::error_code ec = fs::access(target.path, fs::AccessMode::Write))
         return cannotWrite(path, ec);
-    }
     llvm::raw_string_ostream os(staged.text);
     write(os);
     return staged;
@@ -114,7 +115,7 @@ StagedOutput::StagedOutput(std::string path) : path(std::move(path)) {}
 
 StagedOutput::StagedOutput(StagedOutput &&other)
     : path(std::move(other.path)), temporary(std::move(other.temporary)),
-      direct(std::move(other.direct)), text(std::move(other.text)) {
+      text(std::move(other.text)) {
   other.temporary.clear();
 }
 
@@ -126,10 +127,8 @@ StagedOutput::~StagedOutput() {
 }
 
 llvm::Error StagedOutput::publish() {
-  if (temporary.empty()) {
-    llvm::raw_fd_ostream &os = direct ? *direct : llvm::outs();
-    return writeChecked(path, os, [&](llvm::raw_ostream &out) { out << text; });
-  }
+  if (temporary.empty())
+    return writeOutputFile(path, [&](llvm::raw_ostream &os) { os << text; });
   // Renamed, or copied (then the temporary is still there): gone either way.
   llvm::Error e = publishOutputFile(temporary, path);
   if (!e) {

@@ -22,18 +22,21 @@ pytestmark = pytest.mark.emulation
 TOKENS = 8
 
 
-@pytest.fixture(scope="module")
-def layer(tmp_path_factory):
+@pytest.fixture(scope="module", params=[[], ["--decode-max-tokens", "4"]],
+                ids=["one-variant", "phases"])
+def layer(request, tmp_path_factory):
+    """The entry as built, and its arguments: with phase variants the result
+    is the chosen variant's buffer, which the entry copies into y."""
     out = tmp_path_factory.mktemp("gpu-entry")
     ir, plan = out / "layer.mlir", out / "plan.json"
     subprocess.run([tool("moe-compile"), "--config",
                     str(ROOT / "examples" / "qwen3-moe-tiny" / "config.json"), "--dtype", "bf16",
-                    "--target", "cuda", "--emit=launches", "--plan", str(plan), "-o", str(ir)],
-                   check=True)
+                    "--target", "cuda", "--emit=launches", "--plan", str(plan), "-o", str(ir),
+                    *request.param], check=True)
     plan = json.loads(plan.read_text())
     x, weights = make_inputs(plan, TOKENS, seed=1)
-    args = [x if p["name"] == "x" else weights[p["name"]]
-            for p in plan["entry_point"]["parameters"]]
+    args = [np.array(0, np.int32) if p["name"] == "phase" else x if p["name"] == "x"
+            else weights[p["name"]] for p in plan["entry_point"]["parameters"]]
     return ir.read_text(), args
 
 
@@ -52,7 +55,7 @@ def test_the_dense_call_runs(layer):
 
 
 @pytest.mark.parametrize("rows", [TOKENS - 5, TOKENS + 1])
-def test_y_with_other_rows_than_x_is_refused_before_any_launch(layer, rows):
+def test_y_with_other_rows_than_x_is_refused_before_it_is_written(layer, rows):
     text, args = layer
     y = np.zeros((rows, args[0].shape[1]), args[0].dtype)
     with pytest.raises(emulator.KernelError) as failed:

@@ -50,6 +50,29 @@ func.func @entry(%x: memref<?x8xf32>) -> memref<?x8xf32> attributes {llvm.emit_c
 
 // -----
 
+// Tests that a result chosen at run time (not an allocation y can replace) is copied into y,
+// after the check that y has its rows.
+// CHECK-LABEL: func.func @chosen(
+// CHECK-SAME: %[[X:[^:]+]]: memref<?x8xf32>, %{{[^:]+}}: i1, %[[Y:[^:]+]]: memref<?x8xf32> {moe.gpu_written, moe.name = "y"},
+// CHECK: %[[PICK:.+]] = arith.select
+// CHECK: %[[PT:.+]] = memref.dim %[[PICK]]
+// CHECK: %[[YT:.+]] = memref.dim %[[Y]]
+// CHECK: %[[SAME:.+]] = arith.cmpi eq, %[[YT]], %[[PT]]
+// CHECK: cf.assert %[[SAME]], "chosen: y must have the shape [T, 8] the call computes, T its token count (the rows of x)"
+// CHECK: linalg.copy ins(%[[PICK]] : memref<?x8xf32>) outs(%[[Y]] : memref<?x8xf32>)
+// CHECK: return{{$}}
+func.func @chosen(%x: memref<?x8xf32>, %first: i1) -> memref<?x8xf32> attributes {llvm.emit_c_interface} {
+  %c0 = arith.constant 0 : index
+  %t = memref.dim %x, %c0 : memref<?x8xf32>
+  %a = memref.alloc(%t) : memref<?x8xf32>
+  %b = memref.alloc(%t) : memref<?x8xf32>
+  "test.fill"(%a, %b) : (memref<?x8xf32>, memref<?x8xf32>) -> ()
+  %y = arith.select %first, %a, %b : memref<?x8xf32>
+  return %y : memref<?x8xf32>
+}
+
+// -----
+
 // Tests that a buffer sized by a value read from memory is an error at that buffer: the host
 // would read device memory.
 func.func @data_dependent(%x: memref<?x8xf32>, %n: memref<1xindex>) {

@@ -170,8 +170,17 @@ def MoEFingerprint : Pass<"moe-fingerprint", "::mlir::ModuleOp"> {
     CPU's vector width, a GPU's chip), so ranks that build one layer on
     different machines agree and layers that differ only where no
     collective sees it (another intermediate size, routing rule or
-    activation) do not.
+    activation) do not. The options are those of the pipeline that change
+    the layer's math or exchange after this pass; they are hashed with it.
   }];
+  let options = [
+    Option<"dedupeTp", "dedupe-tp", "bool", "true",
+           "The pipeline's moe-dedupe-tp-dispatch">,
+    Option<"quantization", "quantization", "std::string", "\"none\"",
+           "The pipeline's dispatch quantization">,
+    Option<"fp8Gemm", "fp8-gemm", "bool", "true",
+           "The pipeline's FP8 dispatch: the GEMM reads the codes">,
+  ];
 }
 
 def ConvertMoEToRuntime : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {

@@ -19,7 +19,6 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <memory>
 #include <string>
 
 namespace mlir::moe {
@@ -41,9 +40,9 @@ llvm::Error writeOutputFile(llvm::StringRef path,
 /// An output written now and published later, once another output is in
 /// place: a temporary next to its path (removed on a signal), renamed onto
 /// it by publish() and removed when it goes unpublished. Where the output is
-/// written directly (see above: a pipe, a device, /dev/fd/N) it is opened
-/// now, so that a path that cannot be written fails before the other
-/// output, and its text waits in memory; "-" is stdout.
+/// written directly (see above: "-", a pipe, a device, /dev/fd/N) its text
+/// waits in memory and publish() opens it; a directory or a path without
+/// write access fails now, before the other output.
 class StagedOutput {
 public:
   StagedOutput(StagedOutput &&other);
@@ -55,9 +54,8 @@ private:
   friend llvm::Expected<StagedOutput>
   stageOutputFile(llvm::StringRef path, llvm::function_ref<void(llvm::raw_ostream &)> write);
   StagedOutput(std::string path);
-  std::string path;                             ///< as given
-  std::string temporary;                        ///< empty: written directly, from `text`
-  std::unique_ptr<llvm::raw_fd_ostream> direct; ///< opened; null for "-"
+  std::string path;      ///< as given
+  std::string temporary; ///< empty: written directly, from `text`
   std::string text;
 };
 llvm::Expected<StagedOutput> stageOutputFile(llvm::StringRef path,

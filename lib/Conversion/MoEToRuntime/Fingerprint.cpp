@@ -3,6 +3,7 @@
 #include "moe/Conversion/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/xxhash.h"
 
 #include <limits>
@@ -14,7 +15,7 @@ namespace mlir::moe {
 
 using namespace mlir;
 
-int64_t moe::fingerprintOf(ModuleOp module) {
+int64_t moe::fingerprintOf(ModuleOp module, llvm::StringRef options) {
   // Every flag set here: the defaults follow --mlir-print-* on the command
   // line, which must not change a layer's fingerprint.
   constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
@@ -34,6 +35,7 @@ int64_t moe::fingerprintOf(ModuleOp module) {
   std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os, flags);
+  os << "\n// " << options;
   if (stored)
     module->setAttr(kFingerprintAttr, stored);
   auto hash = int64_t(llvm::xxh3_64bits(text));
@@ -42,10 +44,17 @@ int64_t moe::fingerprintOf(ModuleOp module) {
 
 namespace {
 struct FingerprintPass : moe::impl::MoEFingerprintBase<FingerprintPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     Builder b(module.getContext());
-    module->setAttr(moe::kFingerprintAttr, b.getI64IntegerAttr(moe::fingerprintOf(module)));
+    // fp8-gemm decides nothing without a quantized dispatch.
+    std::string options =
+        llvm::formatv("dedupe-tp={0} quantization={1} fp8-gemm={2}", bool(dedupeTp),
+                      quantization.getValue(), quantization != "none" && fp8Gemm);
+    module->setAttr(moe::kFingerprintAttr,
+                    b.getI64IntegerAttr(moe::fingerprintOf(module, options)));
   }
 };
 } // namespace

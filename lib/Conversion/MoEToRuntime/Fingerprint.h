@@ -10,9 +10,10 @@ namespace mlir::moe {
 /// The module attribute moe-fingerprint sets.
 inline constexpr const char kFingerprintAttr[] = "moe.fingerprint";
 
-/// xxh3 of `module` printed with fixed flags, its kFingerprintAttr left out;
-/// never 0 (a plan's "none"). The same in every process for the same IR.
-int64_t fingerprintOf(ModuleOp module);
+/// xxh3 of `module` printed with fixed flags, its kFingerprintAttr left out,
+/// and of `options` (what else decides the layer); never 0 (a plan's
+/// "none"). The same in every process for the same IR and options.
+int64_t fingerprintOf(ModuleOp module, llvm::StringRef options = "");
 } // namespace mlir::moe
 
 #endif // MOE_LIB_CONVERSION_MOETORUNTIME_FINGERPRINT_H

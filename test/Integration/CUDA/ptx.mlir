@@ -6,7 +6,7 @@
 // RUN: moe-opt %s -split-input-file --moe-cuda-pipeline \
 // RUN:   | FileCheck %s --implicit-check-not='{{moe\.[a-z_]+ [^=]}}' --implicit-check-not=linalg. \
 // RUN:       --implicit-check-not=tensor. --implicit-check-not=memref. \
-// RUN:       --implicit-check-not=scf. --implicit-check-not=malloc \
+// RUN:       --implicit-check-not=scf. --implicit-check-not=malloc --implicit-check-not=moe.fingerprint \
 // RUN:       --implicit-check-not=mgpuStream --implicit-check-not=mgpuMemAlloc
 // Every kernel binary is PTX for sm_90.
 // RUN: moe-opt %s -split-input-file --moe-cuda-pipeline | grep 'gpu.binary' \

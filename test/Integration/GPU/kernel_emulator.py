@@ -1590,7 +1590,8 @@ class Host(Threads):
         its own base (offset 0), with its sizes and element strides."""
         buffer = self.buffers[op.operands[0]]
         array = buffer.array
-        if len(op.results) != 2 + 2 * array.ndim or array.strides and min(array.strides) < 0:
+        if (len(op.results) != 2 + 2 * array.ndim
+                or any(s % array.itemsize for s in array.strides)):
             raise NotImplementedError(f"memref.extract_strided_metadata: {op.text}")
         self.buffers[op.results[0]] = buffer
         self.env[op.results[1]] = self.full(0, np.int64)
