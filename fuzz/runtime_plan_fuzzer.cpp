@@ -1,6 +1,6 @@
 //===- runtime_plan_fuzzer.cpp - fuzzes the runtime's dispatch checks -----===//
 //
-// Bytes -> a dispatch plan (9, 10 or 11 i64 fields) and call shapes -> the
+// Bytes -> a dispatch plan (9 to 12 i64 fields) and call shapes -> the
 // runtime's checks (runtime/lib/PlanCheck.cpp), both the pure one
 // (checkDispatchPlan: fields and shapes) and the one over memref
 // descriptors as compiled code passes them (checkDispatchArgs: sizes,
