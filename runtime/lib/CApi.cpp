@@ -726,9 +726,7 @@ int64_t gatherInto(const char *entry, GatherRows rows, moert_memref2d *ids, moer
                                         : deferred ? check.experts
                                                    : placement.experts());
   signature.set(CallSignature::Entry, 4 | (placed ? 1 : 0)); // bit 2: the all-gather form
-  signature.set(CallSignature::PlanHash, int64_t(planHash(fields)));
-  if (fields.layer)
-    signature.set(CallSignature::Layer, fields.layer);
+  setPlanSignature(signature, fields);
   Collectives::SignatureScope scope(coll, signature);
   std::vector<int32_t> slotIds;
   moert_memref2d slotIdsView{};
@@ -1003,9 +1001,7 @@ int64_t sendPackedInto(const char *entry, GatherRows rows, moert_memref2d *route
   signature.set(CallSignature::Ep, fields.ranks);
   signature.set(CallSignature::Experts, in.experts);
   signature.set(CallSignature::Entry, 8 | (placed ? 1 : 0)); // bit 3: packed by the layer
-  signature.set(CallSignature::PlanHash, int64_t(planHash(fields)));
-  if (fields.layer)
-    signature.set(CallSignature::Layer, fields.layer);
+  setPlanSignature(signature, fields);
   Collectives::SignatureScope scope(coll, signature);
   if (Status e = exchangeCounts(coll, sent.data(), received.data(), capacity))
     die(*e);
@@ -1094,9 +1090,7 @@ void selectSlotsInto(const char *entry, moert_memref2d *ids, moert_memref1d *phy
   signature.set(CallSignature::Ep, fields.ranks);
   signature.set(CallSignature::Experts, in.experts);
   signature.set(CallSignature::Entry, 8 | 1); // a placed dispatch packed by the layer
-  signature.set(CallSignature::PlanHash, int64_t(planHash(fields)));
-  if (fields.layer)
-    signature.set(CallSignature::Layer, fields.layer);
+  setPlanSignature(signature, fields);
   Collectives::SignatureScope scope(coll, signature);
   std::optional<BatchSelection> selection;
   std::vector<int64_t> before;

@@ -58,6 +58,12 @@ float moert::loadElement(const uint8_t *p, int64_t elementBytes) {
   return load(p, elementBytes);
 }
 
+void moert::setPlanSignature(CallSignature &signature, const PlanFields &plan) {
+  signature.set(CallSignature::PlanHash, int64_t(planHash(plan)));
+  if (plan.layer) // 0: the plan has none (the plan hash still sees its field count)
+    signature.set(CallSignature::Layer, plan.layer);
+}
+
 void moert::storeElement(uint8_t *p, int64_t elementBytes, float value) {
   store(p, elementBytes, value);
 }
@@ -109,9 +115,7 @@ CallSignature signatureOf(const PlanFields &plan, const DispatchShape &shape) {
   s.set(CallSignature::Ep, plan.ranks);
   s.set(CallSignature::Experts, shape.mapLength);
   s.set(CallSignature::Entry, (shape.placed ? 1 : 0) | (shape.keepCodes ? 2 : 0));
-  s.set(CallSignature::PlanHash, int64_t(planHash(plan)));
-  if (plan.layer) // 0: the plan has none (the plan hash still sees its field count)
-    s.set(CallSignature::Layer, plan.layer);
+  setPlanSignature(s, plan);
   return s;
 }
 

@@ -4,6 +4,7 @@
 
 #include "BatchSelection.h"
 #include "Collectives.h"
+#include "PlanCheck.h"
 #include "Quantize.h"
 
 #include <cstdint>
@@ -142,6 +143,10 @@ Status selectForBatch(Collectives &coll, const int32_t *expertIds, int64_t choic
 /// with the same message before any payload moves.
 Status exchangeCounts(Collectives &coll, const int64_t *sentRows, int64_t *receivedRows,
                       int64_t capacity);
+
+/// The plan's part of a call's signature: its hash and, where it has one,
+/// the layer's fingerprint (a field of its own).
+void setPlanSignature(CallSignature &signature, const PlanFields &plan);
 
 /// Element conversions for the payload types (f32, bf16).
 float loadElement(const uint8_t *p, int64_t elementBytes);
